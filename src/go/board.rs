@@ -1,0 +1,733 @@
+//! The board: stones, strings ("chains") and their exact liberties.
+//!
+//! Like KataGo's `Board`, this type knows only the position, the simple-ko
+//! point and the capture counts; move history, superko and scoring live in
+//! [`crate::go::Game`] and [`crate::go::scoring`].
+//!
+//! Layout: points are indices into a padded one-dimensional array with one
+//! border column shared by neighbouring rows and a border row above and
+//! below, so the four neighbours of any on-board point are `p ± 1` and
+//! `p ± stride` with no bounds tests.
+//!
+//! Every string keeps its liberties as a bit set over point indices, so the
+//! liberty count is always exact (the seed project kept liberty counts that
+//! went stale for strings away from the last move). Merging strings is an OR
+//! of bit sets; a capture adds the freed points to the neighbouring strings.
+
+use super::{Color, Vertex, MAX_SIZE};
+use super::zobrist;
+use thiserror::Error;
+
+/// Stride of the largest board: one border column shared between rows.
+const MAX_STRIDE: usize = MAX_SIZE + 1;
+/// Number of padded points of the largest board (see the module comment).
+pub const MAX_POINTS: usize = (MAX_SIZE + 2) * MAX_STRIDE + 1;
+/// Words of a liberty bit set large enough for every board size.
+const LIB_WORDS: usize = MAX_POINTS.div_ceil(64);
+
+/// A point as an index into the board's padded array. Only meaningful for
+/// the board (size) that produced it: convert with [`Board::point`] and
+/// [`Board::vertex`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Point(pub u16);
+
+impl Point {
+    #[inline]
+    pub fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a point of the padded array holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Cell {
+    Black = 0,
+    White = 1,
+    Empty = 2,
+    Border = 3,
+}
+
+impl Cell {
+    #[inline]
+    fn stone(color: Color) -> Cell {
+        match color {
+            Color::Black => Cell::Black,
+            Color::White => Cell::White,
+        }
+    }
+
+    /// The colour of a stone, `None` for empty and border points.
+    #[inline]
+    pub fn color(self) -> Option<Color> {
+        match self {
+            Cell::Black => Some(Color::Black),
+            Cell::White => Some(Color::White),
+            _ => None,
+        }
+    }
+}
+
+/// Why a move may not be played.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum IllegalMove {
+    #[error("point is not on the board")]
+    OffBoard,
+    #[error("point is occupied")]
+    Occupied,
+    #[error("retakes a ko immediately")]
+    Ko,
+    #[error("repeats an earlier position (superko)")]
+    Superko,
+    #[error("suicide")]
+    Suicide,
+}
+
+/// Fixed-size bit set over padded point indices.
+#[derive(Clone, Copy)]
+struct LibSet([u64; LIB_WORDS]);
+
+impl LibSet {
+    const EMPTY: LibSet = LibSet([0; LIB_WORDS]);
+
+    #[inline]
+    fn contains(&self, p: usize) -> bool {
+        self.0[p >> 6] & (1 << (p & 63)) != 0
+    }
+    #[inline]
+    fn insert(&mut self, p: usize) -> bool {
+        let (w, b) = (p >> 6, 1u64 << (p & 63));
+        let new = self.0[w] & b == 0;
+        self.0[w] |= b;
+        new
+    }
+    #[inline]
+    fn remove(&mut self, p: usize) -> bool {
+        let (w, b) = (p >> 6, 1u64 << (p & 63));
+        let had = self.0[w] & b != 0;
+        self.0[w] &= !b;
+        had
+    }
+    #[inline]
+    fn union_with(&mut self, other: &LibSet) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a |= b;
+        }
+    }
+    #[inline]
+    fn len(&self) -> u16 {
+        self.0.iter().map(|w| w.count_ones() as u16).sum()
+    }
+    /// The lowest point in the set.
+    fn first(&self) -> Option<usize> {
+        self.0
+            .iter()
+            .enumerate()
+            .find(|(_, w)| **w != 0)
+            .map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+    }
+}
+
+/// A string of connected stones of one colour, stored at its root point.
+#[derive(Clone, Copy)]
+struct Chain {
+    /// Its liberties.
+    libs: LibSet,
+    /// `libs.len()`, kept up to date so atari tests are one comparison.
+    lib_count: u16,
+    /// Number of stones.
+    size: u16,
+    /// XOR of the Zobrist keys of its stones: removing the whole string from
+    /// a position hash is one XOR, which makes superko tests O(1).
+    hash: u64,
+}
+
+impl Chain {
+    const NONE: Chain = Chain { libs: LibSet::EMPTY, lib_count: 0, size: 0, hash: 0 };
+}
+
+/// A Go position of side 2..=25.
+#[derive(Clone)]
+pub struct Board {
+    /// Side length.
+    size: usize,
+    /// Distance between vertically adjacent points: `size + 1`.
+    stride: usize,
+    /// Content of every padded point.
+    cells: Vec<Cell>,
+    /// For a stone, the root point of its chain (index into `chains`).
+    chain_of: Vec<u16>,
+    /// For a stone, the next stone of its chain (a circular list).
+    next_stone: Vec<u16>,
+    /// Chain data, valid at root points only.
+    chains: Vec<Chain>,
+    /// Every empty on-board point, in no particular order.
+    empty: Vec<u16>,
+    /// For an empty point, its position in `empty`.
+    empty_pos: Vec<u16>,
+    /// Zobrist hash of the stones (side to move not included).
+    hash: u64,
+    /// The point the given colour may not play at because it would retake a
+    /// ko at once (`None` if there is no such point).
+    ko: Option<(Point, Color)>,
+    /// Stones captured by Black and by White (prisoners each has taken).
+    captures: [u32; 2],
+}
+
+impl Board {
+    /// An empty board. Panics if `size` is not in `2..=25`; check with
+    /// [`Board::valid_size`] first when the size comes from input.
+    pub fn new(size: usize) -> Board {
+        assert!(Self::valid_size(size), "board size {size} is not in 2..={MAX_SIZE}");
+        let stride = size + 1;
+        let len = (size + 2) * stride + 1;
+        let mut board = Board {
+            size,
+            stride,
+            cells: vec![Cell::Border; len],
+            chain_of: vec![0; len],
+            next_stone: vec![0; len],
+            chains: vec![Chain::NONE; len],
+            empty: Vec::with_capacity(size * size),
+            empty_pos: vec![0; len],
+            hash: 0,
+            ko: None,
+            captures: [0; 2],
+        };
+        for y in 0..size {
+            for x in 0..size {
+                let p = board.point(Vertex::new(x, y)).idx();
+                board.cells[p] = Cell::Empty;
+                board.empty_pos[p] = board.empty.len() as u16;
+                board.empty.push(p as u16);
+            }
+        }
+        board
+    }
+
+    /// Whether go-train supports a board of this side.
+    pub fn valid_size(size: usize) -> bool {
+        (2..=MAX_SIZE).contains(&size)
+    }
+
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The padded index of a vertex (which must be on this board).
+    #[inline]
+    pub fn point(&self, v: Vertex) -> Point {
+        debug_assert!((v.x as usize) < self.size && (v.y as usize) < self.size);
+        Point(((v.y as usize + 1) * self.stride + v.x as usize + 1) as u16)
+    }
+
+    /// The vertex of an on-board point.
+    #[inline]
+    pub fn vertex(&self, p: Point) -> Vertex {
+        let p = p.idx();
+        Vertex::new(p % self.stride - 1, p / self.stride - 1)
+    }
+
+    /// Whether a vertex lies on this board.
+    #[inline]
+    pub fn contains(&self, v: Vertex) -> bool {
+        (v.x as usize) < self.size && (v.y as usize) < self.size
+    }
+
+    /// All on-board points, row by row from the top.
+    pub fn points(&self) -> impl Iterator<Item = Point> + '_ {
+        (0..self.size * self.size).map(move |i| self.point(Vertex::from_index(i, self.size)))
+    }
+
+    #[inline]
+    pub fn cell(&self, p: Point) -> Cell {
+        self.cells[p.idx()]
+    }
+
+    /// The colour of the stone at `p`, if any.
+    #[inline]
+    pub fn color_at(&self, p: Point) -> Option<Color> {
+        self.cells[p.idx()].color()
+    }
+
+    /// The four orthogonal neighbours (some may be border points).
+    #[inline]
+    pub fn neighbors(&self, p: Point) -> [Point; 4] {
+        let (p, s) = (p.0, self.stride as u16);
+        [Point(p - s), Point(p - 1), Point(p + 1), Point(p + s)]
+    }
+
+    /// The four diagonal neighbours (some may be border points).
+    #[inline]
+    fn diagonals(&self, p: Point) -> [Point; 4] {
+        let (p, s) = (p.0, self.stride as u16);
+        [Point(p - s - 1), Point(p - s + 1), Point(p + s - 1), Point(p + s + 1)]
+    }
+
+    /// Exact number of liberties of the string at `p` (0 for an empty point).
+    #[inline]
+    pub fn liberties(&self, p: Point) -> usize {
+        if self.cells[p.idx()].color().is_none() {
+            return 0;
+        }
+        self.chains[self.chain_of[p.idx()] as usize].lib_count as usize
+    }
+
+    /// Number of stones of the string at `p` (0 for an empty point).
+    pub fn string_size(&self, p: Point) -> usize {
+        if self.cells[p.idx()].color().is_none() {
+            return 0;
+        }
+        self.chains[self.chain_of[p.idx()] as usize].size as usize
+    }
+
+    /// The stones of the string at `p` (empty for an empty point).
+    pub fn string_stones(&self, p: Point) -> Vec<Point> {
+        if self.cells[p.idx()].color().is_none() {
+            return Vec::new();
+        }
+        let mut out = vec![p];
+        let mut s = self.next_stone[p.idx()];
+        while s != p.0 {
+            out.push(Point(s));
+            s = self.next_stone[s as usize];
+        }
+        out
+    }
+
+    /// Whether the stones at `a` and `b` belong to the same string.
+    pub fn same_string(&self, a: Point, b: Point) -> bool {
+        self.color_at(a).is_some()
+            && self.cells[a.idx()] == self.cells[b.idx()]
+            && self.chain_of[a.idx()] == self.chain_of[b.idx()]
+    }
+
+    /// Zobrist hash of the stones on the board.
+    #[inline]
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// The point `color` may not play at this turn because of simple ko.
+    pub fn ko_point(&self) -> Option<(Point, Color)> {
+        self.ko
+    }
+
+    /// Stones of the opponent that `color` has captured.
+    pub fn captures(&self, color: Color) -> u32 {
+        self.captures[color.index()]
+    }
+
+    /// Adds prisoners taken outside of play (the SGF and GTP bookkeeping of
+    /// a game loaded with known captures). Rarely needed.
+    pub fn add_captures(&mut self, color: Color, n: u32) {
+        self.captures[color.index()] += n;
+    }
+
+    /// Every empty on-board point, in no particular order.
+    #[inline]
+    pub fn empty_points(&self) -> impl ExactSizeIterator<Item = Point> + '_ {
+        self.empty.iter().map(|&p| Point(p))
+    }
+
+    /// Number of stones of each colour on the board, `[black, white]`.
+    pub fn stone_counts(&self) -> [u32; 2] {
+        let mut n = [0; 2];
+        for p in self.points() {
+            if let Some(c) = self.color_at(p) {
+                n[c.index()] += 1;
+            }
+        }
+        n
+    }
+
+    /// Checks whether `color` may play at `p` under simple ko, and under the
+    /// suicide rule unless `allow_suicide`. Superko is the game's business
+    /// ([`crate::go::Game::is_legal`]). Never changes the board.
+    pub fn check_move(&self, p: Point, color: Color, allow_suicide: bool) -> Result<(), IllegalMove> {
+        if p.idx() >= self.cells.len() {
+            return Err(IllegalMove::OffBoard);
+        }
+        match self.cells[p.idx()] {
+            Cell::Empty => {}
+            Cell::Border => return Err(IllegalMove::OffBoard),
+            _ => return Err(IllegalMove::Occupied),
+        }
+        if self.ko == Some((p, color)) {
+            return Err(IllegalMove::Ko);
+        }
+        if !allow_suicide && self.is_suicide(p, color) {
+            return Err(IllegalMove::Suicide);
+        }
+        Ok(())
+    }
+
+    /// Whether a stone of `color` at the empty point `p` would be left
+    /// without liberties (after its captures).
+    #[inline]
+    pub fn is_suicide(&self, p: Point, color: Color) -> bool {
+        let own = Cell::stone(color);
+        for n in self.neighbors(p) {
+            let cell = self.cells[n.idx()];
+            if cell == Cell::Empty {
+                return false;
+            }
+            if cell == Cell::Border {
+                continue;
+            }
+            let libs = self.chains[self.chain_of[n.idx()] as usize].lib_count;
+            // Joining a friendly string with another liberty, or filling the
+            // last liberty of an enemy string (a capture), both leave liberties.
+            if (cell == own) == (libs > 1) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The stone hash of the position after `color` plays at `p` (assumed
+    /// legal apart from superko): what superko compares, without playing.
+    pub fn hash_after(&self, p: Point, color: Color) -> u64 {
+        let mut h = self.hash ^ zobrist::STONE[color.index()][p.idx()];
+        let opp = Cell::stone(color.opponent());
+        let mut seen = [u16::MAX; 4];
+        let mut captured_any = false;
+        for (i, n) in self.neighbors(p).into_iter().enumerate() {
+            if self.cells[n.idx()] != opp {
+                continue;
+            }
+            let root = self.chain_of[n.idx()];
+            if self.chains[root as usize].lib_count == 1 && !seen[..i].contains(&root) {
+                h ^= self.chains[root as usize].hash;
+                captured_any = true;
+            }
+            seen[i] = root;
+        }
+        if !captured_any && self.is_suicide(p, color) {
+            // Suicide (where allowed) removes the new stone and its string.
+            h = self.hash;
+            let own = Cell::stone(color);
+            let mut seen = [u16::MAX; 4];
+            for (i, n) in self.neighbors(p).into_iter().enumerate() {
+                if self.cells[n.idx()] == own {
+                    let root = self.chain_of[n.idx()];
+                    if !seen[..i].contains(&root) {
+                        h ^= self.chains[root as usize].hash;
+                    }
+                    seen[i] = root;
+                }
+            }
+        }
+        h
+    }
+
+    /// Whether `p` is an eye of `color` that a sensible player never fills:
+    /// all four neighbours are `color` or off the board, and the opponent
+    /// holds at most one diagonal (none on the edge or in the corner).
+    #[inline]
+    pub fn is_eye(&self, p: Point, color: Color) -> bool {
+        let own = Cell::stone(color);
+        for n in self.neighbors(p) {
+            let c = self.cells[n.idx()];
+            if c != own && c != Cell::Border {
+                return false;
+            }
+        }
+        let opp = Cell::stone(color.opponent());
+        let mut bad = 0;
+        let mut border = false;
+        for d in self.diagonals(p) {
+            match self.cells[d.idx()] {
+                c if c == opp => bad += 1,
+                Cell::Border => border = true,
+                _ => {}
+            }
+        }
+        bad == 0 || (!border && bad == 1)
+    }
+
+    /// Plays a stone of `color` at `p`, capturing as the rules say, and
+    /// returns the number of stones captured. The move must have passed
+    /// [`Board::check_move`] (a suicide, if allowed, removes the string).
+    pub fn play(&mut self, p: Point, color: Color) -> u32 {
+        debug_assert_eq!(self.cells[p.idx()], Cell::Empty, "play on occupied point");
+        let pi = p.idx();
+        let own = Cell::stone(color);
+        let opp = Cell::stone(color.opponent());
+        let key = zobrist::STONE[color.index()][pi];
+        self.hash ^= key;
+        self.cells[pi] = own;
+        self.remove_empty(pi);
+
+        // A new one-stone string, then merged with its friendly neighbours.
+        self.chain_of[pi] = p.0;
+        self.next_stone[pi] = p.0;
+        let mut chain = Chain { libs: LibSet::EMPTY, lib_count: 0, size: 1, hash: key };
+        for n in self.neighbors(p) {
+            if self.cells[n.idx()] == Cell::Empty {
+                chain.libs.insert(n.idx());
+            }
+        }
+        self.chains[pi] = chain;
+        let mut root = pi;
+        for n in self.neighbors(p) {
+            if self.cells[n.idx()] == own {
+                let other = self.chain_of[n.idx()] as usize;
+                if other != root {
+                    root = self.merge(root, other);
+                }
+            }
+        }
+        {
+            let c = &mut self.chains[root];
+            c.libs.remove(pi);
+            c.lib_count = c.libs.len();
+        }
+
+        // Take the liberty from enemy neighbours; capture those left without.
+        let mut captured = 0;
+        let mut last_captured = 0;
+        for n in self.neighbors(p) {
+            if self.cells[n.idx()] != opp {
+                continue;
+            }
+            let r = self.chain_of[n.idx()] as usize;
+            let c = &mut self.chains[r];
+            if c.libs.remove(pi) {
+                c.lib_count -= 1;
+                if c.lib_count == 0 {
+                    captured += self.remove_string(r);
+                    last_captured = n.idx();
+                }
+            }
+        }
+        self.captures[color.index()] += captured;
+
+        let root = self.chain_of[pi] as usize;
+        let mine = self.chains[root];
+        self.ko = None;
+        if mine.lib_count == 0 {
+            // Suicide, where the rules allow it: the opponent takes the stones.
+            let n = self.remove_string(root);
+            self.captures[color.opponent().index()] += n;
+        } else if captured == 1 && mine.size == 1 && mine.lib_count == 1 {
+            self.ko = Some((Point(last_captured as u16), color.opponent()));
+        }
+        captured
+    }
+
+    /// A pass: only lifts the ko ban.
+    pub fn pass(&mut self) {
+        self.ko = None;
+    }
+
+    /// Puts a setup stone (SGF `AB`/`AW`) or clears a point (`AE`) without
+    /// capturing anything, as setup properties require. Strings are rebuilt
+    /// afterwards: setup is rare and a full rebuild keeps one code path exact.
+    pub fn set_point(&mut self, p: Point, color: Option<Color>) {
+        self.set_points(&[(p, color)]);
+    }
+
+    /// Several setup changes at once, with one rebuild.
+    pub fn set_points(&mut self, changes: &[(Point, Option<Color>)]) {
+        for &(p, color) in changes {
+            debug_assert_ne!(self.cells[p.idx()], Cell::Border);
+            self.cells[p.idx()] = color.map(Cell::stone).unwrap_or(Cell::Empty);
+        }
+        self.ko = None;
+        self.rebuild();
+    }
+
+    /// Recomputes strings, liberties, the empty list and the hash from cells.
+    fn rebuild(&mut self) {
+        self.empty.clear();
+        self.hash = 0;
+        let points: Vec<Point> = self.points().collect();
+        for &p in &points {
+            let i = p.idx();
+            match self.cells[i].color() {
+                None => {
+                    self.empty_pos[i] = self.empty.len() as u16;
+                    self.empty.push(p.0);
+                }
+                Some(c) => {
+                    self.hash ^= zobrist::STONE[c.index()][i];
+                    self.chain_of[i] = u16::MAX;
+                }
+            }
+        }
+        for &p in &points {
+            let i = p.idx();
+            if self.cells[i].color().is_none() || self.chain_of[i] != u16::MAX {
+                continue;
+            }
+            // Flood fill the string from its first stone, threading the list.
+            let cell = self.cells[i];
+            let color = cell.color().unwrap();
+            let mut chain = Chain::NONE;
+            let mut stack = vec![i];
+            self.chain_of[i] = p.0;
+            let mut prev = i;
+            while let Some(s) = stack.pop() {
+                chain.size += 1;
+                chain.hash ^= zobrist::STONE[color.index()][s];
+                self.next_stone[prev] = s as u16;
+                prev = s;
+                for n in self.neighbors(Point(s as u16)) {
+                    let n = n.idx();
+                    if self.cells[n] == Cell::Empty {
+                        chain.libs.insert(n);
+                    } else if self.cells[n] == cell && self.chain_of[n] == u16::MAX {
+                        self.chain_of[n] = p.0;
+                        stack.push(n);
+                    }
+                }
+            }
+            self.next_stone[prev] = p.0;
+            chain.lib_count = chain.libs.len();
+            self.chains[i] = chain;
+        }
+    }
+
+    /// Joins two strings of one colour; returns the root kept. The smaller
+    /// string is relabelled, so relabelling is O(n log n) over a game.
+    fn merge(&mut self, a: usize, b: usize) -> usize {
+        let (keep, gone) = if self.chains[a].size >= self.chains[b].size { (a, b) } else { (b, a) };
+        let mut s = gone;
+        loop {
+            self.chain_of[s] = keep as u16;
+            s = self.next_stone[s] as usize;
+            if s == gone {
+                break;
+            }
+        }
+        self.next_stone.swap(keep, gone);
+        let g = self.chains[gone];
+        let k = &mut self.chains[keep];
+        k.libs.union_with(&g.libs);
+        k.size += g.size;
+        k.hash ^= g.hash;
+        keep
+    }
+
+    /// Lifts the string rooted at `root` off the board, giving its points as
+    /// liberties to the strings around; returns the number of stones.
+    fn remove_string(&mut self, root: usize) -> u32 {
+        let color = self.cells[root].color().expect("string root holds a stone");
+        self.hash ^= self.chains[root].hash;
+        let mut s = root;
+        let mut n_removed = 0;
+        loop {
+            self.cells[s] = Cell::Empty;
+            self.add_empty(s);
+            n_removed += 1;
+            s = self.next_stone[s] as usize;
+            if s == root {
+                break;
+            }
+        }
+        // Second pass once all are empty, so stones of the removed string
+        // are never mistaken for neighbours.
+        let other = Cell::stone(color.opponent());
+        loop {
+            for n in self.neighbors(Point(s as u16)) {
+                if self.cells[n.idx()] == other {
+                    let c = &mut self.chains[self.chain_of[n.idx()] as usize];
+                    if c.libs.insert(s) {
+                        c.lib_count += 1;
+                    }
+                }
+            }
+            s = self.next_stone[s] as usize;
+            if s == root {
+                break;
+            }
+        }
+        n_removed
+    }
+
+    #[inline]
+    fn remove_empty(&mut self, p: usize) {
+        let pos = self.empty_pos[p] as usize;
+        let last = self.empty.pop().expect("an empty point to fill");
+        if pos < self.empty.len() {
+            self.empty[pos] = last;
+            self.empty_pos[last as usize] = pos as u16;
+        }
+    }
+
+    #[inline]
+    fn add_empty(&mut self, p: usize) {
+        self.empty_pos[p] = self.empty.len() as u16;
+        self.empty.push(p as u16);
+    }
+
+    /// The single liberty of a string in atari, if it has exactly one.
+    pub fn atari_liberty(&self, p: Point) -> Option<Point> {
+        if self.liberties(p) != 1 {
+            return None;
+        }
+        self.chains[self.chain_of[p.idx()] as usize].libs.first().map(|i| Point(i as u16))
+    }
+
+    /// Checks every invariant from scratch (strings, liberties, hash, empty
+    /// list). For tests and debugging: O(points).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut fresh = self.clone();
+        fresh.rebuild();
+        if fresh.hash != self.hash {
+            return Err("hash differs from the stones".into());
+        }
+        let mut empties: Vec<u16> = self.empty.clone();
+        let mut expected: Vec<u16> = fresh.empty.clone();
+        empties.sort_unstable();
+        expected.sort_unstable();
+        if empties != expected {
+            return Err("empty list differs from the empty points".into());
+        }
+        for p in self.points() {
+            if self.color_at(p).is_none() {
+                if self.empty[self.empty_pos[p.idx()] as usize] != p.0 {
+                    return Err(format!("empty_pos wrong at {:?}", self.vertex(p)));
+                }
+                continue;
+            }
+            if self.liberties(p) != fresh.liberties(p) || self.string_size(p) != fresh.string_size(p) {
+                return Err(format!(
+                    "string at {} has {} liberties / {} stones, expected {} / {}",
+                    self.vertex(p).to_gtp(self.size),
+                    self.liberties(p),
+                    self.string_size(p),
+                    fresh.liberties(p),
+                    fresh.string_size(p)
+                ));
+            }
+            if self.liberties(p) == 0 {
+                return Err(format!("string at {} has no liberties", self.vertex(p).to_gtp(self.size)));
+            }
+            let r = self.chain_of[p.idx()] as usize;
+            if self.chains[r].libs.0 != fresh.chains[fresh.chain_of[p.idx()] as usize].libs.0 {
+                return Err("liberty set differs".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Board {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for y in 0..self.size {
+            for x in 0..self.size {
+                let c = match self.cell(self.point(Vertex::new(x, y))) {
+                    Cell::Black => 'X',
+                    Cell::White => 'O',
+                    _ => '.',
+                };
+                write!(f, "{c}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}

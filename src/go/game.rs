@@ -1,0 +1,315 @@
+//! A game in progress: the board plus everything that depends on history —
+//! whose turn it is, superko, passes, undo. (KataGo's `BoardHistory`.)
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::board::{Board, IllegalMove, Point};
+use super::rules::{KoRule, Rules};
+use super::{zobrist, Color, ColoredMove, Move, Vertex};
+
+/// Zobrist hashes are already uniformly random: hash them as themselves.
+#[derive(Default)]
+pub struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type HashSet64 = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
+
+/// One step of a game's history.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A move by a player.
+    Move(ColoredMove),
+    /// Setup stones (SGF `AB`/`AW`/`AE`, or placed handicap): `None` clears.
+    Setup(Vec<(Vertex, Option<Color>)>),
+}
+
+/// A game: rules, the current board, whose turn it is, and the history that
+/// superko and undo need.
+#[derive(Clone)]
+pub struct Game {
+    /// The rule set in force.
+    rules: Rules,
+    /// The current position.
+    board: Board,
+    /// The position the game started from (undo replays from here).
+    start: Board,
+    /// Whose turn it is.
+    to_move: Color,
+    /// Everything that happened since `start`.
+    history: Vec<Event>,
+    /// Hashes of earlier positions, for superko (side to move folded in
+    /// under situational superko).
+    seen: HashSet64,
+    /// Passes in a row at the end of the history.
+    consecutive_passes: u32,
+    /// Stones each colour has put on the board (moves and setup): the term
+    /// that ties area and territory scores together (see `scoring`).
+    stones_placed: [u32; 2],
+    /// Whether someone resigned.
+    resigned: Option<Color>,
+}
+
+impl Game {
+    /// A new game on an empty board of `size`, Black to move.
+    pub fn new(size: usize, rules: Rules) -> Game {
+        let board = Board::new(size);
+        let mut game = Game {
+            rules,
+            start: board.clone(),
+            board,
+            to_move: Color::Black,
+            history: Vec::new(),
+            seen: HashSet64::default(),
+            consecutive_passes: 0,
+            stones_placed: [0; 2],
+            resigned: None,
+        };
+        game.remember_position();
+        game
+    }
+
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// Changes komi (GTP `komi`); other rules stay.
+    pub fn set_komi(&mut self, komi: f32) {
+        self.rules.komi = komi;
+    }
+
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    pub fn size(&self) -> usize {
+        self.board.size()
+    }
+
+    pub fn to_move(&self) -> Color {
+        self.to_move
+    }
+
+    /// Sets whose turn it is (SGF `PL`, or handicap games where White starts).
+    pub fn set_to_move(&mut self, color: Color) {
+        self.to_move = color;
+    }
+
+    pub fn history(&self) -> &[Event] {
+        &self.history
+    }
+
+    /// The moves played so far, in order, setup excluded.
+    pub fn moves(&self) -> impl DoubleEndedIterator<Item = &ColoredMove> + '_ {
+        self.history.iter().filter_map(|e| match e {
+            Event::Move(m) => Some(m),
+            Event::Setup(_) => None,
+        })
+    }
+
+    /// The last `n` moves, most recent first (for the last-move planes).
+    pub fn recent_moves(&self, n: usize) -> impl Iterator<Item = &ColoredMove> + '_ {
+        self.moves().rev().take(n)
+    }
+
+    /// Number of moves played (passes included, setup excluded).
+    pub fn move_count(&self) -> usize {
+        self.moves().count()
+    }
+
+    /// Whether the game is over: two passes in a row, or a resignation.
+    pub fn is_over(&self) -> bool {
+        self.consecutive_passes >= 2 || self.resigned.is_some()
+    }
+
+    /// Who resigned, if anyone did.
+    pub fn resigned(&self) -> Option<Color> {
+        self.resigned
+    }
+
+    pub fn consecutive_passes(&self) -> u32 {
+        self.consecutive_passes
+    }
+
+    /// Stones each colour has placed, `[black, white]`, setup included.
+    pub fn stones_placed(&self) -> [u32; 2] {
+        self.stones_placed
+    }
+
+    fn position_key(&self, stone_hash: u64, to_move: Color) -> u64 {
+        match self.rules.ko {
+            KoRule::SituationalSuperko if to_move == Color::White => stone_hash ^ zobrist::WHITE_TO_MOVE,
+            _ => stone_hash,
+        }
+    }
+
+    fn remember_position(&mut self) {
+        if self.rules.ko != KoRule::Simple {
+            let key = self.position_key(self.board.hash(), self.to_move);
+            self.seen.insert(key);
+        }
+    }
+
+    /// Checks a stone move at an on-board point without changing anything.
+    #[inline]
+    pub fn check_point(&self, p: Point, color: Color) -> Result<(), IllegalMove> {
+        self.board.check_move(p, color, self.rules.allow_suicide)?;
+        if self.rules.ko != KoRule::Simple {
+            let key = self.position_key(self.board.hash_after(p, color), color.opponent());
+            if self.seen.contains(&key) {
+                return Err(IllegalMove::Superko);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `color` may make `mv` now. Never changes the game.
+    pub fn check(&self, color: Color, mv: Move) -> Result<(), IllegalMove> {
+        match mv {
+            Move::Pass | Move::Resign => Ok(()),
+            Move::Play(v) if !self.board.contains(v) => Err(IllegalMove::OffBoard),
+            Move::Play(v) => self.check_point(self.board.point(v), color),
+        }
+    }
+
+    pub fn is_legal(&self, color: Color, mv: Move) -> bool {
+        self.check(color, mv).is_ok()
+    }
+
+    /// Makes a move for `color` if it is legal; the turn passes to the
+    /// opponent. Returns the number of stones captured.
+    pub fn play(&mut self, color: Color, mv: Move) -> Result<u32, IllegalMove> {
+        self.check(color, mv)?;
+        Ok(self.play_unchecked(color, mv))
+    }
+
+    /// Makes a move already known to be legal (e.g. just checked with
+    /// [`Game::check_point`]).
+    pub fn play_unchecked(&mut self, color: Color, mv: Move) -> u32 {
+        let captured = match mv {
+            Move::Play(v) => {
+                let p = self.board.point(v);
+                self.consecutive_passes = 0;
+                self.stones_placed[color.index()] += 1;
+                self.board.play(p, color)
+            }
+            Move::Pass => {
+                self.consecutive_passes += 1;
+                self.board.pass();
+                0
+            }
+            Move::Resign => {
+                self.resigned = Some(color);
+                0
+            }
+        };
+        self.to_move = color.opponent();
+        self.history.push(Event::Move(ColoredMove { color, mv }));
+        // A pass changes only the side to move, which matters to
+        // situational superko alone.
+        if matches!(mv, Move::Play(_)) || self.rules.ko == KoRule::SituationalSuperko {
+            self.remember_position();
+        }
+        captured
+    }
+
+    /// Places setup stones (`Some`) or clears points (`None`) without
+    /// captures. Stones placed count towards [`Game::stones_placed`].
+    pub fn setup(&mut self, changes: &[(Vertex, Option<Color>)]) -> Result<(), IllegalMove> {
+        if changes.iter().any(|(v, _)| !self.board.contains(*v)) {
+            return Err(IllegalMove::OffBoard);
+        }
+        self.apply_setup(changes);
+        self.history.push(Event::Setup(changes.to_vec()));
+        self.remember_position();
+        Ok(())
+    }
+
+    fn apply_setup(&mut self, changes: &[(Vertex, Option<Color>)]) {
+        let points: Vec<_> = changes.iter().map(|&(v, c)| (self.board.point(v), c)).collect();
+        for &(p, c) in &points {
+            // Replacing a stone takes back its placement.
+            if let Some(old) = self.board.color_at(p) {
+                self.stones_placed[old.index()] -= 1;
+            }
+            if let Some(c) = c {
+                self.stones_placed[c.index()] += 1;
+            }
+        }
+        self.board.set_points(&points);
+    }
+
+    /// Takes back the last move (setup events before it stay). Returns the
+    /// move, or `None` when no move is left to undo. Replays the game from
+    /// its start: a few microseconds per move, and no snapshot per move to
+    /// keep in memory.
+    pub fn undo(&mut self) -> Option<ColoredMove> {
+        let last = self.history.iter().rposition(|e| matches!(e, Event::Move(_)))?;
+        if last != self.history.len() - 1 {
+            return None; // setup after the last move: nothing to take back safely
+        }
+        let Some(Event::Move(undone)) = self.history.pop() else { unreachable!() };
+        let events = std::mem::take(&mut self.history);
+        self.replay_from_start(events);
+        self.to_move = undone.color;
+        Some(undone)
+    }
+
+    fn replay_from_start(&mut self, events: Vec<Event>) {
+        self.board = self.start.clone();
+        self.seen.clear();
+        self.consecutive_passes = 0;
+        self.stones_placed = [0; 2];
+        self.resigned = None;
+        self.to_move = Color::Black;
+        self.remember_position();
+        for e in events {
+            match e {
+                Event::Move(m) => {
+                    self.play_unchecked(m.color, m.mv);
+                }
+                Event::Setup(changes) => {
+                    self.apply_setup(&changes);
+                    self.history.push(Event::Setup(changes));
+                    self.remember_position();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str, size: usize) -> Move {
+        Move::parse_gtp(s, size).unwrap()
+    }
+
+    #[test]
+    fn undo_restores_position_and_turn() {
+        let mut g = Game::new(9, Rules::CHINESE);
+        let before = g.board().hash();
+        g.play(Color::Black, v("E5", 9)).unwrap();
+        g.play(Color::White, v("E6", 9)).unwrap();
+        assert_eq!(g.undo().unwrap().mv, v("E6", 9));
+        assert_eq!(g.to_move(), Color::White);
+        assert_eq!(g.undo().unwrap().mv, v("E5", 9));
+        assert_eq!(g.board().hash(), before);
+        assert_eq!(g.to_move(), Color::Black);
+        assert!(g.undo().is_none());
+    }
+}

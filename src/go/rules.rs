@@ -1,0 +1,80 @@
+//! Rule sets as plain configuration (as KataGo's `Rules`): which repetitions
+//! are forbidden, whether suicide is allowed, how the game is scored, komi.
+
+use serde::{Deserialize, Serialize};
+
+/// Which repeated positions are illegal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KoRule {
+    /// Only the immediate recapture of a single stone is forbidden.
+    Simple,
+    /// A move may not recreate any earlier arrangement of stones (Chinese,
+    /// Tromp–Taylor).
+    PositionalSuperko,
+    /// A move may not recreate an earlier arrangement with the same player
+    /// to move (New Zealand, AGA).
+    SituationalSuperko,
+}
+
+/// How the final position is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scoring {
+    /// Stones on the board plus surrounded empty points (Chinese).
+    Area,
+    /// Surrounded empty points plus prisoners (Japanese).
+    Territory,
+}
+
+/// A complete rule set.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rules {
+    /// Forbidden repetitions.
+    pub ko: KoRule,
+    /// Whether a move that leaves its own string without liberties is legal
+    /// (it removes that string), as in the Ing and New Zealand rules.
+    pub allow_suicide: bool,
+    /// Counting method.
+    pub scoring: Scoring,
+    /// Points given to White.
+    pub komi: f32,
+}
+
+impl Rules {
+    /// Chinese rules: positional superko, no suicide, area scoring, komi 7.5.
+    /// go-train's default.
+    pub const CHINESE: Rules =
+        Rules { ko: KoRule::PositionalSuperko, allow_suicide: false, scoring: Scoring::Area, komi: 7.5 };
+
+    /// Japanese rules: simple ko, no suicide, territory scoring, komi 6.5.
+    pub const JAPANESE: Rules =
+        Rules { ko: KoRule::Simple, allow_suicide: false, scoring: Scoring::Territory, komi: 6.5 };
+
+    /// New Zealand rules: situational superko, suicide allowed, area, komi 7.
+    pub const NEW_ZEALAND: Rules =
+        Rules { ko: KoRule::SituationalSuperko, allow_suicide: true, scoring: Scoring::Area, komi: 7.0 };
+
+    /// Tromp–Taylor: positional superko, suicide allowed, area, komi 7.5.
+    pub const TROMP_TAYLOR: Rules =
+        Rules { ko: KoRule::PositionalSuperko, allow_suicide: true, scoring: Scoring::Area, komi: 7.5 };
+
+    /// Looks a rule set up by name (`chinese`, `japanese`, `nz`,
+    /// `tromp-taylor`), as SGF's RU property and the CLI write it.
+    pub fn by_name(name: &str) -> Option<Rules> {
+        let n = name.trim().to_ascii_lowercase().replace(['_', ' '], "-");
+        match n.as_str() {
+            "chinese" | "cn" => Some(Self::CHINESE),
+            "japanese" | "jp" | "korean" => Some(Self::JAPANESE),
+            "nz" | "new-zealand" => Some(Self::NEW_ZEALAND),
+            "tromp-taylor" | "tt" => Some(Self::TROMP_TAYLOR),
+            _ => None,
+        }
+    }
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules::CHINESE
+    }
+}

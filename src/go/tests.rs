@@ -1,0 +1,333 @@
+//! Hand-built positions, one rule each. Diagrams: `X` black, `O` white,
+//! `.` empty; the top row is the top of the board, as `showboard` prints it.
+
+use super::*;
+
+fn game_from(diagram: &str, rules: Rules) -> Game {
+    let rows: Vec<&str> = diagram.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let size = rows.len();
+    let mut game = Game::new(size, rules);
+    let mut stones = Vec::new();
+    for (y, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), size, "diagram must be square");
+        for (x, ch) in row.chars().enumerate() {
+            let c = match ch {
+                'X' => Some(Color::Black),
+                'O' => Some(Color::White),
+                _ => None,
+            };
+            if c.is_some() {
+                stones.push((Vertex::new(x, y), c));
+            }
+        }
+    }
+    game.setup(&stones).unwrap();
+    game.board().check_invariants().unwrap();
+    game
+}
+
+fn mv(game: &Game, name: &str) -> Move {
+    Move::parse_gtp(name, game.size()).unwrap()
+}
+
+fn play(game: &mut Game, color: Color, name: &str) -> Result<u32, IllegalMove> {
+    let m = mv(game, name);
+    let r = game.play(color, m);
+    game.board().check_invariants().unwrap();
+    r
+}
+
+fn libs(game: &Game, name: &str) -> usize {
+    let Move::Play(v) = mv(game, name) else { panic!() };
+    game.board().liberties(game.board().point(v))
+}
+
+fn color_at(game: &Game, name: &str) -> Option<Color> {
+    let Move::Play(v) = mv(game, name) else { panic!() };
+    game.board().color_at(game.board().point(v))
+}
+
+use Color::{Black as B, White as W};
+
+#[test]
+fn corner_edge_and_centre_liberties() {
+    let g = game_from(
+        "X....
+         .....
+         ..O..
+         .....
+         ..X.X",
+        Rules::CHINESE,
+    );
+    assert_eq!(libs(&g, "A5"), 2); // corner
+    assert_eq!(libs(&g, "C1"), 3); // edge
+    assert_eq!(libs(&g, "E1"), 2); // corner
+    assert_eq!(libs(&g, "C3"), 4); // centre
+    assert_eq!(libs(&g, "B2"), 0); // empty point
+}
+
+#[test]
+fn shared_liberties_are_counted_once() {
+    // The black string C3-D3 and the stone at C2 share liberties; after
+    // joining them the count must not double-count any point.
+    let mut g = game_from(
+        ".....
+         .....
+         ..XX.
+         .....
+         .....",
+        Rules::CHINESE,
+    );
+    assert_eq!(libs(&g, "C3"), 6);
+    play(&mut g, B, "C2").unwrap();
+    assert_eq!(libs(&g, "D3"), 7);
+    // A white stone takes one liberty from the string and keeps three.
+    play(&mut g, W, "D2").unwrap();
+    assert_eq!(libs(&g, "C3"), 6);
+    assert_eq!(libs(&g, "D2"), 2);
+}
+
+#[test]
+fn single_capture_frees_liberties_of_every_neighbour() {
+    let mut g = game_from(
+        ".....
+         ..X..
+         .XO..
+         ..X..
+         .....",
+        Rules::CHINESE,
+    );
+    assert_eq!(libs(&g, "C3"), 1);
+    assert_eq!(play(&mut g, B, "D3"), Ok(1));
+    assert_eq!(color_at(&g, "C3"), None);
+    assert_eq!(g.board().captures(B), 1);
+    // Every black stone around the hole regained the freed point.
+    assert_eq!(libs(&g, "C4"), 4);
+    assert_eq!(libs(&g, "B3"), 4);
+    assert_eq!(libs(&g, "C2"), 4);
+    assert_eq!(libs(&g, "D3"), 4);
+}
+
+#[test]
+fn one_move_captures_two_strings() {
+    let mut g = game_from(
+        ".XO..
+         XO.OX
+         .XOX.
+         .....
+         .....",
+        Rules::CHINESE,
+    );
+    // C4 is the last liberty of both white strings B4 and C3/C5... after
+    // White's D4, black C4 is suicide-looking but captures.
+    // The white strings B4 (libs C4) and C3 (libs C4, C2) : make C2 black first.
+    play(&mut g, B, "C2").unwrap();
+    assert_eq!(libs(&g, "B4"), 1);
+    assert_eq!(libs(&g, "C3"), 1);
+    let captured = play(&mut g, B, "C4").unwrap();
+    assert_eq!(captured, 2);
+    assert_eq!(color_at(&g, "B4"), None);
+    assert_eq!(color_at(&g, "C3"), None);
+    assert_eq!(color_at(&g, "C5"), Some(W));
+    assert_eq!(g.board().captures(B), 2);
+}
+
+#[test]
+fn capture_saves_a_string_from_suicide() {
+    // Black A1 has no empty neighbour and joins nothing with liberties, but
+    // it captures the white stone at B1, so it is legal and keeps a liberty.
+    let mut g = game_from(
+        "...
+         OX.
+         .OX",
+        Rules::CHINESE,
+    );
+    assert_eq!(play(&mut g, B, "A1"), Ok(1));
+    assert_eq!(libs(&g, "A1"), 1);
+    assert_eq!(color_at(&g, "B1"), None);
+}
+
+#[test]
+fn suicide_is_refused_by_default_and_allowed_as_an_option() {
+    let diagram = "
+        .O...
+        O....
+        .....
+        .....
+        .....";
+    let mut g = game_from(diagram, Rules::CHINESE);
+    assert_eq!(play(&mut g, B, "A5"), Err(IllegalMove::Suicide));
+    assert!(g.board().check_move(g.board().point(Vertex::new(0, 0)), B, false).is_err());
+
+    // Multi-stone suicide under Tromp–Taylor removes the whole string.
+    let mut g = game_from(
+        ".XO..
+         OO...
+         .....
+         .....
+         .....",
+        Rules::TROMP_TAYLOR,
+    );
+    assert_eq!(play(&mut g, B, "A5"), Ok(0));
+    assert_eq!(color_at(&g, "A5"), None);
+    assert_eq!(color_at(&g, "B5"), None);
+    assert_eq!(g.board().captures(W), 2);
+}
+
+#[test]
+fn simple_ko_forbids_the_immediate_retake_only() {
+    let mut g = game_from(
+        ".....
+         .XO..
+         XO.O.
+         .XO..
+         .....",
+        Rules::JAPANESE,
+    );
+    assert_eq!(play(&mut g, B, "C3"), Ok(1)); // takes the ko
+    assert_eq!(play(&mut g, W, "B3"), Err(IllegalMove::Ko));
+    play(&mut g, W, "E5").unwrap(); // ko threat
+    play(&mut g, B, "E1").unwrap(); // answer
+    assert_eq!(play(&mut g, W, "B3"), Ok(1)); // retake is legal now
+    assert_eq!(play(&mut g, B, "C3"), Err(IllegalMove::Ko));
+}
+
+#[test]
+fn snapback_is_not_ko() {
+    // White captures two black stones at once; the single stone capturing
+    // back is not a ko because more than one stone was taken.
+    let mut g = game_from(
+        "..OX.
+         .OX.X
+         .OXXO
+         ..OO.
+         .....",
+        Rules::CHINESE,
+    );
+    play(&mut g, W, "D5").unwrap();
+    assert!(g.board().ko_point().is_none());
+}
+
+#[test]
+fn positional_superko_forbids_a_cycle_that_simple_ko_allows() {
+    let diagram = "
+        .....
+        .XO..
+        XO.O.
+        .XO..
+        .....";
+    // Black takes the ko, both pass, and White's retake would recreate the
+    // position before Black's capture: a cycle.
+    for (rules, retake_ok) in [(Rules::JAPANESE, true), (Rules::CHINESE, false), (Rules::NEW_ZEALAND, false)] {
+        let mut g = game_from(diagram, rules);
+        play(&mut g, B, "C3").unwrap();
+        play(&mut g, W, "pass").unwrap();
+        play(&mut g, B, "pass").unwrap();
+        let r = play(&mut g, W, "B3");
+        assert_eq!(r.is_ok(), retake_ok, "{rules:?}: {r:?}");
+        if !retake_ok {
+            assert_eq!(r, Err(IllegalMove::Superko));
+        }
+    }
+}
+
+#[test]
+fn triple_ko_cycles_under_simple_ko_and_is_stopped_by_superko() {
+    // Three kos on the left edge and bottom; each capture is a legal ko
+    // capture under simple ko, and six captures bring the board back.
+    let diagram = "
+        .XO.XO.
+        XO.OXO.
+        OXXXXO.
+        XO.OOX.
+        .XO.XO.
+        XXXXXOO
+        OOOOOO.";
+    let play_cycle = |rules: Rules| -> Result<(), (usize, IllegalMove)> {
+        let mut g = game_from(diagram, rules);
+        // Kos at A7/C7-B7, C6/B6, A3/C3-B3 shaped pairs: the moves below
+        // alternate captures in three kos.
+        let cycle = ["C7", "A7", "C3", "A3", "C6", "B6"];
+        let start = g.board().hash();
+        let mut color = B;
+        for round in 0..2 {
+            for (i, m) in cycle.iter().enumerate() {
+                g.play(color, Move::parse_gtp(m, 7).unwrap()).map_err(|e| (round * 6 + i, e))?;
+                g.board().check_invariants().unwrap();
+                color = color.opponent();
+            }
+            assert_eq!(g.board().hash(), start, "the cycle restores the stones");
+        }
+        Ok(())
+    };
+    assert_eq!(play_cycle(Rules::JAPANESE), Ok(()));
+    let err = play_cycle(Rules::CHINESE).unwrap_err();
+    assert_eq!(err.1, IllegalMove::Superko);
+    assert_eq!(err.0, 5, "the sixth capture recreates the starting position");
+}
+
+#[test]
+fn hash_after_predicts_the_hash_of_the_move() {
+    let mut g = game_from(
+        ".XO..
+         XO.OX
+         .XOX.
+         ..X..
+         .....",
+        Rules::CHINESE,
+    );
+    for name in ["C4", "E5", "A3", "C2"] {
+        let Move::Play(v) = mv(&g, name) else { unreachable!() };
+        let p = g.board().point(v);
+        let predicted = g.board().hash_after(p, B);
+        play(&mut g, B, name).unwrap();
+        assert_eq!(g.board().hash(), predicted, "{name}");
+        play(&mut g, W, "pass").unwrap();
+    }
+}
+
+#[test]
+fn seki_points_are_neutral_in_both_scorings() {
+    // Black and White strings share the two liberties A1 and B1... a seki.
+    let g = game_from(
+        ".OX.X
+         OOXXX
+         XXOOO
+         ..O..
+         ..O..",
+        Rules::CHINESE,
+    );
+    let count = Count::new(g.board(), &[]);
+    // A5 is the shared liberty (neutral); D5 is black's eye.
+    assert_eq!(count.neutral, 1);
+    assert_eq!(count.territory, [1, 4]);
+    assert_eq!(count.stones, [8, 8]);
+    assert_eq!(count.area_margin(), 9 - 12);
+}
+
+#[test]
+fn dead_stones_become_territory_and_prisoners() {
+    let g = game_from(
+        "..X..
+         .OX..
+         XXX..
+         .....
+         .....",
+        Rules::CHINESE,
+    );
+    let dead = [g.board().point(Vertex::new(1, 1))];
+    let count = Count::new(g.board(), &dead);
+    assert_eq!(count.dead, [0, 1]);
+    assert_eq!(count.stones, [5, 0]);
+    assert_eq!(count.territory, [20, 0]);
+    assert_eq!(count.area_margin(), 25);
+    assert_eq!(count.territory_margin(), 21);
+    let area = Score::new(g.board(), &dead, &Rules::CHINESE);
+    assert_eq!(area.black_lead, 25.0 - 7.5);
+    assert_eq!(area.to_string(), "B+17.5");
+    let terr = Score::new(g.board(), &dead, &Rules::JAPANESE);
+    assert_eq!(terr.black_lead, 21.0 - 6.5);
+    // The identity of `scoring`: 5 black stones placed, 1 white.
+    let placed = g.stones_placed();
+    assert_eq!(count.area_margin() - count.territory_margin(), placed[0] as i32 - placed[1] as i32);
+}

@@ -1,0 +1,6 @@
+//! go-train: a supervised-learning pipeline for Go, after AlphaGo's first
+//! stage. Data flows one way: SGF → game → board → planes → shard → batch → net.
+
+pub mod go;
+pub mod search;
+pub mod sgf;

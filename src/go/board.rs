@@ -22,8 +22,6 @@ use thiserror::Error;
 const MAX_STRIDE: usize = MAX_SIZE + 1;
 /// Number of padded points of the largest board (see the module comment).
 pub const MAX_POINTS: usize = (MAX_SIZE + 2) * MAX_STRIDE + 1;
-/// Words of a liberty bit set large enough for every board size.
-const LIB_WORDS: usize = MAX_POINTS.div_ceil(64);
 
 /// A point as an index into the board's padded array. Only meaningful for
 /// the board (size) that produced it: convert with [`Board::point`] and
@@ -83,57 +81,86 @@ pub enum IllegalMove {
     Suicide,
 }
 
-/// Fixed-size bit set over padded point indices.
-#[derive(Clone, Copy)]
-struct LibSet([u64; LIB_WORDS]);
+/// The liberty bit sets of all strings, one run of `words` words per root
+/// point, sized to the board in use so a 19×19 set is 7 words, not the 11
+/// of the largest board: less to OR, count and keep in cache.
+#[derive(Clone)]
+struct LibSets {
+    /// Words per set: enough bits for every padded point of the board.
+    words: usize,
+    /// `words` words per padded point; only roots' runs are meaningful.
+    bits: Vec<u64>,
+}
 
-impl LibSet {
-    const EMPTY: LibSet = LibSet([0; LIB_WORDS]);
-
-    #[inline]
-    fn contains(&self, p: usize) -> bool {
-        self.0[p >> 6] & (1 << (p & 63)) != 0
+impl LibSets {
+    fn new(points: usize) -> LibSets {
+        let words = points.div_ceil(64);
+        LibSets { words, bits: vec![0; points * words] }
     }
     #[inline]
-    fn insert(&mut self, p: usize) -> bool {
-        let (w, b) = (p >> 6, 1u64 << (p & 63));
-        let new = self.0[w] & b == 0;
-        self.0[w] |= b;
+    fn set(&self, root: usize) -> &[u64] {
+        &self.bits[root * self.words..(root + 1) * self.words]
+    }
+    #[inline]
+    fn set_mut(&mut self, root: usize) -> &mut [u64] {
+        &mut self.bits[root * self.words..(root + 1) * self.words]
+    }
+    #[inline]
+    fn clear(&mut self, root: usize) {
+        self.set_mut(root).fill(0);
+    }
+    /// Adds `p`; true if it was not there.
+    #[inline]
+    fn insert(&mut self, root: usize, p: usize) -> bool {
+        let w = &mut self.bits[root * self.words + (p >> 6)];
+        let b = 1u64 << (p & 63);
+        let new = *w & b == 0;
+        *w |= b;
         new
     }
+    /// Removes `p`; true if it was there.
     #[inline]
-    fn remove(&mut self, p: usize) -> bool {
-        let (w, b) = (p >> 6, 1u64 << (p & 63));
-        let had = self.0[w] & b != 0;
-        self.0[w] &= !b;
+    fn remove(&mut self, root: usize, p: usize) -> bool {
+        let w = &mut self.bits[root * self.words + (p >> 6)];
+        let b = 1u64 << (p & 63);
+        let had = *w & b != 0;
+        *w &= !b;
         had
     }
+    /// `dst |= src`, returning the size of the union.
     #[inline]
-    fn union_with(&mut self, other: &LibSet) {
-        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
-            *a |= b;
+    fn union_into(&mut self, dst: usize, src: usize) -> u16 {
+        let w = self.words;
+        let (d, s) = (dst * w, src * w);
+        // Two disjoint slices, so the loop runs without bounds checks.
+        let (to, from) = if d < s {
+            let (lo, hi) = self.bits.split_at_mut(s);
+            (&mut lo[d..d + w], &hi[..w])
+        } else {
+            let (lo, hi) = self.bits.split_at_mut(d);
+            (&mut hi[..w], &lo[s..s + w])
+        };
+        let mut count = 0;
+        for (t, f) in to.iter_mut().zip(from) {
+            *t |= *f;
+            count += t.count_ones() as u16;
         }
+        count
     }
-    #[inline]
-    fn len(&self) -> u16 {
-        self.0.iter().map(|w| w.count_ones() as u16).sum()
+    fn count(&self, root: usize) -> u16 {
+        self.set(root).iter().map(|w| w.count_ones() as u16).sum()
     }
     /// The lowest point in the set.
-    fn first(&self) -> Option<usize> {
-        self.0
-            .iter()
-            .enumerate()
-            .find(|(_, w)| **w != 0)
-            .map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+    fn first(&self, root: usize) -> Option<usize> {
+        self.set(root).iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
     }
 }
 
 /// A string of connected stones of one colour, stored at its root point.
 #[derive(Clone, Copy)]
 struct Chain {
-    /// Its liberties.
-    libs: LibSet,
-    /// `libs.len()`, kept up to date so atari tests are one comparison.
+    /// Number of liberties (the size of its set in `Board::libs`), kept up
+    /// to date so atari tests are one comparison.
     lib_count: u16,
     /// Number of stones.
     size: u16,
@@ -143,7 +170,7 @@ struct Chain {
 }
 
 impl Chain {
-    const NONE: Chain = Chain { libs: LibSet::EMPTY, lib_count: 0, size: 0, hash: 0 };
+    const NONE: Chain = Chain { lib_count: 0, size: 0, hash: 0 };
 }
 
 /// A Go position of side 2..=25.
@@ -155,12 +182,18 @@ pub struct Board {
     stride: usize,
     /// Content of every padded point.
     cells: Vec<Cell>,
+    /// For every point, how many of its four neighbours are black, white,
+    /// empty and border: one byte each, indexed by `Cell as u8`. Turns the
+    /// eye test and the common "has an empty neighbour" case into one load.
+    around: Vec<u32>,
     /// For a stone, the root point of its chain (index into `chains`).
     chain_of: Vec<u16>,
     /// For a stone, the next stone of its chain (a circular list).
     next_stone: Vec<u16>,
     /// Chain data, valid at root points only.
     chains: Vec<Chain>,
+    /// Liberty sets of the chains, valid at root points only.
+    libs: LibSets,
     /// Every empty on-board point, in no particular order.
     empty: Vec<u16>,
     /// For an empty point, its position in `empty`.
@@ -185,9 +218,11 @@ impl Board {
             size,
             stride,
             cells: vec![Cell::Border; len],
+            around: vec![0; len],
             chain_of: vec![0; len],
             next_stone: vec![0; len],
             chains: vec![Chain::NONE; len],
+            libs: LibSets::new(len),
             empty: Vec::with_capacity(size * size),
             empty_pos: vec![0; len],
             hash: 0,
@@ -202,7 +237,32 @@ impl Board {
                 board.empty.push(p as u16);
             }
         }
+        board.count_neighbours();
         board
+    }
+
+    /// Recomputes `around` from `cells`.
+    fn count_neighbours(&mut self) {
+        let points: Vec<Point> = self.points().collect();
+        for p in points {
+            self.around[p.idx()] =
+                self.neighbors(p).iter().map(|n| 1u32 << (8 * self.cells[n.idx()] as u32)).sum();
+        }
+    }
+
+    /// How many neighbours of `p` hold `cell`.
+    #[inline]
+    fn count_around(&self, p: Point, cell: Cell) -> u32 {
+        (self.around[p.idx()] >> (8 * cell as u32)) & 0xff
+    }
+
+    /// Records that `p` changed from `from` to `to` in its neighbours' counts.
+    #[inline]
+    fn update_around(&mut self, p: Point, from: Cell, to: Cell) {
+        let delta = (1u32 << (8 * to as u32)).wrapping_sub(1u32 << (8 * from as u32));
+        for n in self.neighbors(p) {
+            self.around[n.idx()] = self.around[n.idx()].wrapping_add(delta);
+        }
     }
 
     /// Whether go-train supports a board of this side.
@@ -331,6 +391,19 @@ impl Board {
         self.empty.iter().map(|&p| Point(p))
     }
 
+    /// Number of empty on-board points.
+    #[inline]
+    pub fn empty_count(&self) -> usize {
+        self.empty.len()
+    }
+
+    /// The `i`-th empty point (`i < empty_count()`), in the order of
+    /// [`Board::empty_points`]: lets samplers draw without copying the list.
+    #[inline]
+    pub fn empty_point(&self, i: usize) -> Point {
+        Point(self.empty[i])
+    }
+
     /// Number of stones of each colour on the board, `[black, white]`.
     pub fn stone_counts(&self) -> [u32; 2] {
         let mut n = [0; 2];
@@ -344,82 +417,81 @@ impl Board {
 
     /// Checks whether `color` may play at `p` under simple ko, and under the
     /// suicide rule unless `allow_suicide`. Superko is the game's business
-    /// ([`crate::go::Game::is_legal`]). Never changes the board.
+    /// ([`crate::go::Game::check`]). Never changes the board.
     pub fn check_move(&self, p: Point, color: Color, allow_suicide: bool) -> Result<(), IllegalMove> {
-        if p.idx() >= self.cells.len() {
-            return Err(IllegalMove::OffBoard);
-        }
-        match self.cells[p.idx()] {
-            Cell::Empty => {}
-            Cell::Border => return Err(IllegalMove::OffBoard),
-            _ => return Err(IllegalMove::Occupied),
+        self.move_hash(p, color, allow_suicide).map(|_| ())
+    }
+
+    /// Whether a stone of `color` at the empty point `p` would be left
+    /// without liberties after its captures.
+    pub fn is_suicide(&self, p: Point, color: Color) -> bool {
+        self.move_hash(p, color, false) == Err(IllegalMove::Suicide)
+    }
+
+    /// Checks a stone move like [`Board::check_move`] and, when it is legal,
+    /// returns the stone hash of the position it would create (what superko
+    /// compares) without playing it. One pass over the four neighbours:
+    /// this is the inner loop of random playouts.
+    #[inline]
+    pub fn move_hash(&self, p: Point, color: Color, allow_suicide: bool) -> Result<u64, IllegalMove> {
+        match self.cells.get(p.idx()) {
+            Some(Cell::Empty) => {}
+            Some(Cell::Black | Cell::White) => return Err(IllegalMove::Occupied),
+            _ => return Err(IllegalMove::OffBoard),
         }
         if self.ko == Some((p, color)) {
             return Err(IllegalMove::Ko);
         }
-        if !allow_suicide && self.is_suicide(p, color) {
-            return Err(IllegalMove::Suicide);
-        }
-        Ok(())
-    }
-
-    /// Whether a stone of `color` at the empty point `p` would be left
-    /// without liberties (after its captures).
-    #[inline]
-    pub fn is_suicide(&self, p: Point, color: Color) -> bool {
         let own = Cell::stone(color);
+        let mut hash = self.hash ^ zobrist::STONE[color.index()][p.idx()];
+        if self.count_around(p, Cell::stone(color.opponent())) == 0 && self.count_around(p, Cell::Empty) > 0 {
+            return Ok(hash); // a liberty and nothing to capture: the usual case
+        }
+        let mut keeps_liberty = false;
+        let mut captured = [u16::MAX; 4];
+        let mut n_captured = 0;
         for n in self.neighbors(p) {
             let cell = self.cells[n.idx()];
-            if cell == Cell::Empty {
-                return false;
-            }
-            if cell == Cell::Border {
-                continue;
-            }
-            let libs = self.chains[self.chain_of[n.idx()] as usize].lib_count;
-            // Joining a friendly string with another liberty, or filling the
-            // last liberty of an enemy string (a capture), both leave liberties.
-            if (cell == own) == (libs > 1) {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// The stone hash of the position after `color` plays at `p` (assumed
-    /// legal apart from superko): what superko compares, without playing.
-    pub fn hash_after(&self, p: Point, color: Color) -> u64 {
-        let mut h = self.hash ^ zobrist::STONE[color.index()][p.idx()];
-        let opp = Cell::stone(color.opponent());
-        let mut seen = [u16::MAX; 4];
-        let mut captured_any = false;
-        for (i, n) in self.neighbors(p).into_iter().enumerate() {
-            if self.cells[n.idx()] != opp {
-                continue;
-            }
-            let root = self.chain_of[n.idx()];
-            if self.chains[root as usize].lib_count == 1 && !seen[..i].contains(&root) {
-                h ^= self.chains[root as usize].hash;
-                captured_any = true;
-            }
-            seen[i] = root;
-        }
-        if !captured_any && self.is_suicide(p, color) {
-            // Suicide (where allowed) removes the new stone and its string.
-            h = self.hash;
-            let own = Cell::stone(color);
-            let mut seen = [u16::MAX; 4];
-            for (i, n) in self.neighbors(p).into_iter().enumerate() {
-                if self.cells[n.idx()] == own {
+            match cell {
+                Cell::Empty => keeps_liberty = true,
+                Cell::Border => {}
+                _ => {
                     let root = self.chain_of[n.idx()];
-                    if !seen[..i].contains(&root) {
-                        h ^= self.chains[root as usize].hash;
+                    let libs = self.chains[root as usize].lib_count;
+                    if cell == own {
+                        // Joining a friendly string that has another liberty.
+                        keeps_liberty |= libs > 1;
+                    } else if libs == 1 {
+                        // Filling an enemy string's last liberty captures it.
+                        keeps_liberty = true;
+                        if !captured[..n_captured].contains(&root) {
+                            captured[n_captured] = root;
+                            n_captured += 1;
+                            hash ^= self.chains[root as usize].hash;
+                        }
                     }
-                    seen[i] = root;
                 }
             }
         }
-        h
+        if keeps_liberty {
+            return Ok(hash);
+        }
+        if !allow_suicide {
+            return Err(IllegalMove::Suicide);
+        }
+        // Suicide removes the new stone and the friendly strings it joins.
+        let mut hash = self.hash;
+        let mut joined = [u16::MAX; 4];
+        for (i, n) in self.neighbors(p).into_iter().enumerate() {
+            if self.cells[n.idx()] == own {
+                let root = self.chain_of[n.idx()];
+                if !joined[..i].contains(&root) {
+                    hash ^= self.chains[root as usize].hash;
+                }
+                joined[i] = root;
+            }
+        }
+        Ok(hash)
     }
 
     /// Whether `p` is an eye of `color` that a sensible player never fills:
@@ -428,11 +500,8 @@ impl Board {
     #[inline]
     pub fn is_eye(&self, p: Point, color: Color) -> bool {
         let own = Cell::stone(color);
-        for n in self.neighbors(p) {
-            let c = self.cells[n.idx()];
-            if c != own && c != Cell::Border {
-                return false;
-            }
+        if self.count_around(p, own) + self.count_around(p, Cell::Border) != 4 {
+            return false;
         }
         let opp = Cell::stone(color.opponent());
         let mut bad = 0;
@@ -458,31 +527,37 @@ impl Board {
         let key = zobrist::STONE[color.index()][pi];
         self.hash ^= key;
         self.cells[pi] = own;
+        self.update_around(p, Cell::Empty, own);
         self.remove_empty(pi);
 
         // A new one-stone string, then merged with its friendly neighbours.
         self.chain_of[pi] = p.0;
         self.next_stone[pi] = p.0;
-        let mut chain = Chain { libs: LibSet::EMPTY, lib_count: 0, size: 1, hash: key };
+        let mut chain = Chain { lib_count: 0, size: 1, hash: key };
+        self.libs.clear(pi);
         for n in self.neighbors(p) {
             if self.cells[n.idx()] == Cell::Empty {
-                chain.libs.insert(n.idx());
+                self.libs.insert(pi, n.idx());
+                chain.lib_count += 1;
             }
         }
         self.chains[pi] = chain;
         let mut root = pi;
+        let mut merged = false;
         for n in self.neighbors(p) {
             if self.cells[n.idx()] == own {
                 let other = self.chain_of[n.idx()] as usize;
                 if other != root {
                     root = self.merge(root, other);
+                    merged = true;
                 }
             }
         }
-        {
-            let c = &mut self.chains[root];
-            c.libs.remove(pi);
-            c.lib_count = c.libs.len();
+        if merged {
+            // `merge` counted the union; the new stone's point was in it.
+            if self.libs.remove(root, pi) {
+                self.chains[root].lib_count -= 1;
+            }
         }
 
         // Take the liberty from enemy neighbours; capture those left without.
@@ -493,10 +568,9 @@ impl Board {
                 continue;
             }
             let r = self.chain_of[n.idx()] as usize;
-            let c = &mut self.chains[r];
-            if c.libs.remove(pi) {
-                c.lib_count -= 1;
-                if c.lib_count == 0 {
+            if self.libs.remove(r, pi) {
+                self.chains[r].lib_count -= 1;
+                if self.chains[r].lib_count == 0 {
                     captured += self.remove_string(r);
                     last_captured = n.idx();
                 }
@@ -541,6 +615,7 @@ impl Board {
 
     /// Recomputes strings, liberties, the empty list and the hash from cells.
     fn rebuild(&mut self) {
+        self.count_neighbours();
         self.empty.clear();
         self.hash = 0;
         let points: Vec<Point> = self.points().collect();
@@ -566,6 +641,7 @@ impl Board {
             let cell = self.cells[i];
             let color = cell.color().unwrap();
             let mut chain = Chain::NONE;
+            self.libs.clear(i);
             let mut stack = vec![i];
             self.chain_of[i] = p.0;
             let mut prev = i;
@@ -577,7 +653,7 @@ impl Board {
                 for n in self.neighbors(Point(s as u16)) {
                     let n = n.idx();
                     if self.cells[n] == Cell::Empty {
-                        chain.libs.insert(n);
+                        self.libs.insert(i, n);
                     } else if self.cells[n] == cell && self.chain_of[n] == u16::MAX {
                         self.chain_of[n] = p.0;
                         stack.push(n);
@@ -585,7 +661,7 @@ impl Board {
                 }
             }
             self.next_stone[prev] = p.0;
-            chain.lib_count = chain.libs.len();
+            chain.lib_count = self.libs.count(i);
             self.chains[i] = chain;
         }
     }
@@ -604,8 +680,9 @@ impl Board {
         }
         self.next_stone.swap(keep, gone);
         let g = self.chains[gone];
+        let count = self.libs.union_into(keep, gone);
         let k = &mut self.chains[keep];
-        k.libs.union_with(&g.libs);
+        k.lib_count = count;
         k.size += g.size;
         k.hash ^= g.hash;
         keep
@@ -620,6 +697,7 @@ impl Board {
         let mut n_removed = 0;
         loop {
             self.cells[s] = Cell::Empty;
+            self.update_around(Point(s as u16), Cell::stone(color), Cell::Empty);
             self.add_empty(s);
             n_removed += 1;
             s = self.next_stone[s] as usize;
@@ -633,9 +711,9 @@ impl Board {
         loop {
             for n in self.neighbors(Point(s as u16)) {
                 if self.cells[n.idx()] == other {
-                    let c = &mut self.chains[self.chain_of[n.idx()] as usize];
-                    if c.libs.insert(s) {
-                        c.lib_count += 1;
+                    let r = self.chain_of[n.idx()] as usize;
+                    if self.libs.insert(r, s) {
+                        self.chains[r].lib_count += 1;
                     }
                 }
             }
@@ -668,7 +746,7 @@ impl Board {
         if self.liberties(p) != 1 {
             return None;
         }
-        self.chains[self.chain_of[p.idx()] as usize].libs.first().map(|i| Point(i as u16))
+        self.libs.first(self.chain_of[p.idx()] as usize).map(|i| Point(i as u16))
     }
 
     /// Checks every invariant from scratch (strings, liberties, hash, empty
@@ -676,6 +754,9 @@ impl Board {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut fresh = self.clone();
         fresh.rebuild();
+        if fresh.around != self.around {
+            return Err("neighbour counts differ from the stones".into());
+        }
         if fresh.hash != self.hash {
             return Err("hash differs from the stones".into());
         }
@@ -707,7 +788,7 @@ impl Board {
                 return Err(format!("string at {} has no liberties", self.vertex(p).to_gtp(self.size)));
             }
             let r = self.chain_of[p.idx()] as usize;
-            if self.chains[r].libs.0 != fresh.chains[fresh.chain_of[p.idx()] as usize].libs.0 {
+            if self.libs.set(r) != fresh.libs.set(fresh.chain_of[p.idx()] as usize) {
                 return Err("liberty set differs".into());
             }
         }

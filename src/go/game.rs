@@ -28,6 +28,41 @@ impl Hasher for IdentityHasher {
 
 type HashSet64 = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
 
+/// The set of earlier positions, behind a 4,096-bit filter: nearly every
+/// superko test is for a new position and ends at the filter, one load
+/// instead of a hash-table probe.
+#[derive(Clone)]
+struct PositionSet {
+    /// Bit `key >> 52` is set for every key in `keys`.
+    filter: [u64; 64],
+    keys: HashSet64,
+}
+
+impl PositionSet {
+    fn with_capacity(n: usize) -> PositionSet {
+        PositionSet { filter: [0; 64], keys: HashSet64::with_capacity_and_hasher(n, Default::default()) }
+    }
+    #[inline]
+    fn bit(key: u64) -> (usize, u64) {
+        let i = (key >> 52) as usize;
+        (i >> 6, 1 << (i & 63))
+    }
+    fn insert(&mut self, key: u64) {
+        let (w, b) = Self::bit(key);
+        self.filter[w] |= b;
+        self.keys.insert(key);
+    }
+    #[inline]
+    fn contains(&self, key: u64) -> bool {
+        let (w, b) = Self::bit(key);
+        self.filter[w] & b != 0 && self.keys.contains(&key)
+    }
+    fn clear(&mut self) {
+        self.filter = [0; 64];
+        self.keys.clear();
+    }
+}
+
 /// One step of a game's history.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
@@ -45,15 +80,16 @@ pub struct Game {
     rules: Rules,
     /// The current position.
     board: Board,
-    /// The position the game started from (undo replays from here).
-    start: Board,
+    /// The position the game started from (undo replays from here). Shared:
+    /// games are cloned per playout and per search node, and it never changes.
+    start: std::sync::Arc<Board>,
     /// Whose turn it is.
     to_move: Color,
     /// Everything that happened since `start`.
     history: Vec<Event>,
     /// Hashes of earlier positions, for superko (side to move folded in
     /// under situational superko).
-    seen: HashSet64,
+    seen: PositionSet,
     /// Passes in a row at the end of the history.
     consecutive_passes: u32,
     /// Stones each colour has put on the board (moves and setup): the term
@@ -69,11 +105,13 @@ impl Game {
         let board = Board::new(size);
         let mut game = Game {
             rules,
-            start: board.clone(),
+            start: std::sync::Arc::new(board.clone()),
             board,
             to_move: Color::Black,
             history: Vec::new(),
-            seen: HashSet64::default(),
+            // Room for a long game up front: growing the set mid-game was a
+            // visible cost in playouts.
+            seen: PositionSet::with_capacity(3 * size * size),
             consecutive_passes: 0,
             stones_placed: [0; 2],
             resigned: None,
@@ -166,10 +204,10 @@ impl Game {
     /// Checks a stone move at an on-board point without changing anything.
     #[inline]
     pub fn check_point(&self, p: Point, color: Color) -> Result<(), IllegalMove> {
-        self.board.check_move(p, color, self.rules.allow_suicide)?;
+        let hash = self.board.move_hash(p, color, self.rules.allow_suicide)?;
         if self.rules.ko != KoRule::Simple {
-            let key = self.position_key(self.board.hash_after(p, color), color.opponent());
-            if self.seen.contains(&key) {
+            let key = self.position_key(hash, color.opponent());
+            if self.seen.contains(key) {
                 return Err(IllegalMove::Superko);
             }
         }
@@ -269,7 +307,7 @@ impl Game {
     }
 
     fn replay_from_start(&mut self, events: Vec<Event>) {
-        self.board = self.start.clone();
+        self.board = (*self.start).clone();
         self.seen.clear();
         self.consecutive_passes = 0;
         self.stones_placed = [0; 2];

@@ -193,19 +193,21 @@ fn simple_ko_forbids_the_immediate_retake_only() {
 }
 
 #[test]
-fn snapback_is_not_ko() {
-    // White captures two black stones at once; the single stone capturing
-    // back is not a ko because more than one stone was taken.
+fn capturing_two_stones_with_one_is_not_ko() {
+    // White A5 takes the two black stones B5-C5 and is left with one
+    // liberty; Black may take it back at once because two stones were taken.
     let mut g = game_from(
-        "..OX.
-         .OX.X
-         .OXXO
-         ..OO.
+        ".XXO.
+         XOOO.
+         X....
+         .....
          .....",
         Rules::CHINESE,
     );
-    play(&mut g, W, "D5").unwrap();
+    assert_eq!(play(&mut g, W, "A5"), Ok(2));
+    assert_eq!(libs(&g, "A5"), 1);
     assert!(g.board().ko_point().is_none());
+    assert_eq!(play(&mut g, B, "B5"), Ok(1));
 }
 
 #[test]
@@ -233,26 +235,28 @@ fn positional_superko_forbids_a_cycle_that_simple_ko_allows() {
 
 #[test]
 fn triple_ko_cycles_under_simple_ko_and_is_stopped_by_superko() {
-    // Three kos on the left edge and bottom; each capture is a legal ko
-    // capture under simple ko, and six captures bring the board back.
+    // Three independent kos between two living groups (columns B, E, H).
+    // White holds the B and H kos, Black the E ko. Each player takes a ko
+    // in turn; after six captures the stones are back where they started.
     let diagram = "
-        .XO.XO.
-        XO.OXO.
-        OXXXXO.
-        XO.OOX.
-        .XO.XO.
-        XXXXXOO
-        OOOOOO.";
+        XXXXXXXXX
+        X.XX.XX.X
+        XXXXXXXXX
+        XOXX.XXOX
+        O.OOXOO.O
+        OOOOOOOOO
+        O.OO.OO.O
+        OOOOOOOOO
+        OOOOOOOOO";
+    let cycle = ["B5", "E6", "H5", "B6", "E5", "H6"];
     let play_cycle = |rules: Rules| -> Result<(), (usize, IllegalMove)> {
         let mut g = game_from(diagram, rules);
-        // Kos at A7/C7-B7, C6/B6, A3/C3-B3 shaped pairs: the moves below
-        // alternate captures in three kos.
-        let cycle = ["C7", "A7", "C3", "A3", "C6", "B6"];
         let start = g.board().hash();
         let mut color = B;
         for round in 0..2 {
             for (i, m) in cycle.iter().enumerate() {
-                g.play(color, Move::parse_gtp(m, 7).unwrap()).map_err(|e| (round * 6 + i, e))?;
+                let captured = g.play(color, Move::parse_gtp(m, 9).unwrap()).map_err(|e| (round * 6 + i, e))?;
+                assert_eq!(captured, 1, "every move of the cycle takes a ko");
                 g.board().check_invariants().unwrap();
                 color = color.opponent();
             }
@@ -261,9 +265,8 @@ fn triple_ko_cycles_under_simple_ko_and_is_stopped_by_superko() {
         Ok(())
     };
     assert_eq!(play_cycle(Rules::JAPANESE), Ok(()));
-    let err = play_cycle(Rules::CHINESE).unwrap_err();
-    assert_eq!(err.1, IllegalMove::Superko);
-    assert_eq!(err.0, 5, "the sixth capture recreates the starting position");
+    assert_eq!(play_cycle(Rules::CHINESE), Err((5, IllegalMove::Superko)));
+    assert_eq!(play_cycle(Rules::NEW_ZEALAND), Err((5, IllegalMove::Superko)));
 }
 
 #[test]
@@ -276,10 +279,10 @@ fn hash_after_predicts_the_hash_of_the_move() {
          .....",
         Rules::CHINESE,
     );
-    for name in ["C4", "E5", "A3", "C2"] {
+    for name in ["C4", "E5", "A3", "B2"] {
         let Move::Play(v) = mv(&g, name) else { unreachable!() };
         let p = g.board().point(v);
-        let predicted = g.board().hash_after(p, B);
+        let predicted = g.board().move_hash(p, B, false).unwrap();
         play(&mut g, B, name).unwrap();
         assert_eq!(g.board().hash(), predicted, "{name}");
         play(&mut g, W, "pass").unwrap();
@@ -288,21 +291,27 @@ fn hash_after_predicts_the_hash_of_the_move() {
 
 #[test]
 fn seki_points_are_neutral_in_both_scorings() {
-    // Black and White strings share the two liberties A1 and B1... a seki.
+    // Black B5-B2/A2 and the white stone A4 share their only liberties A5
+    // and A3: whoever plays there is captured, so both live in seki. The
+    // big white group lives with eyes at D5, D3 and D1.
     let g = game_from(
-        ".OX.X
-         OOXXX
+        ".XO.O
+         OXOOO
+         .XO.O
          XXOOO
-         ..O..
-         ..O..",
+         OOO.O",
         Rules::CHINESE,
     );
+    assert_eq!(libs(&g, "B5"), 2);
+    assert_eq!(libs(&g, "A4"), 2);
     let count = Count::new(g.board(), &[]);
-    // A5 is the shared liberty (neutral); D5 is black's eye.
-    assert_eq!(count.neutral, 1);
-    assert_eq!(count.territory, [1, 4]);
-    assert_eq!(count.stones, [8, 8]);
-    assert_eq!(count.area_margin(), 9 - 12);
+    assert_eq!(count.neutral, 2, "the two shared liberties");
+    assert_eq!(count.territory, [0, 3]);
+    assert_eq!(count.stones, [5, 15]);
+    assert_eq!(count.area_margin(), 5 - 18);
+    assert_eq!(count.territory_margin(), -3);
+    let placed = g.stones_placed();
+    assert_eq!(count.area_margin() - count.territory_margin(), placed[0] as i32 - placed[1] as i32);
 }
 
 #[test]

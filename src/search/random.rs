@@ -1,0 +1,141 @@
+//! The baseline agent: a uniformly random legal move that does not fill one
+//! of its own eyes (the seed design's random player), and random playouts.
+
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::go::{Game, Move, Point};
+
+/// Plays uniformly among the legal moves that do not fill its own eyes, and
+/// passes when none is left.
+pub struct RandomAgent {
+    /// PCG-64 is small, fast and gives the same stream on every platform, so
+    /// seeded playouts are reproducible.
+    rng: Pcg64Mcg,
+    /// Candidate points, reused between calls to avoid allocation.
+    candidates: Vec<Point>,
+}
+
+impl RandomAgent {
+    pub fn new(seed: u64) -> RandomAgent {
+        RandomAgent { rng: Pcg64Mcg::seed_from_u64(seed), candidates: Vec::with_capacity(361) }
+    }
+
+    /// A uniform integer in `0..n` (Lemire's multiply-shift; the bias is
+    /// below 2^-20 for board-sized `n`).
+    #[inline]
+    fn below(&mut self, n: usize) -> usize {
+        ((self.rng.next_u32() as u64 * n as u64) >> 32) as usize
+    }
+
+    /// The move for the side to move in `game`.
+    pub fn select(&mut self, game: &Game) -> Move {
+        let board = game.board();
+        let color = game.to_move();
+        // Most draws succeed at once: first try a few draws straight from
+        // the board's list (rejection sampling, uniform over the acceptable
+        // points) and copy the list only when they all fail.
+        let n = board.empty_count();
+        for _ in 0..4.min(n) {
+            let p = board.empty_point(self.below(n));
+            if !board.is_eye(p, color) && game.check_point(p, color).is_ok() {
+                return Move::Play(board.vertex(p));
+            }
+        }
+        self.candidates.clear();
+        self.candidates.extend(board.empty_points());
+        // Draw without replacement: a rejected point is swapped out of the
+        // live range, so every acceptable point is equally likely.
+        let mut live = self.candidates.len();
+        while live > 0 {
+            let i = self.below(live);
+            let p = self.candidates[i];
+            if !board.is_eye(p, color) && game.check_point(p, color).is_ok() {
+                return Move::Play(board.vertex(p));
+            }
+            live -= 1;
+            self.candidates.swap(i, live);
+        }
+        Move::Pass
+    }
+}
+
+/// What one random playout did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlayoutStats {
+    /// Moves played, the final two passes included.
+    pub moves: usize,
+    /// Whether it stopped at the move limit rather than by two passes.
+    pub hit_limit: bool,
+}
+
+/// Plays `agent` for both sides until two consecutive passes, or until
+/// `max_moves` moves (a safety net: superko makes games finite, not short).
+pub fn playout(game: &mut Game, agent: &mut RandomAgent, max_moves: usize) -> PlayoutStats {
+    let mut stats = PlayoutStats::default();
+    while !game.is_over() {
+        if stats.moves >= max_moves {
+            stats.hit_limit = true;
+            break;
+        }
+        let mv = agent.select(game);
+        game.play_unchecked(game.to_move(), mv);
+        stats.moves += 1;
+    }
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go::{Rules, Score};
+
+    #[test]
+    fn playouts_end_legally_with_no_empty_point_left_but_eyes() {
+        for seed in 0..20 {
+            let mut game = Game::new(9, Rules::CHINESE);
+            let mut agent = RandomAgent::new(seed);
+            let stats = playout(&mut game, &mut agent, 1000);
+            assert!(!stats.hit_limit);
+            game.board().check_invariants().unwrap();
+            // At the end every empty point is an eye or an illegal point for
+            // the side to move (the agent passed).
+            let b = game.board();
+            let c = game.to_move();
+            for p in b.empty_points() {
+                assert!(b.is_eye(p, c) || game.check_point(p, c).is_err());
+            }
+            // Replaying the recorded moves with full checks succeeds.
+            let mut replay = Game::new(9, Rules::CHINESE);
+            for m in game.moves() {
+                replay.play(m.color, m.mv).unwrap();
+            }
+            assert_eq!(replay.board().hash(), game.board().hash());
+            let _ = Score::new(b, &[], &Rules::CHINESE);
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_game() {
+        let run = |seed| {
+            let mut game = Game::new(19, Rules::CHINESE);
+            playout(&mut game, &mut RandomAgent::new(seed), 2000);
+            game.board().hash()
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7), run(8));
+    }
+
+    #[test]
+    fn selection_is_uniform_over_acceptable_points() {
+        // On an empty 3x3 board all nine points are acceptable for Black.
+        let game = Game::new(3, Rules::CHINESE);
+        let mut agent = RandomAgent::new(1);
+        let mut hits = std::collections::HashMap::new();
+        for _ in 0..9000 {
+            *hits.entry(agent.select(&game)).or_insert(0) += 1;
+        }
+        assert_eq!(hits.len(), 9);
+        assert!(hits.values().all(|&n| (850..1150).contains(&n)), "{hits:?}");
+    }
+}

@@ -1,0 +1,71 @@
+//! `go-train bench`: speed measurements that back the figures in the README.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+
+use go_train::go::{Board, Game, Rules};
+use go_train::search::random::{playout, RandomAgent};
+
+/// Measure the speed of go-train's parts on this machine.
+#[derive(Parser)]
+#[command(after_help = "Examples:\n  go-train bench playouts\n  go-train bench playouts --size 9 --seconds 5")]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Random playouts from the empty board until both pass, on one thread.
+    Playouts {
+        /// Board size.
+        #[arg(long, default_value_t = 19)]
+        size: usize,
+        /// How long to run.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Seed of the random agent.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.what {
+        What::Playouts { size, seconds, seed } => playouts(size, seconds, seed),
+    }
+}
+
+fn playouts(size: usize, seconds: f64, seed: u64) -> Result<()> {
+    if !Board::valid_size(size) {
+        bail!("--size {size}: board sizes 2 to 25 are supported");
+    }
+    let mut agent = RandomAgent::new(seed);
+    let empty = Game::new(size, Rules::CHINESE);
+    let budget = Duration::from_secs_f64(seconds);
+    let max_moves = 3 * size * size;
+    let (mut games, mut moves, mut limited) = (0u64, 0u64, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        // Check the clock once per batch: Instant::now costs ~20 ns.
+        for _ in 0..64 {
+            let mut game = empty.clone();
+            let stats = playout(&mut game, &mut agent, max_moves);
+            games += 1;
+            moves += stats.moves as u64;
+            limited += stats.hit_limit as u64;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!("board {size}x{size}, 1 thread, {secs:.1} s, rules: positional superko, no suicide");
+    println!("playouts:       {games}");
+    println!("playouts/s:     {:.0}", games as f64 / secs);
+    println!("moves/s:        {:.0}", moves as f64 / secs);
+    println!("moves/playout:  {:.1}", moves as f64 / games as f64);
+    if limited > 0 {
+        println!("stopped at the {max_moves}-move limit: {limited}");
+    }
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! The 15 feature planes.
+//!
+//! | plane | meaning (from the side to move) |
+//! |---|---|
+//! | 0 | empty point |
+//! | 1 | own stone |
+//! | 2 | opponent stone |
+//! | 3 | all ones (lets convolutions see the board edge) |
+//! | 4–11 | the string on the point has 1, 2, …, 7, 8 or more liberties |
+//! | 12–14 | the last, second-last and third-last move (a pass leaves its plane empty) |
+//!
+//! Liberties come from the board's exact per-string counts, so every string
+//! is right at every position, not only those touching the last move.
+
+use crate::go::{Color, Game, Move};
+
+/// Number of input planes.
+pub const PLANES: usize = 15;
+
+/// Version of the feature set, recorded in dataset manifests so that shards
+/// written with other features are refused rather than misread.
+pub const FEATURE_VERSION: u32 = 1;
+
+const EMPTY: usize = 0;
+const OWN: usize = 1;
+const OPPONENT: usize = 2;
+const ONES: usize = 3;
+const LIBERTIES: usize = 4;
+const LAST_MOVES: usize = 12;
+
+/// The 15 planes of one position, one bit per point, plane after plane,
+/// each plane `words_per_plane` 64-bit words in row-major point order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedPlanes {
+    /// Board side.
+    size: usize,
+    /// `ceil(size² / 64)`.
+    words_per_plane: usize,
+    /// `PLANES * words_per_plane` words.
+    words: Vec<u64>,
+}
+
+impl PackedPlanes {
+    /// All-zero planes for a board of `size`.
+    pub fn new(size: usize) -> PackedPlanes {
+        let words_per_plane = (size * size).div_ceil(64);
+        PackedPlanes { size, words_per_plane, words: vec![0; PLANES * words_per_plane] }
+    }
+
+    /// Rebuilds planes from their words (as stored in a shard).
+    pub fn from_words(size: usize, words: Vec<u64>) -> Option<PackedPlanes> {
+        let p = PackedPlanes::new(size);
+        (words.len() == p.words.len()).then_some(PackedPlanes { words, ..p })
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The packed words, plane after plane.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    #[inline]
+    fn set(&mut self, plane: usize, index: usize) {
+        self.words[plane * self.words_per_plane + index / 64] |= 1 << (index % 64);
+    }
+
+    /// Whether point `index` (row-major) is set in `plane`.
+    #[inline]
+    pub fn get(&self, plane: usize, index: usize) -> bool {
+        self.words[plane * self.words_per_plane + index / 64] >> (index % 64) & 1 != 0
+    }
+
+    /// Writes the planes as 0.0/1.0 into `out` (`PLANES * size²` floats,
+    /// plane-major: the NCHW layout of one sample).
+    pub fn unpack_into(&self, out: &mut [f32]) {
+        let n = self.size * self.size;
+        assert_eq!(out.len(), PLANES * n, "output must hold {PLANES} planes of {n} points");
+        for (plane, dst) in out.chunks_exact_mut(n).enumerate() {
+            let words = &self.words[plane * self.words_per_plane..(plane + 1) * self.words_per_plane];
+            for (chunk, &word) in dst.chunks_mut(64).zip(words) {
+                for (bit, f) in chunk.iter_mut().enumerate() {
+                    *f = (word >> bit & 1) as f32;
+                }
+            }
+        }
+    }
+
+    /// The planes as a new `Vec<f32>`.
+    pub fn unpack(&self) -> Vec<f32> {
+        let mut out = vec![0.0; PLANES * self.size * self.size];
+        self.unpack_into(&mut out);
+        out
+    }
+}
+
+/// Encodes the position of `game` for the side to move.
+pub fn encode(game: &Game) -> PackedPlanes {
+    let mut planes = PackedPlanes::new(game.size());
+    encode_into(game, &mut planes);
+    planes
+}
+
+/// Like [`encode`], reusing `planes` (which must be for the same size).
+pub fn encode_into(game: &Game, planes: &mut PackedPlanes) {
+    let board = game.board();
+    let size = board.size();
+    assert_eq!(planes.size, size, "planes are for another board size");
+    planes.words.fill(0);
+    let me: Color = game.to_move();
+    for (index, p) in board.points().enumerate() {
+        planes.set(ONES, index);
+        match board.color_at(p) {
+            None => planes.set(EMPTY, index),
+            Some(c) => {
+                planes.set(if c == me { OWN } else { OPPONENT }, index);
+                let libs = board.liberties(p).clamp(1, 8);
+                planes.set(LIBERTIES + libs - 1, index);
+            }
+        }
+    }
+    for (age, m) in game.recent_moves(3).enumerate() {
+        if let Move::Play(v) = m.mv {
+            planes.set(LAST_MOVES + age, v.index(size));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go::{Rules, Vertex};
+
+    fn at(name: &str) -> usize {
+        Vertex::parse_gtp(name, 19).unwrap().index(19)
+    }
+
+    #[test]
+    fn planes_follow_the_side_to_move_and_exact_liberties() {
+        let mut g = Game::new(19, Rules::CHINESE);
+        for (c, m) in [(Color::Black, "D4"), (Color::White, "D5"), (Color::Black, "Q16"), (Color::White, "pass")] {
+            g.play(c, Move::parse_gtp(m, 19).unwrap()).unwrap();
+        }
+        // Black to move: Black's stones are "own".
+        let p = encode(&g);
+        assert!(p.get(OWN, at("D4")) && p.get(OWN, at("Q16")));
+        assert!(p.get(OPPONENT, at("D5")) && !p.get(OWN, at("D5")));
+        assert!(p.get(EMPTY, at("A1")) && !p.get(EMPTY, at("D4")));
+        assert!((0..361).all(|i| p.get(ONES, i)));
+        assert!(p.get(LIBERTIES + 2, at("D4")), "D4 has 3 liberties");
+        assert!(p.get(LIBERTIES + 3, at("Q16")), "Q16 has 4 liberties");
+        assert!(p.get(LIBERTIES + 2, at("D5")), "D5 has 3 liberties");
+        // Last move was a pass: plane 12 empty; then Q16 and D5.
+        assert!((0..361).all(|i| !p.get(LAST_MOVES, i)));
+        assert!(p.get(LAST_MOVES + 1, at("Q16")));
+        assert!(p.get(LAST_MOVES + 2, at("D5")));
+        // Exactly one liberty plane per stone.
+        for i in 0..361 {
+            let n = (LIBERTIES..LAST_MOVES).filter(|&pl| p.get(pl, i)).count();
+            assert_eq!(n, (!p.get(EMPTY, i)) as usize);
+        }
+        let f = p.unpack();
+        assert_eq!(f.len(), 15 * 361);
+        assert_eq!(f[OWN * 361 + at("D4")], 1.0);
+        assert_eq!(f.iter().filter(|&&x| x == 1.0).count(), (0..15).map(|pl| (0..361).filter(|&i| p.get(pl, i)).count()).sum());
+    }
+
+    #[test]
+    fn own_and_opponent_swap_with_the_turn() {
+        let mut g = Game::new(9, Rules::CHINESE);
+        g.play(Color::Black, Move::parse_gtp("E5", 9).unwrap()).unwrap();
+        let white_view = encode(&g);
+        g.set_to_move(Color::Black);
+        let black_view = encode(&g);
+        let e5 = Vertex::parse_gtp("E5", 9).unwrap().index(9);
+        assert!(white_view.get(OPPONENT, e5) && black_view.get(OWN, e5));
+    }
+}

@@ -1,12 +1,21 @@
 //! Subcommands. Each file parses its arguments and calls the library.
 
 mod bench;
+mod show;
 
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::go::{Event, Game, Move};
+
 /// Teach a computer to play Go the way AlphaGo's supervised stage did.
+///
+/// Data flows one way: SGF game records → positions → feature planes →
+/// shards → batches → nets.
 #[derive(Parser)]
-#[command(name = "go-train", version, about, long_about = None)]
+#[command(name = "go-train", version, about, long_about)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,11 +23,50 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Show(show::Args),
     Bench(bench::Args),
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Show(args) => show::run(args),
         Command::Bench(args) => bench::run(args),
     }
+}
+
+/// The SGF files named by `paths`: files as given, folders searched (links
+/// not followed) for `*.sgf` in any case; sorted, so output order is stable.
+fn sgf_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+        if !meta.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
+            let entry = entry.with_context(|| format!("walking {}", path.display()))?;
+            let is_sgf = entry.path().extension().is_some_and(|e| e.eq_ignore_ascii_case("sgf"));
+            if entry.file_type().is_file() && is_sgf {
+                files.push(entry.into_path());
+            }
+        }
+    }
+    if files.is_empty() {
+        bail!("no SGF files in {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    Ok(files)
+}
+
+/// The board of `game` as a diagram, its last move marked.
+fn diagram(game: &Game) -> String {
+    let last = game.history().iter().rev().find_map(|e| match e {
+        Event::Move(m) => Some(m.mv),
+        Event::Setup(_) => None,
+    });
+    let last = match last {
+        Some(Move::Play(v)) => Some(v),
+        _ => None,
+    };
+    go_train::go::diagram(game.board(), last)
 }

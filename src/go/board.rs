@@ -23,6 +23,26 @@ const MAX_STRIDE: usize = MAX_SIZE + 1;
 /// Number of padded points of the largest board (see the module comment).
 pub const MAX_POINTS: usize = (MAX_SIZE + 2) * MAX_STRIDE + 1;
 
+/// `VERTEX_OF[size][p]`: the vertex of padded point `p` on a board of
+/// `size` (meaningless for border points). Built at compile time.
+static VERTEX_OF: [[Vertex; MAX_POINTS]; MAX_SIZE + 1] = {
+    let mut table = [[Vertex { x: 0, y: 0 }; MAX_POINTS]; MAX_SIZE + 1];
+    let mut size = 2;
+    while size <= MAX_SIZE {
+        let stride = size + 1;
+        let mut p = stride;
+        while p < (size + 1) * stride {
+            let x = p % stride;
+            if x >= 1 {
+                table[size][p] = Vertex { x: (x - 1) as u8, y: (p / stride - 1) as u8 };
+            }
+            p += 1;
+        }
+        size += 1;
+    }
+    table
+};
+
 /// A point as an index into the board's padded array. Only meaningful for
 /// the board (size) that produced it: convert with [`Board::point`] and
 /// [`Board::vertex`].
@@ -285,8 +305,9 @@ impl Board {
     /// The vertex of an on-board point.
     #[inline]
     pub fn vertex(&self, p: Point) -> Vertex {
-        let p = p.idx();
-        Vertex::new(p % self.stride - 1, p / self.stride - 1)
+        // A table instead of `p / stride`: a division per move showed in
+        // playout profiles.
+        VERTEX_OF[self.size][p.idx()]
     }
 
     /// Whether a vertex lies on this board.

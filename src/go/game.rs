@@ -1,64 +1,45 @@
 //! A game in progress: the board plus everything that depends on history —
 //! whose turn it is, superko, passes, undo. (KataGo's `BoardHistory`.)
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use super::board::{Board, IllegalMove, Point};
 use super::rules::{KoRule, Rules};
 use super::{zobrist, Color, ColoredMove, Move, Vertex};
 
-/// Zobrist hashes are already uniformly random: hash them as themselves.
-#[derive(Default)]
-pub struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | b as u64;
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type HashSet64 = HashSet<u64, BuildHasherDefault<IdentityHasher>>;
-
-/// The set of earlier positions, behind a 4,096-bit filter: nearly every
-/// superko test is for a new position and ends at the filter, one load
-/// instead of a hash-table probe.
+/// The earlier positions of a game, for superko. Nearly every test is for
+/// a new position, so a 16,384-bit filter answers most of them in one load;
+/// only on a filter hit are the keys scanned, newest first, where ko
+/// repetitions are. Cheaper to fill and to clone than a hash table for the
+/// few hundred positions of a game.
 #[derive(Clone)]
 struct PositionSet {
-    /// Bit `key >> 52` is set for every key in `keys`.
-    filter: [u64; 64],
-    keys: HashSet64,
+    /// Bit `key >> 50` is set for every key in `keys`.
+    filter: Box<[u64; 256]>,
+    /// Every key inserted, oldest first.
+    keys: Vec<u64>,
 }
 
 impl PositionSet {
     fn with_capacity(n: usize) -> PositionSet {
-        PositionSet { filter: [0; 64], keys: HashSet64::with_capacity_and_hasher(n, Default::default()) }
+        PositionSet { filter: Box::new([0; 256]), keys: Vec::with_capacity(n) }
     }
     #[inline]
     fn bit(key: u64) -> (usize, u64) {
-        let i = (key >> 52) as usize;
+        let i = (key >> 50) as usize;
         (i >> 6, 1 << (i & 63))
     }
+    #[inline]
     fn insert(&mut self, key: u64) {
         let (w, b) = Self::bit(key);
         self.filter[w] |= b;
-        self.keys.insert(key);
+        self.keys.push(key);
     }
     #[inline]
     fn contains(&self, key: u64) -> bool {
         let (w, b) = Self::bit(key);
-        self.filter[w] & b != 0 && self.keys.contains(&key)
+        self.filter[w] & b != 0 && self.keys.iter().rev().any(|&k| k == key)
     }
     fn clear(&mut self) {
-        self.filter = [0; 64];
+        self.filter.fill(0);
         self.keys.clear();
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod board;
 pub mod color;
+pub mod diagram;
 pub mod game;
 pub mod handicap;
 pub mod rules;
@@ -15,6 +16,7 @@ mod tests;
 
 pub use board::{Board, Cell, IllegalMove, Point};
 pub use color::Color;
+pub use diagram::diagram;
 pub use game::{Event, Game};
 pub use handicap::fixed_handicap;
 pub use rules::{KoRule, Rules, Scoring};

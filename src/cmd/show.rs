@@ -1,0 +1,151 @@
+//! `go-train show`: the position of a game record after N moves.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Parser;
+use serde_json::json;
+
+use go_train::go::{Color, Game, Rules};
+use go_train::sgf::{read_file, GameRecord, ReplayError};
+
+/// Print the position of SGF game records after N moves.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train show game.sgf                 board at the end of the game
+  go-train show game.sgf --move 50       board after 50 moves
+  go-train show --json datasets/         one JSON object per game, every *.sgf under the folder")]
+pub struct Args {
+    /// SGF files, or folders searched for *.sgf.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Show the position after this many moves (default: the end).
+    #[arg(long = "move", value_name = "N")]
+    moves: Option<usize>,
+    /// One JSON object per game, one per line.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let files = super::sgf_files(&args.paths)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for file in &files {
+        let games = match read_file(file) {
+            Ok(games) => games,
+            Err(e) => {
+                report_unreadable(&mut out, file, &e.to_string(), args.json)?;
+                continue;
+            }
+        };
+        for (index, game) in games.into_iter().enumerate() {
+            match game {
+                Ok(record) => show_game(&mut out, file, &record, args.moves, args.json)?,
+                Err(e) => report_bad_game(&mut out, file, index, &e.to_string(), args.json)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The game after `moves` moves (or at its end), stopping before an illegal
+/// move: the position reached, and the error if there was one.
+fn replay(record: &GameRecord, moves: Option<usize>) -> (Option<Game>, Option<String>) {
+    let n = moves.unwrap_or(usize::MAX);
+    match record.replay_until(Rules::CHINESE, n) {
+        Ok(game) => (Some(game), None),
+        Err(e @ ReplayError::IllegalMove { number, .. }) => {
+            (record.replay_until(Rules::CHINESE, number - 1).ok(), Some(e.to_string()))
+        }
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
+fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Option<usize>, json: bool) -> Result<()> {
+    let (game, error) = replay(record, moves);
+    if json {
+        let value = match &game {
+            Some(g) => {
+                let b = g.board();
+                let stones = |c: Color| -> Vec<String> {
+                    b.points().filter(|&p| b.color_at(p) == Some(c)).map(|p| b.vertex(p).to_gtp(b.size())).collect()
+                };
+                json!({
+                    "file": file.display().to_string(),
+                    "game": record.index_in_file,
+                    "size": b.size(),
+                    "moves": g.move_count(),
+                    "black": stones(Color::Black),
+                    "white": stones(Color::White),
+                    "captures": {"black": b.captures(Color::Black), "white": b.captures(Color::White)},
+                    "to_move": g.to_move().letter().to_string(),
+                    "error": error,
+                })
+            }
+            None => json!({
+                "file": file.display().to_string(), "game": record.index_in_file, "size": record.size,
+                "moves": 0, "black": [], "white": [], "captures": {"black": 0, "white": 0},
+                "to_move": null, "error": error,
+            }),
+        };
+        writeln!(out, "{value}")?;
+        return Ok(());
+    }
+    writeln!(out, "{} (game {})", file.display(), record.index_in_file)?;
+    for (name, value) in properties(record) {
+        writeln!(out, "  {name:<8} {value}")?;
+    }
+    if let Some(g) = &game {
+        writeln!(out, "  after {} of {} moves, {} to move", g.move_count(), record.moves.len(), g.to_move())?;
+        writeln!(out, "  captures: black took {}, white took {}", g.board().captures(Color::Black), g.board().captures(Color::White))?;
+        writeln!(out)?;
+        write!(out, "{}", super::diagram(g))?;
+    }
+    if let Some(e) = error {
+        writeln!(out, "  error: {e}")?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The record's properties worth showing, as (name, value).
+fn properties(r: &GameRecord) -> Vec<(&'static str, String)> {
+    let player = |name: &Option<String>, rank: &Option<String>| match (name, rank) {
+        (Some(n), Some(r)) => Some(format!("{n} ({r})")),
+        (Some(n), None) => Some(n.clone()),
+        (None, Some(r)) => Some(format!("? ({r})")),
+        (None, None) => None,
+    };
+    let mut v = vec![("size", format!("{0}x{0}", r.size))];
+    let optional = [
+        ("black", player(&r.black, &r.black_rank)),
+        ("white", player(&r.white, &r.white_rank)),
+        ("date", r.date.as_ref().map(|d| d.to_string())),
+        ("result", r.result.as_ref().map(|x| x.to_string())),
+        ("komi", r.komi.map(|k| k.to_string())),
+        ("handicap", r.handicap.map(|h| h.to_string())),
+        ("rules", r.rules.clone()),
+    ];
+    v.extend(optional.into_iter().filter_map(|(k, x)| x.map(|x| (k, x))));
+    v
+}
+
+fn report_unreadable(out: &mut impl Write, file: &Path, reason: &str, json: bool) -> Result<()> {
+    if json {
+        writeln!(out, "{}", json!({"file": file.display().to_string(), "game": null, "error": reason}))?;
+    } else {
+        writeln!(out, "{}: error: {reason}\n", file.display())?;
+    }
+    Ok(())
+}
+
+fn report_bad_game(out: &mut impl Write, file: &Path, index: usize, reason: &str, json: bool) -> Result<()> {
+    if json {
+        writeln!(out, "{}", json!({"file": file.display().to_string(), "game": index, "error": reason}))?;
+    } else {
+        writeln!(out, "{} (game {index}): error: {reason}\n", file.display())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! Shared helpers of the integration tests: where the real game records and
+//! GnuGo are, and skipping (loudly) when they are not.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The folder of real game records: `GO_TRAIN_DATASETS`, else
+/// `../shared/datasets` beside the checkout.
+pub fn datasets() -> Option<PathBuf> {
+    let dir = std::env::var_os("GO_TRAIN_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED: no real game records at {} (set GO_TRAIN_DATASETS)", dir.display());
+        None
+    }
+}
+
+/// Every `*.sgf` file under `datasets/<collection>`, sorted.
+pub fn sgf_files(collection: &str) -> Option<Vec<PathBuf>> {
+    let root = datasets()?.join(collection);
+    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(&root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("sgf")))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no SGF files under {}", root.display());
+    Some(files)
+}
+
+/// The GnuGo binary: `GO_TRAIN_GNUGO`, `/usr/games/gnugo` or `gnugo` on PATH.
+pub fn gnugo() -> Option<String> {
+    let candidates = [std::env::var("GO_TRAIN_GNUGO").ok(), Some("/usr/games/gnugo".into()), Some("gnugo".into())];
+    for c in candidates.into_iter().flatten() {
+        let ok = std::process::Command::new(&c).arg("--version").output().is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(c);
+        }
+    }
+    eprintln!("SKIPPED: gnugo not found (apt-get install -y gnugo, or set GO_TRAIN_GNUGO)");
+    None
+}

@@ -1,1 +1,32 @@
+//! SGF game records: reading (any charset, collections, the oddities of
+//! real servers and editors), replaying on the rules core, and writing.
+//!
+//! ```text
+//! bytes ─decode─▶ text ─syntax─▶ main lines ─record─▶ GameRecord ─replay─▶ Game
+//!                                                      └──write──▶ FF[4] text
+//! ```
+//!
+//! A file is read with [`read_file`] or [`parse_bytes`]: every game tree in
+//! it becomes a [`ParsedGame`], a [`GameRecord`] or the [`GameError`] that
+//! says why not (a bad move value, a board size, a malformed tree), so that
+//! one bad game does not lose the others. Only the main line is kept. A
+//! record is checked against the rules only when replayed
+//! ([`GameRecord::replay`], [`GameRecord::replay_with`]), which names the
+//! first illegal move.
 
+mod date;
+mod decode;
+mod read;
+mod record;
+mod replay;
+mod result;
+mod syntax;
+mod write;
+
+pub use date::GameDate;
+pub use read::{parse_bytes, parse_game, parse_str, read_file, ParsedGame, SgfError};
+pub use record::{GameError, GameRecord, Setup};
+pub use replay::ReplayError;
+pub use result::{GameResult, WinBy};
+pub use syntax::SyntaxError;
+pub use write::write_game;

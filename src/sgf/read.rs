@@ -1,0 +1,120 @@
+//! Reading files: bytes to text, text to game trees, trees to records.
+
+use std::path::Path;
+
+use thiserror::Error;
+
+use super::decode::decode;
+use super::record::{GameError, GameRecord};
+use super::syntax::{game_trees, SyntaxError};
+
+/// One game tree of a file: its record, or why it has none.
+pub type ParsedGame = Result<GameRecord, GameError>;
+
+/// Why a file (or one game of it) cannot be read. File paths are the
+/// caller's to add.
+#[derive(Debug, Error)]
+pub enum SgfError {
+    /// The file cannot be read at all.
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    /// No game tree (`(;`) anywhere in the text.
+    #[error("not SGF: no game tree \"(;\" found")]
+    NotSgf,
+    /// Every game tree in the text is malformed (e.g. truncated): the
+    /// first one's reason.
+    #[error("malformed SGF: {0}")]
+    Malformed(SyntaxError),
+    /// One game of the file cannot be read (see [`parse_game`]).
+    #[error("game {index}: {source}")]
+    Game {
+        /// Its position in the file, from 0.
+        index: usize,
+        /// Why.
+        source: GameError,
+    },
+}
+
+/// Reads every game of an SGF file (see [`parse_bytes`]).
+pub fn read_file(path: &Path) -> Result<Vec<ParsedGame>, SgfError> {
+    parse_bytes(&std::fs::read(path)?)
+}
+
+/// Reads every game tree of SGF bytes in any charset (see `CA`), in file
+/// order. A game that cannot be read is an error in its place, so the
+/// others survive; the whole fails only when there is no game tree, or
+/// none is well-formed.
+pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<ParsedGame>, SgfError> {
+    parse_str(&decode(bytes))
+}
+
+/// [`parse_bytes`] for text already decoded.
+pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
+    let trees = game_trees(text);
+    if trees.is_empty() {
+        return Err(SgfError::NotSgf);
+    }
+    if trees.iter().all(Result::is_err) {
+        let first = trees.into_iter().find_map(Result::err).expect("at least one tree");
+        return Err(SgfError::Malformed(first));
+    }
+    let records = trees.into_iter().enumerate().map(|(index, tree)| GameRecord::from_raw(index, &tree?));
+    Ok(records.collect())
+}
+
+/// The first game of `text`, for texts known to hold one game (tests, GTP
+/// `loadsgf`); its error becomes [`SgfError::Game`].
+pub fn parse_game(text: &str) -> Result<GameRecord, SgfError> {
+    let first = parse_str(text)?.into_iter().next().expect("parse_str returns at least one game");
+    first.map_err(|source| SgfError::Game { index: 0, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collections_keep_each_game_in_its_place() {
+        let games = parse_str("(;SZ[9];B[aa])\n(;SZ[99])\n(;B[aa] % )\n(;SZ[13];W[bb])").unwrap();
+        assert_eq!(games.len(), 4);
+        assert_eq!(games[0].as_ref().unwrap().size, 9);
+        assert_eq!(
+            games[1].as_ref().unwrap_err().to_string(),
+            "unsupported board size SZ[99] (square, 2 to 25)"
+        );
+        assert!(matches!(games[2], Err(GameError::Syntax(SyntaxError::UnexpectedChar { found: '%', .. }))));
+        assert_eq!(games[3].as_ref().unwrap().index_in_file, 3);
+    }
+
+    #[test]
+    fn whole_file_errors_name_the_reason() {
+        assert_eq!(parse_bytes(b"").unwrap_err().to_string(), "not SGF: no game tree \"(;\" found");
+        assert_eq!(
+            parse_bytes(b"just text (really)").unwrap_err().to_string(),
+            "not SGF: no game tree \"(;\" found"
+        );
+        assert_eq!(
+            parse_bytes(b"(;GM[1]\n;B[aa];W[b").unwrap_err().to_string(),
+            "malformed SGF: truncated: the text ends inside the property value opened on line 2"
+        );
+        assert!(
+            matches!(parse_bytes(b"(;B[aa])(;W[bb]"), Ok(games) if games.len() == 2 && games[1].is_err())
+        );
+        let missing = read_file(Path::new("/nonexistent/game.sgf")).unwrap_err();
+        assert!(missing.to_string().starts_with("cannot read: "), "{missing}");
+    }
+
+    #[test]
+    fn parse_game_reports_the_game() {
+        let err = parse_game("(;SZ[9];B[zz])").unwrap_err();
+        assert_eq!(err.to_string(), "game 0: move 1 (B[zz]): not a point on the 9x9 board");
+    }
+
+    #[test]
+    fn latin1_bytes_decode() {
+        let games = parse_bytes(b"(;PW[M\xfcller]C[cr\xe9\xe9])").unwrap();
+        let record = games[0].as_ref().unwrap();
+        assert_eq!(record.white.as_deref(), Some("Müller"));
+        assert_eq!(record.extra_properties, vec![("C".into(), vec!["créé".into()])]);
+    }
+}

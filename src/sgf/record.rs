@@ -1,0 +1,427 @@
+//! What a game tree says about one game: its metadata from the root node,
+//! its setup stones and the moves of its main line.
+
+use thiserror::Error;
+
+use super::date::GameDate;
+use super::result::{GameResult, WinBy};
+use super::syntax::{RawGame, RawNode, RawProperty, SyntaxError};
+use crate::go::{Board, Color, ColoredMove, Event, Game, Move, Vertex};
+
+/// Stones placed or removed at once (SGF `AB`/`AW`/`AE`): `None` empties
+/// the point.
+pub type Setup = Vec<(Vertex, Option<Color>)>;
+
+/// One game as recorded: metadata, setup and the main line's moves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GameRecord {
+    /// Position of the game tree in its file, from 0 (collections hold
+    /// several).
+    pub index_in_file: usize,
+    /// Board side (`SZ`, 19 when absent).
+    pub size: usize,
+    /// Komi (`KM`), when given and a number.
+    pub komi: Option<f32>,
+    /// Handicap stones announced (`HA`); the stones themselves are in
+    /// [`GameRecord::setup`].
+    pub handicap: Option<u32>,
+    /// Result (`RE`), when given.
+    pub result: Option<GameResult>,
+    /// Date (`DT`), when a year can be read from it.
+    pub date: Option<GameDate>,
+    /// Rule set as written (`RU`), e.g. `Japanese`.
+    pub rules: Option<String>,
+    /// Black player's name (`PB`).
+    pub black: Option<String>,
+    /// White player's name (`PW`).
+    pub white: Option<String>,
+    /// Black player's rank (`BR`), e.g. `6d`.
+    pub black_rank: Option<String>,
+    /// White player's rank (`WR`).
+    pub white_rank: Option<String>,
+    /// Setup of the root node (`AB`, then `AW`, then `AE`, each in file
+    /// order, point lists such as `aa:cc` expanded row by row).
+    pub setup: Setup,
+    /// Who is to move after the setup (`PL` in the root), when said.
+    pub player_to_move: Option<Color>,
+    /// The main line's moves in order; passes included (`B[]`, and `B[tt]`
+    /// on boards up to 19×19). One colour may move twice in a row.
+    pub moves: Vec<ColoredMove>,
+    /// Setup found in later nodes, keyed by the number of moves played
+    /// before it (handicap stones in a node of their own, problem
+    /// diagrams).
+    pub later_setup: Vec<(usize, Setup)>,
+    /// Root properties no field above holds (`GN`, `EV`, `PC`, `C`, `TM`,
+    /// ..., or a `KM`/`HA`/`DT`/`PL` whose value could not be read), with
+    /// their unescaped values in file order. Written back by
+    /// [`write_game`](super::write_game).
+    pub extra_properties: Vec<(String, Vec<String>)>,
+}
+
+/// Why a game tree cannot be read as a game record.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum GameError {
+    /// It is not well-formed SGF.
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
+    /// `GM` names another game.
+    #[error("not a game of Go (GM[{0}])")]
+    NotGo(String),
+    /// `SZ` is not a square board of 2 to 25 points a side.
+    #[error("unsupported board size SZ[{0}] (square, 2 to 25)")]
+    BadSize(String),
+    /// A setup point that is not on the board.
+    #[error("{prop}[{value}]: not a point on the {size}x{size} board")]
+    BadSetupPoint {
+        /// `AB`, `AW` or `AE`.
+        prop: String,
+        /// The value as written.
+        value: String,
+        /// Board side.
+        size: usize,
+    },
+    /// A move that is not a point on the board nor a pass.
+    #[error("move {number} ({}[{value}]): not a point on the {size}x{size} board", .color.letter())]
+    BadMove {
+        /// Move number, from 1.
+        number: usize,
+        /// Who moves.
+        color: Color,
+        /// The value as written.
+        value: String,
+        /// Board side.
+        size: usize,
+    },
+    /// A node holding both `B` and `W` (or one of them twice).
+    #[error("move {number}: one node holds two moves")]
+    TwoMoves {
+        /// Number of the first of them, from 1.
+        number: usize,
+    },
+}
+
+impl GameRecord {
+    /// An empty record: a `size`×`size` board, no metadata, no moves.
+    pub fn new(size: usize) -> GameRecord {
+        GameRecord {
+            index_in_file: 0,
+            size,
+            komi: None,
+            handicap: None,
+            result: None,
+            date: None,
+            rules: None,
+            black: None,
+            white: None,
+            black_rank: None,
+            white_rank: None,
+            setup: Vec::new(),
+            player_to_move: None,
+            moves: Vec::new(),
+            later_setup: Vec::new(),
+            extra_properties: Vec::new(),
+        }
+    }
+
+    /// The record of a game played here (self-play, GTP): its size, komi,
+    /// setup and moves. A resignation becomes the result (SGF has no move
+    /// for it); other results are for the caller to add.
+    pub fn from_game(game: &Game) -> GameRecord {
+        let mut record = GameRecord::new(game.size());
+        record.komi = Some(game.rules().komi);
+        for event in game.history() {
+            match event {
+                Event::Move(ColoredMove { color, mv: Move::Resign }) => {
+                    record.result = Some(GameResult::Win { winner: color.opponent(), by: WinBy::Resignation })
+                }
+                Event::Move(mv) => record.moves.push(*mv),
+                Event::Setup(changes) if record.moves.is_empty() && record.later_setup.is_empty() => {
+                    record.setup.extend_from_slice(changes)
+                }
+                Event::Setup(changes) => record.later_setup.push((record.moves.len(), changes.clone())),
+            }
+        }
+        record
+    }
+
+    /// Reads the main line of one game tree.
+    pub(crate) fn from_raw(index_in_file: usize, nodes: &RawGame) -> Result<GameRecord, GameError> {
+        let empty = RawNode::new();
+        let root = nodes.first().unwrap_or(&empty);
+        if let Some(gm) = first_value(root, "GM") {
+            if gm.trim() != "1" {
+                return Err(GameError::NotGo(gm.to_string()));
+            }
+        }
+        let size = first_value(root, "SZ").map_or(Ok(19), parse_size)?;
+        let mut record = GameRecord { index_in_file, ..GameRecord::new(size) };
+        for prop in root {
+            record.read_root_property(prop);
+        }
+        for (depth, node) in nodes.iter().enumerate() {
+            let setup = read_setup(node, size)?;
+            if depth == 0 {
+                record.setup = setup;
+            } else if !setup.is_empty() {
+                record.later_setup.push((record.moves.len(), setup));
+            }
+            record.read_move(node)?;
+        }
+        Ok(record)
+    }
+
+    /// Stores a root property in its field, or among the extras when no
+    /// field takes it or its value cannot be read.
+    fn read_root_property(&mut self, prop: &RawProperty) {
+        let value = prop.values[0].trim();
+        let understood = match prop.ident.as_str() {
+            // Rewritten by the writer (FF[4], UTF-8) or read elsewhere.
+            "FF" | "CA" | "GM" | "SZ" | "AB" | "AW" | "AE" | "B" | "W" => true,
+            // An identifier of lower-case letters only (`size[19]`) names
+            // nothing SGF knows.
+            "" => true,
+            "KM" => set_first(&mut self.komi, value.parse().ok().filter(|k: &f32| k.is_finite())),
+            "HA" => set_first(&mut self.handicap, value.parse().ok()),
+            "PL" => set_first(&mut self.player_to_move, Color::parse(value)),
+            "DT" => set_first(&mut self.date, GameDate::parse(value)),
+            "RE" => set_first(&mut self.result, (!value.is_empty()).then(|| GameResult::parse(value))),
+            "RU" => set_first(&mut self.rules, simple_text(value)),
+            "PB" => set_first(&mut self.black, simple_text(value)),
+            "PW" => set_first(&mut self.white, simple_text(value)),
+            "BR" => set_first(&mut self.black_rank, simple_text(value)),
+            "WR" => set_first(&mut self.white_rank, simple_text(value)),
+            _ => false,
+        };
+        // An empty value says nothing: nothing to keep.
+        let says_nothing = prop.values.len() == 1 && value.is_empty();
+        if !(understood || says_nothing) {
+            self.extra_properties.push((prop.ident.clone(), prop.values.clone()));
+        }
+    }
+
+    /// Appends the node's move, if it has one.
+    fn read_move(&mut self, node: &RawNode) -> Result<(), GameError> {
+        let number = self.moves.len() + 1;
+        let mut moves = node.iter().filter_map(|p| match p.ident.as_str() {
+            "B" => Some((Color::Black, p)),
+            "W" => Some((Color::White, p)),
+            _ => None,
+        });
+        let Some((color, prop)) = moves.next() else { return Ok(()) };
+        if moves.next().is_some() {
+            return Err(GameError::TwoMoves { number });
+        }
+        let bad = || GameError::BadMove { number, color, value: prop.values.join("]["), size: self.size };
+        let [value] = prop.values.as_slice() else { return Err(bad()) };
+        let mv = parse_move(value.trim(), self.size).ok_or_else(bad)?;
+        self.moves.push(ColoredMove { color, mv });
+        Ok(())
+    }
+}
+
+/// Sets `slot` to `value` unless it is already set (the first of repeated
+/// properties wins). Returns whether the value was read.
+fn set_first<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
+    let read = value.is_some();
+    if slot.is_none() {
+        *slot = value;
+    }
+    read
+}
+
+fn first_value<'a>(node: &'a RawNode, ident: &str) -> Option<&'a str> {
+    node.iter().find(|p| p.ident == ident).map(|p| p.values[0].as_str())
+}
+
+/// `19`, or `19:19` (`FF[4]`'s form for rectangles, accepted when square).
+fn parse_size(value: &str) -> Result<usize, GameError> {
+    let bad = || GameError::BadSize(value.to_string());
+    let (columns, rows) = value.split_once(':').unwrap_or((value, value));
+    let columns: usize = columns.trim().parse().map_err(|_| bad())?;
+    let rows: usize = rows.trim().parse().map_err(|_| bad())?;
+    if columns != rows || !Board::valid_size(columns) {
+        return Err(bad());
+    }
+    Ok(columns)
+}
+
+/// SimpleText: line breaks and runs of blanks become one space; empty is
+/// none.
+fn simple_text(value: &str) -> Option<String> {
+    let text = value.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!text.is_empty()).then_some(text)
+}
+
+/// A point `aa`..`yy`; `FF[4]` letters `A`–`Z` count on from 26 and are off
+/// any board this crate supports.
+fn parse_point(value: &str, size: usize) -> Option<Vertex> {
+    let coordinate = |c: u8| match c {
+        b'a'..=b'z' => Some((c - b'a') as usize),
+        b'A'..=b'Z' => Some((c - b'A') as usize + 26),
+        _ => None,
+    };
+    let &[x, y] = value.as_bytes() else { return None };
+    let (x, y) = (coordinate(x)?, coordinate(y)?);
+    (x < size && y < size).then(|| Vertex::new(x, y))
+}
+
+/// A move value: a point, or a pass written `` or (up to 19×19) `tt`.
+fn parse_move(value: &str, size: usize) -> Option<Move> {
+    if value.is_empty() || (value == "tt" && size <= 19) {
+        return Some(Move::Pass);
+    }
+    parse_point(value, size).map(Move::Play)
+}
+
+/// The node's `AB`, `AW` and `AE` points, in that order.
+fn read_setup(node: &RawNode, size: usize) -> Result<Setup, GameError> {
+    let mut setup = Setup::new();
+    for (ident, color) in [("AB", Some(Color::Black)), ("AW", Some(Color::White)), ("AE", None)] {
+        for prop in node.iter().filter(|p| p.ident == ident) {
+            for value in &prop.values {
+                let bad = || GameError::BadSetupPoint { prop: ident.to_string(), value: value.clone(), size };
+                let points = point_list(value.trim(), size).ok_or_else(bad)?;
+                setup.extend(points.into_iter().map(|v| (v, color)));
+            }
+        }
+    }
+    Ok(setup)
+}
+
+/// One value of a point list: a point, a rectangle `aa:cc` (either pair of
+/// opposite corners), or nothing (an empty list).
+fn point_list(value: &str, size: usize) -> Option<Vec<Vertex>> {
+    if value.is_empty() {
+        return Some(Vec::new());
+    }
+    let Some((a, b)) = value.split_once(':') else {
+        return parse_point(value, size).map(|v| vec![v]);
+    };
+    let (a, b) = (parse_point(a.trim(), size)?, parse_point(b.trim(), size)?);
+    let (xs, ys) = (a.x.min(b.x)..=a.x.max(b.x), a.y.min(b.y)..=a.y.max(b.y));
+    Some(ys.flat_map(|y| xs.clone().map(move |x| Vertex { x, y })).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go::Rules;
+    use crate::sgf::parse_game;
+
+    fn v(x: u8, y: u8) -> Vertex {
+        Vertex { x, y }
+    }
+
+    fn play(color: Color, x: u8, y: u8) -> ColoredMove {
+        ColoredMove { color, mv: Move::Play(v(x, y)) }
+    }
+
+    #[test]
+    fn reads_metadata() {
+        let r = parse_game(
+            "(;GM[1]FF[4]SZ[19]PW[Thick]WR[6d]PB[jim]BR[6d]DT[2002-07-17]KM[5.50]RE[W+Resign]\
+             RU[Japanese]CA[UTF-8]HA[2]PC[KGS]TM[1050];B[pd];W[dp])",
+        )
+        .unwrap();
+        assert_eq!(r.size, 19);
+        assert_eq!(r.komi, Some(5.5));
+        assert_eq!(r.handicap, Some(2));
+        assert_eq!(r.result, Some(GameResult::parse("W+R")));
+        assert_eq!(r.date, GameDate::parse("2002-07-17"));
+        assert_eq!(r.rules.as_deref(), Some("Japanese"));
+        assert_eq!((r.black.as_deref(), r.black_rank.as_deref()), (Some("jim"), Some("6d")));
+        assert_eq!((r.white.as_deref(), r.white_rank.as_deref()), (Some("Thick"), Some("6d")));
+        assert_eq!(
+            r.extra_properties,
+            vec![("PC".into(), vec!["KGS".into()]), ("TM".into(), vec!["1050".into()])]
+        );
+        assert_eq!(r.moves, vec![play(Color::Black, 15, 3), play(Color::White, 3, 15)]);
+    }
+
+    #[test]
+    fn defaults_and_unreadable_values() {
+        let r = parse_game("(;KM[six]HA[]DT[someday]PB[ a \n b ]RE[])").unwrap();
+        assert_eq!((r.size, r.komi, r.handicap, r.date, r.result.clone()), (19, None, None, None, None));
+        assert_eq!(r.black.as_deref(), Some("a b"));
+        assert_eq!(
+            r.extra_properties,
+            vec![("KM".into(), vec!["six".into()]), ("DT".into(), vec!["someday".into()])]
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_game("(;SZ[9])").unwrap().size, 9);
+        assert_eq!(parse_game("(;SZ[13:13])").unwrap().size, 13);
+        for bad in ["19:13", "1", "26", "nine", ""] {
+            let err = parse_game(&format!("(;SZ[{bad}])")).unwrap_err().to_string();
+            assert!(err.contains("unsupported board size"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn passes_and_bad_moves() {
+        let r = parse_game("(;SZ[19];B[];W[tt];B[ aa\n])").unwrap();
+        assert_eq!(r.moves[0].mv, Move::Pass);
+        assert_eq!(r.moves[1].mv, Move::Pass);
+        assert_eq!(r.moves[2], play(Color::Black, 0, 0));
+        let big = parse_game("(;SZ[21];B[tt])").unwrap();
+        assert_eq!(big.moves[0], play(Color::Black, 19, 19));
+        let err = parse_game("(;SZ[9];B[aa];W[jj])").unwrap_err().to_string();
+        assert_eq!(err, "game 0: move 2 (W[jj]): not a point on the 9x9 board");
+        let err = parse_game("(;B[aa];W[rp.pm])").unwrap_err().to_string();
+        assert!(err.contains("move 2 (W[rp.pm])"), "{err}");
+        let err = parse_game("(;B[aa];B[bb]W[cc])").unwrap_err().to_string();
+        assert_eq!(err, "game 0: move 2: one node holds two moves");
+    }
+
+    #[test]
+    fn setup_lists_expand_and_keep_order() {
+        let r = parse_game("(;SZ[5]AW[ee]AB[aa:bc]\n[dd]AE[cc]PL[W];W[ce];B[de]AB[ea];AE[aa])").unwrap();
+        let b = Some(Color::Black);
+        assert_eq!(
+            r.setup,
+            vec![
+                (v(0, 0), b),
+                (v(1, 0), b),
+                (v(0, 1), b),
+                (v(1, 1), b),
+                (v(0, 2), b),
+                (v(1, 2), b),
+                (v(3, 3), b),
+                (v(4, 4), Some(Color::White)),
+                (v(2, 2), None)
+            ]
+        );
+        assert_eq!(r.player_to_move, Some(Color::White));
+        assert_eq!(r.later_setup, vec![(1, vec![(v(4, 0), b)]), (2, vec![(v(0, 0), None)])]);
+        let err = parse_game("(;SZ[5]AB[aa][ff])").unwrap_err().to_string();
+        assert_eq!(err, "game 0: AB[ff]: not a point on the 5x5 board");
+    }
+
+    #[test]
+    fn other_games_are_refused() {
+        let err = parse_game("(;GM[2]B[aa])").unwrap_err().to_string();
+        assert_eq!(err, "game 0: not a game of Go (GM[2])");
+        assert!(parse_game("(;GM[1]GM[1];B[aa])").is_ok());
+    }
+
+    #[test]
+    fn from_game_keeps_setup_and_moves() {
+        let mut game = Game::new(9, Rules::CHINESE);
+        game.setup(&[(v(2, 2), Some(Color::Black))]).unwrap();
+        game.play(Color::White, Move::Play(v(4, 4))).unwrap();
+        game.setup(&[(v(6, 6), Some(Color::Black))]).unwrap();
+        game.play(Color::White, Move::Pass).unwrap();
+        game.play(Color::Black, Move::Resign).unwrap();
+        let r = GameRecord::from_game(&game);
+        assert_eq!((r.size, r.komi), (9, Some(7.5)));
+        assert_eq!(r.setup, vec![(v(2, 2), Some(Color::Black))]);
+        assert_eq!(r.later_setup, vec![(1, vec![(v(6, 6), Some(Color::Black))])]);
+        assert_eq!(
+            r.moves,
+            vec![play(Color::White, 4, 4), ColoredMove { color: Color::White, mv: Move::Pass }]
+        );
+        assert_eq!(r.result, Some(GameResult::parse("W+R")));
+    }
+}

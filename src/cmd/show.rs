@@ -54,10 +54,10 @@ pub fn run(args: Args) -> Result<()> {
 /// move: the position reached, and the error if there was one.
 fn replay(record: &GameRecord, moves: Option<usize>) -> (Option<Game>, Option<String>) {
     let n = moves.unwrap_or(usize::MAX);
-    match record.replay_until(Rules::CHINESE, n) {
+    match record.replay_until(record.rules_or(Rules::CHINESE), n) {
         Ok(game) => (Some(game), None),
         Err(e @ ReplayError::IllegalMove { number, .. }) => {
-            (record.replay_until(Rules::CHINESE, number - 1).ok(), Some(e.to_string()))
+            (record.replay_until(record.rules_or(Rules::CHINESE), number - 1).ok(), Some(e.to_string()))
         }
         Err(e) => (None, Some(e.to_string())),
     }

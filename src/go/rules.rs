@@ -59,13 +59,20 @@ impl Rules {
     pub const TROMP_TAYLOR: Rules =
         Rules { ko: KoRule::PositionalSuperko, allow_suicide: true, scoring: Scoring::Area, komi: 7.5 };
 
-    /// Looks a rule set up by name (`chinese`, `japanese`, `nz`,
-    /// `tromp-taylor`), as SGF's RU property and the CLI write it.
+    /// AGA rules: situational superko, no suicide, area counting (with
+    /// pass stones, which make it agree with territory), komi 7.5.
+    pub const AGA: Rules =
+        Rules { ko: KoRule::SituationalSuperko, allow_suicide: false, scoring: Scoring::Area, komi: 7.5 };
+
+    /// Looks a rule set up by name, as SGF's `RU` property and the command
+    /// line write it: `Chinese`, `Japanese`, `Korean`, `AGA`, `NZ` / `New
+    /// Zealand`, `Tromp/Taylor` / `TT`, in any case.
     pub fn by_name(name: &str) -> Option<Rules> {
-        let n = name.trim().to_ascii_lowercase().replace(['_', ' '], "-");
-        match n.as_str() {
-            "chinese" | "cn" => Some(Self::CHINESE),
+        let n = name.trim().to_ascii_lowercase().replace(['_', ' ', '/'], "-");
+        match n.trim_end_matches('-') {
+            "chinese" | "cn" | "old-chinese" => Some(Self::CHINESE),
             "japanese" | "jp" | "korean" => Some(Self::JAPANESE),
+            "aga" => Some(Self::AGA),
             "nz" | "new-zealand" => Some(Self::NEW_ZEALAND),
             "tromp-taylor" | "tt" => Some(Self::TROMP_TAYLOR),
             _ => None,
@@ -76,5 +83,22 @@ impl Rules {
 impl Default for Rules {
     fn default() -> Rules {
         Rules::CHINESE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_found_in_real_records() {
+        assert_eq!(Rules::by_name("Japanese"), Some(Rules::JAPANESE));
+        assert_eq!(Rules::by_name("Chinese"), Some(Rules::CHINESE));
+        assert_eq!(Rules::by_name("AGA"), Some(Rules::AGA));
+        assert_eq!(Rules::by_name("New Zealand"), Some(Rules::NEW_ZEALAND));
+        assert_eq!(Rules::by_name("NZ"), Some(Rules::NEW_ZEALAND));
+        assert_eq!(Rules::by_name("Tromp/Taylor"), Some(Rules::TROMP_TAYLOR));
+        assert_eq!(Rules::by_name("TT--"), Some(Rules::TROMP_TAYLOR));
+        assert_eq!(Rules::by_name("Ing"), None);
     }
 }

@@ -35,6 +35,18 @@ pub enum ReplayError {
 }
 
 impl GameRecord {
+    /// The rules the game was played under: its `RU` when go-train knows
+    /// the name, else `default`; komi from `KM` when given. Replaying a
+    /// record under its own rules matters: 8 KGS games played under
+    /// Japanese rules repeat a position, which positional superko forbids.
+    pub fn rules_or(&self, default: Rules) -> Rules {
+        let mut rules = self.rules.as_deref().and_then(Rules::by_name).unwrap_or(default);
+        if let Some(komi) = self.komi {
+            rules.komi = komi;
+        }
+        rules
+    }
+
     /// The game at its end: setup, `PL`, then every move, under `rules`
     /// with the record's komi when it has one.
     pub fn replay(&self, rules: Rules) -> Result<Game, ReplayError> {

@@ -1,0 +1,83 @@
+//! `go-train show` from the command line, on every real game record at hand.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+
+fn go_train() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_go-train"))
+}
+
+#[test]
+fn show_json_reads_every_record_and_gives_each_bad_game_a_reason() {
+    let Some(datasets) = common::datasets() else { return };
+    let out = go_train().args(["show", "--json"]).arg(&datasets).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut ok: HashMap<String, usize> = HashMap::new();
+    let mut bad: HashMap<String, Vec<String>> = HashMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let file = v["file"].as_str().unwrap();
+        let collection = file.split("datasets/").nth(1).unwrap().split('/').next().unwrap().to_string();
+        match v["error"].as_str() {
+            None => {
+                *ok.entry(collection).or_default() += 1;
+                let size = v["size"].as_u64().unwrap() as usize;
+                let stones = v["black"].as_array().unwrap().len() + v["white"].as_array().unwrap().len();
+                assert!(stones <= size * size);
+                assert!(matches!(v["to_move"].as_str(), Some("B" | "W")), "{line}");
+            }
+            Some(reason) => {
+                assert!(reason.len() > 5, "a bad game needs a reason: {line}");
+                bad.entry(collection).or_default().push(reason.to_string());
+            }
+        }
+    }
+    // The README of the datasets: kgs-6d has no illegal game under its own
+    // (Japanese) rules; pro-1941-1997 has 5 moves onto occupied points.
+    assert_eq!(ok["kgs-6d"], 36_692);
+    assert!(!bad.contains_key("kgs-6d"), "{:?}", bad.get("kgs-6d"));
+    assert_eq!(ok["pro-1941-1997"] + bad["pro-1941-1997"].len(), 596);
+    assert_eq!(bad["pro-1941-1997"].len(), 5);
+    assert!(bad["pro-1941-1997"].iter().all(|r| r.contains("occupied")), "{:?}", bad["pro-1941-1997"]);
+    assert_eq!(ok["kombilo-tests"], 43);
+    // gnugo-regression: 1,760 games in 1,761 files, 2 files unreadable.
+    let g = &bad["gnugo-regression"];
+    assert!(g.iter().any(|r| r.contains("truncated")) && g.iter().any(|r| r.contains("not SGF")), "{g:?}");
+    assert_eq!(ok["gnugo-regression"] + g.len(), 1_762, "1,760 games + 2 unreadable files");
+}
+
+#[test]
+fn show_draws_the_board_after_n_moves() {
+    let Some(files) = common::sgf_files("kgs-6d") else { return };
+    let out = go_train().args(["show", "--move", "10"]).arg(&files[0]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("after 10 of"), "{text}");
+    assert!(text.contains("   A B C D E F G H J K L M N O P Q R S T"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("19 ") && l.ends_with(" 19")), "{text}");
+    // The diagram shows the stones the JSON form lists.
+    let board_rows = text.lines().filter(|l| l.len() > 3 && l[..2].trim().parse::<u32>().is_ok());
+    let (x, o) = board_rows.fold((0, 0), |(x, o), l| (x + l.matches('X').count(), o + l.matches('O').count()));
+    let out = go_train().args(["show", "--json", "--move", "10"]).arg(&files[0]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["moves"], 10);
+    assert_eq!((x, o), (v["black"].as_array().unwrap().len(), v["white"].as_array().unwrap().len()), "{text}");
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let out = go_train().args(["show", "no/such/game.sgf"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no/such/game.sgf"), "{err}");
+}
+
+#[test]
+fn help_has_examples_and_version_is_printed() {
+    let out = go_train().args(["show", "--help"]).output().unwrap();
+    assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
+    let out = go_train().arg("--version").output().unwrap();
+    assert!(String::from_utf8(out.stdout).unwrap().starts_with("go-train "));
+}

@@ -11,14 +11,14 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use go_train::go::{Color, Count, Game, Move, Point, Rules, Vertex};
 use go_train::gtp::GtpClient;
 use go_train::sgf::{read_file, GameResult, GameRecord, WinBy};
 
 /// Our replay of the first game in `path`.
-fn replay(path: &PathBuf) -> Result<(GameRecord, Game), String> {
+fn replay(path: &Path) -> Result<(GameRecord, Game), String> {
     let games = read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let record = games.into_iter().next().ok_or("no game")?.map_err(|e| e.to_string())?;
     let game = record.replay(record.rules_or(Rules::CHINESE)).map_err(|e| e.to_string())?;

@@ -29,16 +29,20 @@ enum What {
         /// Seed of the random agent.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Run exactly this many playouts instead of for a time (for
+        /// instruction-count profiling, which must be repeatable).
+        #[arg(long)]
+        playouts: Option<u64>,
     },
 }
 
 pub fn run(args: Args) -> Result<()> {
     match args.what {
-        What::Playouts { size, seconds, seed } => playouts(size, seconds, seed),
+        What::Playouts { size, seconds, seed, playouts: count } => playouts(size, seconds, seed, count),
     }
 }
 
-fn playouts(size: usize, seconds: f64, seed: u64) -> Result<()> {
+fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<()> {
     if !Board::valid_size(size) {
         bail!("--size {size}: board sizes 2 to 25 are supported");
     }
@@ -48,9 +52,16 @@ fn playouts(size: usize, seconds: f64, seed: u64) -> Result<()> {
     let max_moves = 3 * size * size;
     let (mut games, mut moves, mut limited) = (0u64, 0u64, 0u64);
     let start = Instant::now();
-    while start.elapsed() < budget {
+    let done = |games: u64| match count {
+        Some(n) => games >= n,
+        None => start.elapsed() >= budget,
+    };
+    while !done(games) {
         // Check the clock once per batch: Instant::now costs ~20 ns.
         for _ in 0..64 {
+            if count.is_some_and(|n| games >= n) {
+                break;
+            }
             let mut game = empty.clone();
             let stats = playout(&mut game, &mut agent, max_moves);
             games += 1;

@@ -11,7 +11,7 @@ pub fn fixed_handicap(size: usize, stones: usize) -> Result<Vec<Vertex>, String>
     if size < 7 {
         return Err(format!("no fixed handicap on a {size}x{size} board"));
     }
-    let max = if size % 2 == 0 || size == 7 { 4 } else { 9 };
+    let max = if size.is_multiple_of(2) || size == 7 { 4 } else { 9 };
     if !(2..=max).contains(&stones) {
         return Err(format!("fixed handicap on {size}x{size} must be 2 to {max} stones, not {stones}"));
     }

@@ -1,0 +1,392 @@
+//! Shard files: a sequence of zstd-compressed blocks of position records,
+//! then an index, read through a memory map so that any block can be
+//! fetched without reading the others.
+//!
+//! ```text
+//! "GOTRSHRD" version:u32 board_size:u32            header, 16 bytes
+//! block 0 | block 1 | ...                          zstd frames (with content checksums)
+//! index: per block { offset:u64 length:u32 records:u32 }
+//! blocks:u32 records:u64 index_offset:u64 "GOTRSHRD"   footer, 28 bytes
+//! ```
+//!
+//! All integers are little-endian. A decompressed block is columnar (all
+//! planes, then all policy labels, ...), which compresses better than
+//! record after record: see [`Block`].
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use thiserror::Error;
+
+use crate::features::PLANES;
+
+const MAGIC: &[u8; 8] = b"GOTRSHRD";
+/// Version of the shard layout.
+pub const SHARD_VERSION: u32 = 1;
+const HEADER_LEN: usize = 16;
+const FOOTER_LEN: usize = 28;
+const INDEX_ENTRY_LEN: usize = 16;
+
+/// Value label of a position whose game has no usable result (or that was
+/// not sampled for the value net).
+pub const NO_VALUE: i8 = -1;
+
+/// Problems with a shard file; each names the file.
+#[derive(Debug, Error)]
+pub enum ShardError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a go-train shard ({reason})")]
+    Format { path: PathBuf, reason: String },
+    #[error("{path}: block {block} is corrupt ({reason})")]
+    CorruptBlock { path: PathBuf, block: usize, reason: String },
+}
+
+/// Bytes of the packed planes of one position on a board of `size`.
+pub fn planes_bytes(size: usize) -> usize {
+    PLANES * (size * size).div_ceil(64) * 8
+}
+
+/// Records of one block, column by column.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Block {
+    /// Packed planes ([`crate::features::PackedPlanes::words`] as
+    /// little-endian bytes), `planes_bytes(size)` per record.
+    pub planes: Vec<u8>,
+    /// Move played: row-major point, or `size²` for a pass.
+    pub policy: Vec<u16>,
+    /// 1 if the side to move won the game, 0 if it lost, [`NO_VALUE`]
+    /// when unknown or not sampled.
+    pub value: Vec<i8>,
+    /// Number of moves played before this position (0 for the first).
+    pub move_number: Vec<u16>,
+}
+
+impl Block {
+    pub fn len(&self) -> usize {
+        self.policy.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.policy.is_empty()
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, planes: &[u64], policy: u16, value: i8, move_number: u16) {
+        for w in planes {
+            self.planes.extend_from_slice(&w.to_le_bytes());
+        }
+        self.policy.push(policy);
+        self.value.push(value);
+        self.move_number.push(move_number);
+    }
+
+    /// Moves records `from..` of `self` into a new block.
+    pub fn split_off(&mut self, from: usize, size: usize) -> Block {
+        Block {
+            planes: self.planes.split_off(from * planes_bytes(size)),
+            policy: self.policy.split_off(from),
+            value: self.value.split_off(from),
+            move_number: self.move_number.split_off(from),
+        }
+    }
+
+    /// The packed planes of record `i` as words.
+    pub fn planes_of(&self, i: usize, size: usize) -> Vec<u64> {
+        let n = planes_bytes(size);
+        self.planes[i * n..(i + 1) * n].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+
+    fn serialize(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.planes.len() + self.len() * 5 + 4);
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.planes);
+        for p in &self.policy {
+            out.extend_from_slice(&p.to_le_bytes());
+        }
+        out.extend(self.value.iter().map(|&v| v as u8));
+        for m in &self.move_number {
+            out.extend_from_slice(&m.to_le_bytes());
+        }
+        out
+    }
+
+    fn deserialize(bytes: &[u8], size: usize) -> Result<Block, String> {
+        let n = u32::from_le_bytes(bytes.get(..4).ok_or("empty block")?.try_into().unwrap()) as usize;
+        let pb = planes_bytes(size);
+        if bytes.len() != 4 + n * (pb + 5) {
+            return Err(format!("{} bytes for {n} records", bytes.len()));
+        }
+        let (planes, rest) = bytes[4..].split_at(n * pb);
+        let (policy, rest) = rest.split_at(2 * n);
+        let (value, moves) = rest.split_at(n);
+        let u16s = |b: &[u8]| b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        Ok(Block {
+            planes: planes.to_vec(),
+            policy: u16s(policy),
+            value: value.iter().map(|&v| v as i8).collect(),
+            move_number: u16s(moves),
+        })
+    }
+
+    /// The block as one zstd frame (with a content checksum, so corruption
+    /// is caught on reading). Deterministic for a given block and level.
+    pub fn compress(&self, level: i32) -> std::io::Result<Vec<u8>> {
+        let mut c = zstd::bulk::Compressor::new(level)?;
+        c.include_checksum(true)?;
+        c.compress(&self.serialize())
+    }
+
+    /// Decompresses a frame written by [`Block::compress`].
+    pub fn decompress(frame: &[u8], size: usize) -> Result<Block, String> {
+        let mut d = zstd::stream::read::Decoder::new(frame).map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut d, &mut bytes).map_err(|e| e.to_string())?;
+        Block::deserialize(&bytes, size)
+    }
+}
+
+/// Where a block lies in its shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockEntry {
+    pub offset: u64,
+    pub length: u32,
+    pub records: u32,
+}
+
+/// What a finished shard holds: what the manifest records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSummary {
+    pub records: u64,
+    pub blocks: u32,
+    pub bytes: u64,
+    /// CRC-32 of the whole file.
+    pub crc32: u32,
+}
+
+/// Writes a shard to `<path>.tmp` and renames it to `path` only when it is
+/// complete and on disk, so a killed run never leaves a partial shard under
+/// a final name.
+pub struct ShardWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: BufWriter<File>,
+    index: Vec<BlockEntry>,
+    offset: u64,
+    records: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl ShardWriter {
+    pub fn create(path: &Path, board_size: usize) -> Result<ShardWriter, ShardError> {
+        let tmp = tmp_path(path);
+        let file = File::create(&tmp).map_err(|source| ShardError::Io { path: tmp.clone(), source })?;
+        let mut w = ShardWriter {
+            path: path.to_path_buf(),
+            tmp,
+            file: BufWriter::with_capacity(1 << 20, file),
+            index: Vec::new(),
+            offset: 0,
+            records: 0,
+            crc: crc32fast::Hasher::new(),
+        };
+        let mut header = MAGIC.to_vec();
+        header.extend_from_slice(&SHARD_VERSION.to_le_bytes());
+        header.extend_from_slice(&(board_size as u32).to_le_bytes());
+        w.write_raw(&header)?;
+        Ok(w)
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<(), ShardError> {
+        self.file.write_all(bytes).map_err(|source| ShardError::Io { path: self.tmp.clone(), source })?;
+        self.crc.update(bytes);
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Appends a block already compressed with [`Block::compress`].
+    pub fn write_block(&mut self, frame: &[u8], records: usize) -> Result<(), ShardError> {
+        self.index.push(BlockEntry { offset: self.offset, length: frame.len() as u32, records: records as u32 });
+        self.records += records as u64;
+        self.write_raw(frame)
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Writes index and footer, syncs, and gives the file its final name.
+    pub fn finish(mut self) -> Result<ShardSummary, ShardError> {
+        let index_offset = self.offset;
+        let mut tail = Vec::with_capacity(self.index.len() * INDEX_ENTRY_LEN + FOOTER_LEN);
+        for e in &self.index {
+            tail.extend_from_slice(&e.offset.to_le_bytes());
+            tail.extend_from_slice(&e.length.to_le_bytes());
+            tail.extend_from_slice(&e.records.to_le_bytes());
+        }
+        tail.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        tail.extend_from_slice(&self.records.to_le_bytes());
+        tail.extend_from_slice(&index_offset.to_le_bytes());
+        tail.extend_from_slice(MAGIC);
+        self.write_raw(&tail)?;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ShardError::Io { path, source }
+        };
+        let file = self.file.into_inner().map_err(|e| io(&self.tmp)(e.into_error()))?;
+        file.sync_all().map_err(io(&self.tmp))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(io(&self.path))?;
+        Ok(ShardSummary {
+            records: self.records,
+            blocks: self.index.len() as u32,
+            bytes: self.offset,
+            crc32: self.crc.finalize(),
+        })
+    }
+}
+
+/// The temporary name of a file being written.
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// A shard opened for reading through a memory map.
+pub struct Shard {
+    path: PathBuf,
+    map: Mmap,
+    board_size: usize,
+    index: Vec<BlockEntry>,
+    records: u64,
+}
+
+impl Shard {
+    /// Opens a shard and reads its index (not its blocks).
+    pub fn open(path: &Path) -> Result<Shard, ShardError> {
+        let io = |source| ShardError::Io { path: path.to_path_buf(), source };
+        let file = File::open(path).map_err(io)?;
+        // SAFETY: shards are written once under a temporary name and then
+        // renamed; nothing writes to a file under its final name.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        let bad = |reason: String| ShardError::Format { path: path.to_path_buf(), reason };
+        if map.len() < HEADER_LEN + FOOTER_LEN || &map[..8] != MAGIC || &map[map.len() - 8..] != MAGIC {
+            return Err(bad(format!("missing header or footer ({} bytes)", map.len())));
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(map[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(map[o..o + 8].try_into().unwrap());
+        let version = u32_at(8);
+        if version != SHARD_VERSION {
+            return Err(bad(format!("shard version {version}, this go-train reads {SHARD_VERSION}")));
+        }
+        let board_size = u32_at(12) as usize;
+        let f = map.len() - FOOTER_LEN;
+        let (blocks, records, index_offset) = (u32_at(f) as usize, u64_at(f + 4), u64_at(f + 12) as usize);
+        if index_offset + blocks * INDEX_ENTRY_LEN != f {
+            return Err(bad("index does not fit the file".into()));
+        }
+        let index: Vec<BlockEntry> = (0..blocks)
+            .map(|i| {
+                let o = index_offset + i * INDEX_ENTRY_LEN;
+                BlockEntry { offset: u64_at(o), length: u32_at(o + 8), records: u32_at(o + 12) }
+            })
+            .collect();
+        let in_bounds = index.iter().all(|e| e.offset as usize >= HEADER_LEN && (e.offset + e.length as u64) as usize <= index_offset);
+        let total: u64 = index.iter().map(|e| e.records as u64).sum();
+        if !in_bounds || total != records {
+            return Err(bad("index entries out of bounds or record counts inconsistent".into()));
+        }
+        Ok(Shard { path: path.to_path_buf(), map, board_size, index, records })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn board_size(&self) -> usize {
+        self.board_size
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    pub fn blocks(&self) -> &[BlockEntry] {
+        &self.index
+    }
+
+    /// Decompresses block `i`, checking its checksum and record count.
+    pub fn read_block(&self, i: usize) -> Result<Block, ShardError> {
+        let e = self.index[i];
+        let frame = &self.map[e.offset as usize..(e.offset + e.length as u64) as usize];
+        let corrupt = |reason: String| ShardError::CorruptBlock { path: self.path.clone(), block: i, reason };
+        let block = Block::decompress(frame, self.board_size).map_err(corrupt)?;
+        if block.len() != e.records as usize {
+            return Err(corrupt(format!("{} records, index says {}", block.len(), e.records)));
+        }
+        Ok(block)
+    }
+
+    /// CRC-32 of the whole file (what the manifest records).
+    pub fn crc32(&self) -> u32 {
+        crc32fast::hash(&self.map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(n: usize, seed: u64) -> Block {
+        let mut b = Block::default();
+        let words = planes_bytes(19) / 8;
+        for i in 0..n {
+            let planes: Vec<u64> = (0..words).map(|w| (seed + i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (w % 7)).collect();
+            b.push(&planes, (i % 362) as u16, (i % 3) as i8 - 1, i as u16);
+        }
+        b
+    }
+
+    #[test]
+    fn blocks_round_trip_through_a_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train-00000.shard");
+        let blocks = [block(100, 1), block(37, 2), block(1, 3)];
+        let mut w = ShardWriter::create(&path, 19).unwrap();
+        assert!(tmp_path(&path).exists() && !path.exists(), "written under a temporary name");
+        for b in &blocks {
+            w.write_block(&b.compress(3).unwrap(), b.len()).unwrap();
+        }
+        let summary = w.finish().unwrap();
+        assert!(path.exists() && !tmp_path(&path).exists());
+        assert_eq!(summary.records, 138);
+        let shard = Shard::open(&path).unwrap();
+        assert_eq!(shard.records(), 138);
+        assert_eq!(shard.crc32(), summary.crc32);
+        for (i, b) in blocks.iter().enumerate() {
+            assert_eq!(&shard.read_block(i).unwrap(), b);
+        }
+        assert_eq!(blocks[0].planes_of(5, 19).len(), planes_bytes(19) / 8);
+    }
+
+    #[test]
+    fn corruption_is_reported_with_the_file_and_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.shard");
+        let mut w = ShardWriter::create(&path, 19).unwrap();
+        let b = block(50, 9);
+        w.write_block(&b.compress(3).unwrap(), b.len()).unwrap();
+        w.finish().unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER_LEN + 40] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Shard::open(&path).unwrap().read_block(0).unwrap_err().to_string();
+        assert!(err.contains("x.shard") && err.contains("block 0"), "{err}");
+        // A truncated file is refused at open.
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let err = Shard::open(&path).err().unwrap().to_string();
+        assert!(err.contains("not a go-train shard"), "{err}");
+    }
+}

@@ -1,16 +1,22 @@
 //! `go-train bench`: speed measurements that back the figures in the README.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
 use go_train::go::{Board, Game, Rules};
 use go_train::search::random::{playout, RandomAgent};
 
 /// Measure the speed of go-train's parts on this machine.
 #[derive(Parser)]
-#[command(after_help = "Examples:\n  go-train bench playouts\n  go-train bench playouts --size 9 --seconds 5")]
+#[command(after_help = "Examples:
+  go-train bench playouts
+  go-train bench playouts --size 9 --seconds 5
+  go-train bench reader --data datasets/kgs
+  go-train bench reader --data datasets/kgs --split validation --threads 4 --seconds 5")]
 pub struct Args {
     #[command(subcommand)]
     what: What,
@@ -34,11 +40,28 @@ enum What {
         #[arg(long)]
         playouts: Option<u64>,
     },
+    /// Records decoded into f32 batches of 100 (shuffled, with symmetries),
+    /// on 1 thread and on all: what the dataset reader feeds a trainer.
+    Reader {
+        /// The dataset folder (holding manifest.json).
+        #[arg(long)]
+        data: PathBuf,
+        /// Which split to read.
+        #[arg(long, default_value = "train")]
+        split: Split,
+        /// Threads of the second run (default: one per core).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// How long each run lasts.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
 }
 
 pub fn run(args: Args) -> Result<()> {
     match args.what {
         What::Playouts { size, seconds, seed, playouts: count } => playouts(size, seconds, seed, count),
+        What::Reader { data, split, threads, seconds } => reader(&data, split, threads, seconds),
     }
 }
 
@@ -77,6 +100,31 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
     println!("moves/playout:  {:.1}", moves as f64 / games as f64);
     if limited > 0 {
         println!("stopped at the {max_moves}-move limit: {limited}");
+    }
+    Ok(())
+}
+
+fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Result<()> {
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 {
+        bail!("--threads 0: give at least 1");
+    }
+    let dataset = Dataset::open(data)?;
+    let size = dataset.board_size();
+    println!(
+        "{}: {split}, {} records, {size}x{size}; batches of 100, shuffled, with symmetries, {seconds} s a run",
+        data.display(),
+        dataset.split_len(split)
+    );
+    let show = |r: &DecodeRate| {
+        println!("{:>3} thread(s): {:>10.0} records/s   {:>10.0} records/s per thread", r.threads, r.per_second(), r.per_thread())
+    };
+    let one = decode_rate(&dataset, split, 1, seconds)?;
+    show(&one);
+    if threads > 1 {
+        let all = decode_rate(&dataset, split, threads, seconds)?;
+        show(&all);
+        println!("scaling: {:.2}x on {threads} threads", all.per_second() / one.per_second());
     }
     Ok(())
 }

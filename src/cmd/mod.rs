@@ -1,6 +1,7 @@
 //! Subcommands. Each file parses its arguments and calls the library.
 
 mod bench;
+mod dataset;
 mod show;
 
 use std::path::PathBuf;
@@ -24,12 +25,14 @@ pub struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Show(show::Args),
+    Dataset(dataset::Args),
     Bench(bench::Args),
 }
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Show(args) => show::run(args),
+        Command::Dataset(args) => dataset::run(args),
         Command::Bench(args) => bench::run(args),
     }
 }

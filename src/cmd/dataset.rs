@@ -1,0 +1,284 @@
+//! `go-train dataset`: what a dataset holds, and whether it is intact.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use go_train::dataset::manifest::SplitCounts;
+use go_train::dataset::stats::STAGES;
+use go_train::dataset::{verify, Dataset, LabelStats, Manifest, Split};
+use go_train::go::Vertex;
+
+/// Inspect and check datasets written by `go-train prepare`.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train dataset info datasets/kgs            counts, settings and label statistics
+  go-train dataset info --json datasets/kgs     the same, as one JSON object
+  go-train dataset info --quick datasets/kgs    from the manifest alone (reads no shard)
+  go-train dataset verify datasets/kgs          check every shard and block against the manifest")]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Counts per split, shards and bytes, the settings and inputs it was
+    /// made with, and statistics of its labels (read from every block).
+    Info {
+        /// The dataset folder (holding manifest.json).
+        dir: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Read the manifest only: no label statistics.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Check every shard against the manifest (presence, size, CRC-32,
+    /// index, each block's checksum, records and labels) and the totals per
+    /// split; warn of stray files. Exits non-zero when anything is wrong.
+    Verify {
+        /// The dataset folder (holding manifest.json).
+        dir: PathBuf,
+    },
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.what {
+        What::Info { dir, json, quick } => info(&dir, json, quick),
+        What::Verify { dir } => verify_dataset(&dir),
+    }
+}
+
+/// A progress bar on stderr when it is a terminal (never in logs or pipes).
+fn progress_bar(len: u64, what: &str) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let style = ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} blocks, {per_sec}, eta {eta}").ok()?;
+    Some(ProgressBar::new(len).with_style(style).with_message(what.to_string()))
+}
+
+/// What `info` shows of one split.
+struct SplitInfo {
+    split: Split,
+    counts: SplitCounts,
+    shards: usize,
+    bytes: u64,
+    /// `None` with `--quick`.
+    labels: Option<LabelStats>,
+}
+
+fn info(dir: &Path, json: bool, quick: bool) -> Result<()> {
+    let manifest = Manifest::read(dir)?;
+    let labels: Vec<Option<LabelStats>> = match quick {
+        true => vec![None; Split::ALL.len()],
+        false => label_stats(dir)?.into_iter().map(Some).collect(),
+    };
+    let splits: Vec<SplitInfo> = Split::ALL
+        .into_iter()
+        .zip(labels)
+        .map(|(split, labels)| {
+            let entries = manifest.shards.iter().filter(|e| e.split == split);
+            SplitInfo {
+                split,
+                counts: manifest.splits.get(&split).cloned().unwrap_or_default(),
+                shards: entries.clone().count(),
+                bytes: entries.map(|e| e.bytes).sum(),
+                labels,
+            }
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info_json(dir, &manifest, &splits))?);
+    } else {
+        print!("{}", info_text(dir, &manifest, &splits));
+    }
+    Ok(())
+}
+
+/// The label statistics of each split, in the order of [`Split::ALL`].
+fn label_stats(dir: &Path) -> Result<Vec<LabelStats>> {
+    let dataset = Dataset::open(dir)?;
+    let blocks = dataset.manifest().shards.iter().map(|e| e.blocks as u64).sum();
+    let bar = progress_bar(blocks, "reading labels");
+    let tick = || bar.iter().for_each(|b| b.inc(1));
+    let stats = Split::ALL.into_iter().map(|split| LabelStats::of_split(&dataset, split, &tick)).collect();
+    bar.iter().for_each(ProgressBar::finish_and_clear);
+    stats
+}
+
+fn bytes_per_position(s: &SplitInfo) -> Option<f64> {
+    (s.counts.positions > 0).then(|| s.bytes as f64 / s.counts.positions as f64)
+}
+
+fn fraction(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn point_name(point: usize, size: usize) -> String {
+    Vertex::from_index(point, size).to_gtp(size)
+}
+
+fn info_json(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> Value {
+    let split_json = |s: &SplitInfo| {
+        json!({
+            "games": s.counts.games,
+            "positions": s.counts.positions,
+            "value_positions": s.counts.value_positions,
+            "shards": s.shards,
+            "bytes": s.bytes,
+            "bytes_per_position": bytes_per_position(s),
+            "labels": s.labels.as_ref().map(labels_json),
+        })
+    };
+    json!({
+        "dir": dir.display().to_string(),
+        "dataset_version": m.dataset_version,
+        "go_train_version": m.go_train_version,
+        "feature_version": m.feature_version,
+        "planes": m.planes,
+        "board_size": m.board_size,
+        "input": m.input,
+        "settings": m.settings,
+        "dropped": m.dropped,
+        "splits": splits.iter().map(|s| (s.split.name().to_string(), split_json(s))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+fn labels_json(l: &LabelStats) -> Value {
+    let top: Vec<Value> = l
+        .top_points(10)
+        .into_iter()
+        .map(|(p, n)| json!({"point": point_name(p, l.size), "records": n, "fraction": fraction(n, l.records)}))
+        .collect();
+    json!({
+        "records": l.records,
+        "passes": l.passes(),
+        "pass_fraction": fraction(l.passes(), l.records),
+        "top_points": top,
+        "moves": STAGES.iter().zip(l.stages).map(|(name, n)| (name.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        "value": {"wins": l.wins, "losses": l.losses, "none": l.no_value},
+    })
+}
+
+fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
+    let s = &m.settings;
+    let mut out = format!(
+        "dataset {}\n  written by go-train {}, dataset version {}, features {} ({} planes), {}x{}\n",
+        dir.display(),
+        m.go_train_version,
+        m.dataset_version,
+        m.feature_version,
+        m.planes,
+        m.board_size,
+        m.board_size
+    );
+    out += &format!("  input: {} (CRC-32 {}), {} games listed\n", m.input.list, m.input.list_crc32, m.input.games_listed);
+    let [train, validation, test] = s.split.0;
+    out += &format!(
+        "  settings: seed {}, split {train:.2}/{validation:.2}/{test:.2}, value labels {}, default rules {}, \
+         {} records a shard, {} a block, zstd level {}\n",
+        s.seed, s.value, s.default_rules, s.shard_records, s.block_records, s.zstd_level
+    );
+    if !m.dropped.is_empty() {
+        let dropped: Vec<String> = m.dropped.iter().map(|(why, n)| format!("{why} {n}")).collect();
+        out += &format!("  games dropped: {}\n", dropped.join(", "));
+    }
+    out += &format!(
+        "\n{:<12}{:>9}{:>12}{:>12}{:>8}{:>12}{:>10}\n",
+        "split", "games", "positions", "value pos.", "shards", "bytes", "bytes/pos"
+    );
+    for s in splits {
+        let per = bytes_per_position(s).map_or("-".into(), |b| format!("{b:.1}"));
+        out += &format!(
+            "{:<12}{:>9}{:>12}{:>12}{:>8}{:>12}{:>10}\n",
+            s.split.name(),
+            s.counts.games,
+            s.counts.positions,
+            s.counts.value_positions,
+            s.shards,
+            human_bytes(s.bytes),
+            per
+        );
+    }
+    for s in splits {
+        if let Some(l) = s.labels.as_ref().filter(|l| l.records > 0) {
+            out += &labels_text(s.split, l);
+        }
+    }
+    out
+}
+
+fn labels_text(split: Split, l: &LabelStats) -> String {
+    let percent = |n: u64| format!("{:.1}%", 100.0 * fraction(n, l.records));
+    let top: Vec<String> = l.top_points(5).into_iter().map(|(p, n)| format!("{} {}", point_name(p, l.size), percent(n))).collect();
+    let stages: Vec<String> = STAGES.iter().zip(l.stages).map(|(name, n)| format!("{name} {}", percent(n))).collect();
+    format!(
+        "\nlabels of {split} ({} records)\n  passes {}; most played: {}\n  move number: {}\n  value: won {} ({}), lost {} ({}), none {} ({})\n",
+        l.records,
+        percent(l.passes()),
+        top.join(", "),
+        stages.join(", "),
+        l.wins,
+        percent(l.wins),
+        l.losses,
+        percent(l.losses),
+        l.no_value,
+        percent(l.no_value)
+    )
+}
+
+/// `n` bytes in B, KiB, MiB or GiB.
+fn human_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+fn verify_dataset(dir: &Path) -> Result<()> {
+    // The manifest is read twice (here for the bar's length): it is small.
+    let blocks = Manifest::read(dir)?.shards.iter().map(|e| e.blocks as u64).sum();
+    let bar = progress_bar(blocks, "verifying");
+    let report = verify(dir, &|n| bar.iter().for_each(|b| b.inc(n)))?;
+    bar.iter().for_each(ProgressBar::finish_and_clear);
+    for s in &report.shards {
+        let status = if s.errors.is_empty() { "ok " } else { "BAD" };
+        println!("{status} {:<28} {:<10} {:>10} records {:>9} with value", s.file, s.split.name(), s.records, s.value_records);
+    }
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for e in report.all_errors() {
+        eprintln!("error: {e}");
+    }
+    let bad: Vec<&str> = report.shards.iter().filter(|s| !s.errors.is_empty()).map(|s| s.file.as_str()).collect();
+    let errors = report.all_errors().count();
+    match (errors, bad.is_empty()) {
+        (0, _) => {
+            let records: u64 = report.shards.iter().map(|s| s.records).sum();
+            println!("{}: ok: {} shards, {records} records", dir.display(), report.shards.len());
+            Ok(())
+        }
+        (n, true) => bail!("{}: {n} problems (see above)", dir.display()),
+        (n, false) => bail!("{}: {n} problems; bad shards: {}", dir.display(), bad.join(", ")),
+    }
+}

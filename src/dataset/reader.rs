@@ -1,0 +1,736 @@
+//! Reading a dataset for training: batches of f32 planes and labels,
+//! shuffled and augmented with the symmetries of the board, decoded in
+//! parallel, in memory bounded by a window of blocks, and the same for the
+//! same seed and epoch however many threads decode them.
+//!
+//! ```text
+//! blocks of a split ─(order shuffled per epoch)─▶ window of W blocks,
+//!   decompressed in parallel ─▶ its records (value filter, shuffled within
+//!   the window) appended to a queue ─▶ batches taken off the queue, each
+//!   record unpacked to f32 under its symmetry, in parallel
+//! ```
+//!
+//! Every random choice comes from [`Pcg64Mcg`] generators seeded by
+//! arithmetic on (seed, epoch) and drawn from on the calling thread only,
+//! so parallel decoding never changes the result.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use rayon::prelude::*;
+
+use super::manifest::{Manifest, ShardEntry};
+use super::shard::{planes_bytes, Block, Shard, NO_VALUE};
+use super::split::{mix, Split};
+use crate::features::{PackedPlanes, Symmetry, PLANES};
+
+/// Blocks decoded and shuffled together when [`BatchOptions::window_blocks`]
+/// is not set otherwise: enough to mix records of many games in a batch
+/// (a block holds consecutive positions of few games), few enough to keep
+/// memory small.
+pub const DEFAULT_WINDOW_BLOCKS: usize = 32;
+
+/// A dataset opened for reading: its manifest and its shards (memory
+/// mapped, their indexes read, their blocks not). Cheap to clone: clones
+/// share the shards.
+#[derive(Clone)]
+pub struct Dataset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    manifest: Manifest,
+    /// One per manifest entry, in manifest order.
+    shards: Vec<Shard>,
+}
+
+/// A block of the dataset: index of its shard (in manifest order) and of
+/// the block in the shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockRef {
+    shard: usize,
+    block: usize,
+}
+
+impl Dataset {
+    /// Opens the dataset in `dir`: reads the manifest and opens every shard
+    /// it names, checking each against its manifest entry. Errors name the
+    /// file.
+    pub fn open(dir: &Path) -> Result<Dataset> {
+        let manifest = Manifest::read(dir)?;
+        let shards = manifest
+            .shards
+            .iter()
+            .map(|entry| {
+                let shard = Shard::open(&dir.join(&entry.file))?;
+                check_against_manifest(&shard, entry, manifest.board_size)?;
+                Ok(shard)
+            })
+            .collect::<Result<Vec<Shard>>>()?;
+        Ok(Dataset { inner: Arc::new(Inner { dir: dir.to_path_buf(), manifest, shards }) })
+    }
+
+    /// The folder the dataset was opened from.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    /// Board side of every position.
+    pub fn board_size(&self) -> usize {
+        self.inner.manifest.board_size
+    }
+
+    /// Records (positions) in `split`: what one epoch of
+    /// [`Dataset::batches`] yields without `value_only`.
+    pub fn split_len(&self, split: Split) -> u64 {
+        self.entries(split).map(|(_, e)| e.records).sum()
+    }
+
+    /// Records of `split` that carry a value label (as the manifest
+    /// counts them): what one epoch yields with `value_only`.
+    pub fn value_len(&self, split: Split) -> u64 {
+        self.inner.manifest.splits.get(&split).map_or(0, |c| c.value_positions)
+    }
+
+    /// The batches of one epoch of `split` (see [`BatchOptions`]). The
+    /// iterator stops after the first error, which names the shard and
+    /// block.
+    pub fn batches(&self, split: Split, options: &BatchOptions) -> Batches {
+        Batches::new(self.clone(), split, options)
+    }
+
+    /// The manifest entries of `split`, with their indexes among all shards.
+    fn entries(&self, split: Split) -> impl Iterator<Item = (usize, &ShardEntry)> {
+        self.inner.manifest.shards.iter().enumerate().filter(move |(_, e)| e.split == split)
+    }
+
+    /// Every block of `split`, in file order.
+    pub(crate) fn block_refs(&self, split: Split) -> Vec<BlockRef> {
+        self.entries(split)
+            .flat_map(|(shard, _)| (0..self.inner.shards[shard].blocks().len()).map(move |block| BlockRef { shard, block }))
+            .collect()
+    }
+
+    /// Decompresses a block and checks its labels.
+    pub(crate) fn read_block(&self, r: BlockRef) -> Result<Block> {
+        let shard = &self.inner.shards[r.shard];
+        let block = shard.read_block(r.block)?;
+        check_labels(&block, self.board_size())
+            .with_context(|| format!("{}: block {} has a bad label", shard.path().display(), r.block))?;
+        Ok(block)
+    }
+}
+
+/// Whether `shard` holds what its manifest entry says: board size, records
+/// and blocks (a shard swapped for another, or a stale manifest).
+pub(crate) fn check_against_manifest(shard: &Shard, entry: &ShardEntry, board_size: usize) -> Result<()> {
+    let found = (shard.board_size(), shard.records(), shard.blocks().len());
+    let expected = (board_size, entry.records, entry.blocks as usize);
+    if found != expected {
+        bail!(
+            "{}: board {}, {} records in {} blocks; the manifest says board {}, {} records in {} blocks",
+            shard.path().display(),
+            found.0,
+            found.1,
+            found.2,
+            expected.0,
+            expected.1,
+            expected.2
+        );
+    }
+    Ok(())
+}
+
+/// Whether every label of `block` is one a writer can produce: a point or
+/// pass, and a value of 0, 1 or [`NO_VALUE`]. The zstd checksum cannot
+/// catch a writer's bug, and a wrong label would train silently.
+pub(crate) fn check_labels(block: &Block, size: usize) -> Result<()> {
+    if let Some(i) = block.policy.iter().position(|&p| p as usize > size * size) {
+        bail!("record {i}: policy label {} on a {size}x{size} board", block.policy[i]);
+    }
+    if let Some(i) = block.value.iter().position(|&v| !matches!(v, 0 | 1 | NO_VALUE)) {
+        bail!("record {i}: value label {}", block.value[i]);
+    }
+    Ok(())
+}
+
+/// How [`Dataset::batches`] reads an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchOptions {
+    /// Records per batch (at least 1).
+    pub batch_size: usize,
+    /// Seed of the shuffle and of the symmetries.
+    pub seed: u64,
+    /// Epoch number: each gets its own order and symmetries.
+    pub epoch: u64,
+    /// Shuffle the order of blocks, and records within a window; without
+    /// it, records come in file order.
+    pub shuffle: bool,
+    /// Give each record one of the 8 symmetries at random.
+    pub symmetries: bool,
+    /// Keep only records with a value label.
+    pub value_only: bool,
+    /// Leave out the last batch when it is short.
+    pub drop_last: bool,
+    /// Blocks decoded and shuffled together: more mixes more games into a
+    /// batch and costs memory (about `window_blocks × block_records ×
+    /// planes_bytes` bytes). 0 means 1.
+    pub window_blocks: usize,
+}
+
+impl Default for BatchOptions {
+    fn default() -> BatchOptions {
+        BatchOptions {
+            batch_size: 256,
+            seed: 0,
+            epoch: 0,
+            shuffle: false,
+            symmetries: false,
+            value_only: false,
+            drop_last: false,
+            window_blocks: DEFAULT_WINDOW_BLOCKS,
+        }
+    }
+}
+
+/// Records ready for a net, in NCHW order. (Not `PartialEq`: NaN values
+/// would make equal batches unequal.)
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Records in the batch.
+    pub len: usize,
+    /// `len × PLANES × size²` values of 0.0 or 1.0, record after record,
+    /// plane after plane, row-major points.
+    pub planes: Vec<f32>,
+    /// Move played: row-major point, or `size²` for a pass (symmetry
+    /// applied).
+    pub policy: Vec<u32>,
+    /// 1.0 if the side to move won, 0.0 if it lost, NaN without a label.
+    pub value: Vec<f32>,
+    /// Moves played before the position (0 for the first).
+    pub move_number: Vec<u16>,
+    /// Number of the [`Symmetry`] applied to each record (0 = none), to
+    /// map a prediction back onto the original board.
+    pub symmetry: Vec<u8>,
+}
+
+/// The iterator of [`Dataset::batches`].
+pub struct Batches {
+    dataset: Dataset,
+    options: BatchOptions,
+    /// Blocks of the split in this epoch's order.
+    order: Vec<BlockRef>,
+    /// How many of `order` have been decoded.
+    next_block: usize,
+    /// Decoded records not yet batched start at `queue_start`; those before
+    /// it are dropped at the next refill.
+    queue: Block,
+    queue_start: usize,
+    /// Draws the window shuffles.
+    order_rng: Pcg64Mcg,
+    /// Draws the symmetries: a stream of its own, so that turning
+    /// symmetries on or off leaves the order of records as it was.
+    symmetry_rng: Pcg64Mcg,
+    /// Most records held at once (window and queue): what bounds memory.
+    peak_records: usize,
+    done: bool,
+}
+
+/// Streams of random numbers drawn from one (seed, epoch).
+const ORDER_STREAM: u64 = 1;
+const SYMMETRY_STREAM: u64 = 2;
+
+/// A generator for `stream` of (seed, epoch). Plain arithmetic (SplitMix64
+/// finalisers), not `std`'s hasher, so that it is the same on every
+/// platform and Rust version.
+fn epoch_rng(seed: u64, epoch: u64, stream: u64) -> Pcg64Mcg {
+    let high = mix(seed ^ mix(stream));
+    let low = mix(epoch ^ mix(high));
+    Pcg64Mcg::new((high as u128) << 64 | low as u128)
+}
+
+/// A number in `0..n`, by multiplying rather than by `%` (no division; the
+/// bias, below n / 2⁶⁴, is nil for these sizes).
+fn below(rng: &mut Pcg64Mcg, n: usize) -> usize {
+    ((rng.next_u64() as u128 * n as u128) >> 64) as usize
+}
+
+/// Fisher–Yates, written out because `rand`'s shuffle may change between
+/// its versions and the order of an epoch must not.
+fn shuffle<T>(items: &mut [T], rng: &mut Pcg64Mcg) {
+    for i in (1..items.len()).rev() {
+        items.swap(i, below(rng, i + 1));
+    }
+}
+
+impl Batches {
+    fn new(dataset: Dataset, split: Split, options: &BatchOptions) -> Batches {
+        let mut order_rng = epoch_rng(options.seed, options.epoch, ORDER_STREAM);
+        let mut order = dataset.block_refs(split);
+        if options.shuffle {
+            shuffle(&mut order, &mut order_rng);
+        }
+        Batches {
+            dataset,
+            options: BatchOptions { window_blocks: options.window_blocks.max(1), ..*options },
+            order,
+            next_block: 0,
+            queue: Block::default(),
+            queue_start: 0,
+            order_rng,
+            symmetry_rng: epoch_rng(options.seed, options.epoch, SYMMETRY_STREAM),
+            peak_records: 0,
+            done: false,
+        }
+    }
+
+    /// Decodes batches on a thread of their own, `depth` batches ahead, so
+    /// that decoding overlaps the caller's work (a training step). The
+    /// batches are the same; rayon's global pool decodes them.
+    pub fn prefetch(self, depth: usize) -> Prefetch {
+        Prefetch::new(self, depth)
+    }
+
+    /// Records decoded and not yet batched.
+    fn queued(&self) -> usize {
+        self.queue.len() - self.queue_start
+    }
+
+    fn next_batch(&mut self) -> Result<Option<Batch>> {
+        let want = self.options.batch_size;
+        if want == 0 {
+            bail!("batch size must be at least 1");
+        }
+        while self.queued() < want && self.next_block < self.order.len() {
+            self.refill()?;
+        }
+        let n = self.queued().min(want);
+        if n == 0 || (n < want && self.options.drop_last) {
+            return Ok(None);
+        }
+        Ok(Some(self.take(n)))
+    }
+
+    /// Decodes the next window of blocks and appends its records, shuffled
+    /// when asked, to the queue.
+    fn refill(&mut self) -> Result<()> {
+        let end = (self.next_block + self.options.window_blocks).min(self.order.len());
+        let dataset = &self.dataset;
+        let blocks = self.order[self.next_block..end]
+            .par_iter()
+            .map(|&r| dataset.read_block(r))
+            .collect::<Result<Vec<Block>>>()?;
+        self.next_block = end;
+        let mut picks: Vec<(usize, usize)> = blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(b, block)| (0..block.len()).map(move |i| (b, i)))
+            .filter(|&(b, i)| !self.options.value_only || blocks[b].value[i] != NO_VALUE)
+            .collect();
+        if self.options.shuffle {
+            shuffle(&mut picks, &mut self.order_rng);
+        }
+        let size = self.dataset.board_size();
+        self.queue = self.queue.split_off(self.queue_start, size);
+        self.queue_start = 0;
+        let held = self.queue.len() + blocks.iter().map(Block::len).sum::<usize>();
+        self.peak_records = self.peak_records.max(held);
+        let record_bytes = planes_bytes(size);
+        for (b, i) in picks {
+            copy_record(&mut self.queue, &blocks[b], i, record_bytes);
+        }
+        Ok(())
+    }
+
+    /// The next `n` queued records as a batch, each under its symmetry.
+    fn take(&mut self, n: usize) -> Batch {
+        let symmetries: Vec<Symmetry> = (0..n)
+            .map(|_| match self.options.symmetries {
+                true => Symmetry::new(below(&mut self.symmetry_rng, 8) as u8),
+                false => Symmetry::IDENTITY,
+            })
+            .collect();
+        let batch = decode_batch(&self.queue, self.queue_start, &symmetries, self.dataset.board_size());
+        self.queue_start += n;
+        batch
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if self.done {
+            return None;
+        }
+        let next = self.next_batch().transpose();
+        self.done = !matches!(next, Some(Ok(_)));
+        next
+    }
+}
+
+/// Appends record `i` of `from` to `to`.
+fn copy_record(to: &mut Block, from: &Block, i: usize, record_bytes: usize) {
+    to.planes.extend_from_slice(&from.planes[i * record_bytes..(i + 1) * record_bytes]);
+    to.policy.push(from.policy[i]);
+    to.value.push(from.value[i]);
+    to.move_number.push(from.move_number[i]);
+}
+
+/// Records `start..start + symmetries.len()` of `records` as a batch,
+/// unpacked in parallel.
+fn decode_batch(records: &Block, start: usize, symmetries: &[Symmetry], size: usize) -> Batch {
+    let per_record = PLANES * size * size;
+    let mut planes = vec![0.0f32; symmetries.len() * per_record];
+    planes.par_chunks_mut(per_record).zip(symmetries).enumerate().for_each_init(
+        || vec![0.0f32; per_record],
+        |scratch, (j, (out, &s))| unpack_record(records, start + j, s, size, scratch, out),
+    );
+    let rows = start..start + symmetries.len();
+    Batch {
+        len: symmetries.len(),
+        planes,
+        policy: records.policy[rows.clone()].iter().zip(symmetries).map(|(&p, s)| s.apply_label(p as usize, size) as u32).collect(),
+        value: records.value[rows.clone()].iter().map(|&v| value_f32(v)).collect(),
+        move_number: records.move_number[rows].to_vec(),
+        symmetry: symmetries.iter().map(|s| s.number()).collect(),
+    }
+}
+
+/// Unpacks record `i` into `out` under symmetry `s` (`scratch` holds the
+/// planes before the symmetry).
+fn unpack_record(records: &Block, i: usize, s: Symmetry, size: usize, scratch: &mut [f32], out: &mut [f32]) {
+    let planes = PackedPlanes::from_words(size, records.planes_of(i, size))
+        .expect("a decoded block holds planes_bytes(size) bytes per record");
+    if s == Symmetry::IDENTITY {
+        planes.unpack_into(out);
+    } else {
+        planes.unpack_into(scratch);
+        s.apply_f32(scratch, out, size);
+    }
+}
+
+/// A value label as a training target.
+fn value_f32(v: i8) -> f32 {
+    match v {
+        NO_VALUE => f32::NAN,
+        v => v as f32,
+    }
+}
+
+/// [`Batches`] decoded ahead on a thread of their own (see
+/// [`Batches::prefetch`]).
+pub struct Prefetch {
+    receiver: Option<Receiver<Result<Batch>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Prefetch {
+    fn new(batches: Batches, depth: usize) -> Prefetch {
+        let (sender, receiver) = sync_channel(depth.max(1));
+        let thread = std::thread::spawn(move || {
+            for batch in batches {
+                // A closed channel means the reader was dropped: stop.
+                if sender.send(batch).is_err() {
+                    break;
+                }
+            }
+        });
+        Prefetch { receiver: Some(receiver), thread: Some(thread) }
+    }
+}
+
+impl Iterator for Prefetch {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        self.receiver.as_ref()?.recv().ok()
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        // Closing the channel first lets the thread end after the batch it
+        // is decoding, so the join is short and no thread outlives us.
+        self.receiver.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Speed of decoding records into f32 batches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeRate {
+    /// Threads that decoded.
+    pub threads: usize,
+    /// Records decoded.
+    pub records: u64,
+    /// Seconds it took.
+    pub seconds: f64,
+}
+
+impl DecodeRate {
+    /// Records per second.
+    pub fn per_second(&self) -> f64 {
+        self.records as f64 / self.seconds
+    }
+
+    /// Records per second and thread.
+    pub fn per_thread(&self) -> f64 {
+        self.per_second() / self.threads as f64
+    }
+}
+
+/// Decodes `split` into batches of 100 (shuffled, with symmetries) on
+/// `threads` threads for about `seconds`, epoch after epoch: what a trainer
+/// gets from the reader on this machine.
+pub fn decode_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) -> Result<DecodeRate> {
+    if dataset.split_len(split) == 0 {
+        bail!("{}: the {split} split is empty", dataset.dir().display());
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    let budget = Duration::from_secs_f64(seconds);
+    pool.install(|| {
+        let start = Instant::now();
+        let mut records = 0u64;
+        for epoch in 0.. {
+            let options =
+                BatchOptions { batch_size: 100, seed: 1, epoch, shuffle: true, symmetries: true, ..BatchOptions::default() };
+            for batch in dataset.batches(split, &options) {
+                let batch = batch?;
+                records += std::hint::black_box(&batch).len as u64;
+                if start.elapsed() >= budget {
+                    return Ok(DecodeRate { threads, records, seconds: start.elapsed().as_secs_f64() });
+                }
+            }
+        }
+        unreachable!("epochs never run out")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::dataset::testkit::{self, FixtureRecord};
+
+    /// A dataset of real games in a temporary folder, with what it holds;
+    /// `None` (skipped) without the game records.
+    fn fixture() -> Option<(tempfile::TempDir, Dataset, Vec<FixtureRecord>)> {
+        let games = testkit::kgs_games(12)?;
+        let dir = tempfile::tempdir().unwrap();
+        let records = testkit::write_dataset(dir.path(), &games, &testkit::Layout { block_records: 50, shard_records: 400 }).unwrap();
+        let dataset = Dataset::open(dir.path()).unwrap();
+        Some((dir, dataset, records))
+    }
+
+    fn options(batch_size: usize) -> BatchOptions {
+        BatchOptions { batch_size, seed: 7, window_blocks: 4, ..BatchOptions::default() }
+    }
+
+    fn collect(dataset: &Dataset, split: Split, options: &BatchOptions) -> Vec<Batch> {
+        dataset.batches(split, options).collect::<Result<_>>().unwrap()
+    }
+
+    /// Batches in a comparable form (values by their bits, since NaN is
+    /// not equal to itself; planes hashed, to keep failures readable).
+    type Digest = Vec<(u64, Vec<u32>, Vec<u32>, Vec<u16>, Vec<u8>)>;
+
+    fn digest(batches: &[Batch]) -> Digest {
+        use std::hash::{Hash, Hasher};
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        batches
+            .iter()
+            .map(|b| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bits(&b.planes).hash(&mut h);
+                (h.finish(), b.policy.clone(), bits(&b.value), b.move_number.clone(), b.symmetry.clone())
+            })
+            .collect()
+    }
+
+    /// What identifies a record: packed planes, policy, value, move number.
+    type Key = (Vec<u64>, u16, i8, u16);
+
+    /// Packs f32 planes back into words (the inverse of `unpack_into`).
+    fn pack(planes: &[f32], size: usize) -> Vec<u64> {
+        let (n, words_per_plane) = (size * size, (size * size).div_ceil(64));
+        let mut words = vec![0u64; PLANES * words_per_plane];
+        for (k, &x) in planes.iter().enumerate() {
+            assert!(x == 0.0 || x == 1.0, "planes hold 0 or 1, not {x}");
+            if x == 1.0 {
+                words[k / n * words_per_plane + k % n / 64] |= 1 << (k % n % 64);
+            }
+        }
+        words
+    }
+
+    /// The records of `batches` with their symmetries undone, in order.
+    fn unrotated(batches: &[Batch], size: usize) -> Vec<Key> {
+        let per = PLANES * size * size;
+        let mut keys = Vec::new();
+        let mut original = vec![0.0; per];
+        for b in batches {
+            for j in 0..b.len {
+                let inverse = Symmetry::new(b.symmetry[j]).inverse();
+                inverse.apply_f32(&b.planes[j * per..(j + 1) * per], &mut original, size);
+                let policy = inverse.apply_label(b.policy[j] as usize, size) as u16;
+                let value = if b.value[j].is_nan() { NO_VALUE } else { b.value[j] as i8 };
+                keys.push((pack(&original, size), policy, value, b.move_number[j]));
+            }
+        }
+        keys
+    }
+
+    fn fixture_keys(records: &[FixtureRecord], split: Split) -> Vec<Key> {
+        records.iter().filter(|r| r.split == split).map(|r| (r.planes.clone(), r.policy, r.value, r.move_number)).collect()
+    }
+
+    fn counts(keys: Vec<Key>) -> HashMap<Key, usize> {
+        keys.into_iter().fold(HashMap::new(), |mut m, k| {
+            *m.entry(k).or_default() += 1;
+            m
+        })
+    }
+
+    #[test]
+    fn in_file_order_without_shuffle_records_equal_their_encoding() {
+        let Some((_dir, dataset, records)) = fixture() else { return };
+        let batches = collect(&dataset, Split::Train, &options(37));
+        assert!(batches.iter().all(|b| b.symmetry.iter().all(|&s| s == 0)));
+        assert_eq!(unrotated(&batches, 19), fixture_keys(&records, Split::Train));
+        let lens: Vec<usize> = batches.iter().map(|b| b.len).collect();
+        let total = dataset.split_len(Split::Train) as usize;
+        assert_eq!(lens.len(), total.div_ceil(37));
+        assert!(lens[..lens.len() - 1].iter().all(|&n| n == 37));
+        let dropped = collect(&dataset, Split::Train, &BatchOptions { drop_last: true, ..options(37) });
+        assert_eq!(dropped.len(), total / 37);
+        assert_eq!(digest(&dropped), digest(&batches[..total / 37]));
+    }
+
+    #[test]
+    fn shuffled_and_rotated_every_record_comes_once_per_epoch() {
+        let Some((_dir, dataset, records)) = fixture() else { return };
+        let shuffled = BatchOptions { shuffle: true, symmetries: true, ..options(64) };
+        for split in Split::ALL {
+            let batches = collect(&dataset, split, &shuffled);
+            assert_eq!(counts(unrotated(&batches, 19)), counts(fixture_keys(&records, split)), "{split}");
+        }
+        let batches = collect(&dataset, Split::Train, &shuffled);
+        let used: std::collections::HashSet<u8> = batches.iter().flat_map(|b| b.symmetry.iter().copied()).collect();
+        assert_eq!(used.len(), 8, "all eight symmetries are drawn");
+        // Records of a batch come from many games, not one game's run of
+        // moves: move numbers spread.
+        let numbers = &batches[0].move_number;
+        assert!(numbers.windows(2).filter(|w| w[1] == w[0] + 1).count() < numbers.len() / 4, "{numbers:?}");
+    }
+
+    #[test]
+    fn same_seed_and_epoch_give_the_same_batches_on_any_thread_count() {
+        let Some((_dir, dataset, _)) = fixture() else { return };
+        let shuffled = BatchOptions { shuffle: true, symmetries: true, ..options(50) };
+        let on = |threads: usize, options: BatchOptions| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| collect(&dataset, Split::Train, &options))
+        };
+        let first = on(1, shuffled);
+        assert_eq!(digest(&first), digest(&on(3, shuffled)));
+        let prefetched: Vec<Batch> = dataset.batches(Split::Train, &shuffled).prefetch(2).collect::<Result<_>>().unwrap();
+        assert_eq!(digest(&first), digest(&prefetched));
+        let next_epoch = on(2, BatchOptions { epoch: 1, ..shuffled });
+        assert_ne!(first[0].move_number, next_epoch[0].move_number, "another epoch, another order");
+        let other_seed = on(2, BatchOptions { seed: 8, ..shuffled });
+        assert_ne!(first[0].move_number, other_seed[0].move_number);
+        // Symmetries draw from their own stream: the order stays.
+        let plain = on(2, BatchOptions { symmetries: false, ..shuffled });
+        let moves = |b: &[Batch]| b.iter().flat_map(|b| b.move_number.clone()).collect::<Vec<_>>();
+        assert_eq!(moves(&first), moves(&plain));
+    }
+
+    #[test]
+    fn value_only_keeps_the_labelled_records() {
+        let Some((_dir, dataset, records)) = fixture() else { return };
+        let value_only = BatchOptions { value_only: true, shuffle: true, ..options(16) };
+        let batches = collect(&dataset, Split::Train, &value_only);
+        let keys = unrotated(&batches, 19);
+        assert!(keys.iter().all(|k| k.2 != NO_VALUE));
+        assert!(batches.iter().flat_map(|b| &b.value).all(|&v| v == 0.0 || v == 1.0));
+        assert_eq!(keys.len() as u64, dataset.value_len(Split::Train));
+        let labelled: Vec<Key> = fixture_keys(&records, Split::Train).into_iter().filter(|k| k.2 != NO_VALUE).collect();
+        assert!(!labelled.is_empty());
+        assert_eq!(counts(keys), counts(labelled));
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_window() {
+        let Some((_dir, dataset, _)) = fixture() else { return };
+        let total = dataset.split_len(Split::Train) as usize;
+        let mut batches = dataset.batches(Split::Train, &BatchOptions { shuffle: true, ..options(32) });
+        let mut seen = 0;
+        for batch in batches.by_ref() {
+            seen += batch.unwrap().len;
+        }
+        assert_eq!(seen, total);
+        // The window of 4 blocks of 50 and what was left of the last one.
+        assert!(batches.peak_records <= 4 * 50 + 32, "{} records held", batches.peak_records);
+        assert!(batches.peak_records < total / 4, "{} of {total}", batches.peak_records);
+    }
+
+    #[test]
+    fn bad_options_and_bad_datasets_give_errors_not_panics() {
+        let Some((dir, dataset, _)) = fixture() else { return };
+        let err = dataset.batches(Split::Train, &options(0)).next().unwrap().unwrap_err();
+        assert!(err.to_string().contains("batch size"), "{err}");
+        let shard = dir.path().join(&dataset.manifest().shards[1].file);
+        drop(dataset);
+        let bytes = std::fs::read(&shard).unwrap();
+        std::fs::remove_file(&shard).unwrap();
+        let err = format!("{:#}", Dataset::open(dir.path()).err().unwrap());
+        assert!(err.contains(&shard.display().to_string()), "{err}");
+        // A corrupt block: the epoch ends with an error naming shard and block.
+        let mut corrupt = bytes.clone();
+        corrupt[100] ^= 0x55;
+        std::fs::write(&shard, &corrupt).unwrap();
+        let dataset = Dataset::open(dir.path()).unwrap();
+        let split = dataset.manifest().shards[1].split;
+        let results: Vec<Result<Batch>> = dataset.batches(split, &options(10)).collect();
+        let err = format!("{:#}", results.last().unwrap().as_ref().unwrap_err());
+        assert!(err.contains(&shard.display().to_string()) && err.contains("block 0"), "{err}");
+        assert!(results[..results.len() - 1].iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn the_rng_streams_are_fixed_by_seed_and_epoch() {
+        // Pinned: a change here changes every epoch's order of every run.
+        let draws: Vec<usize> = (0..4).map({
+            let mut rng = epoch_rng(1, 2, ORDER_STREAM);
+            move |_| below(&mut rng, 1000)
+        }).collect();
+        assert_eq!(draws, (0..4).map({
+            let mut rng = epoch_rng(1, 2, ORDER_STREAM);
+            move |_| below(&mut rng, 1000)
+        }).collect::<Vec<_>>());
+        assert_ne!(epoch_rng(1, 2, ORDER_STREAM).next_u64(), epoch_rng(1, 3, ORDER_STREAM).next_u64());
+        assert_ne!(epoch_rng(1, 2, ORDER_STREAM).next_u64(), epoch_rng(1, 2, SYMMETRY_STREAM).next_u64());
+        let mut items: Vec<u32> = (0..100).collect();
+        shuffle(&mut items, &mut epoch_rng(0, 0, ORDER_STREAM));
+        let mut sorted = items.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<_>>());
+        assert_ne!(items, sorted);
+    }
+}

@@ -1,0 +1,128 @@
+//! `go-train dataset info` and `dataset verify` on a small dataset of real
+//! games, intact and damaged.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use go_train::dataset::testkit::{self, FixtureRecord, Layout};
+use go_train::dataset::{Manifest, Shard, Split, NO_VALUE};
+
+fn go_train(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).arg(dir).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A dataset of 10 real games in a temporary folder; `None` (skipped)
+/// without the game records.
+fn fixture() -> Option<(tempfile::TempDir, Vec<FixtureRecord>)> {
+    let games = testkit::kgs_games(10)?;
+    let dir = tempfile::tempdir().unwrap();
+    let records = testkit::write_dataset(dir.path(), &games, &Layout { block_records: 64, shard_records: 500 }).unwrap();
+    Some((dir, records))
+}
+
+#[test]
+fn info_counts_what_the_shards_hold() {
+    let Some((dir, records)) = fixture() else { return };
+    let out = go_train(&["dataset", "info", "--json"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["board_size"], 19);
+    assert_eq!(info["settings"]["block_records"], 64);
+    let train: Vec<&FixtureRecord> = records.iter().filter(|r| r.split == Split::Train).collect();
+    let t = &info["splits"]["train"];
+    assert_eq!(t["positions"], train.len());
+    assert_eq!(t["labels"]["records"], train.len());
+    assert_eq!(t["shards"], train.len().div_ceil(500));
+    let passes = train.iter().filter(|r| r.policy == 361).count();
+    assert_eq!(t["labels"]["passes"], passes);
+    let wins = train.iter().filter(|r| r.value == 1).count();
+    let none = train.iter().filter(|r| r.value == NO_VALUE).count();
+    assert_eq!(t["labels"]["value"]["wins"], wins);
+    assert_eq!(t["labels"]["value"]["none"], none);
+    let early = train.iter().filter(|r| r.move_number < 50).count();
+    assert_eq!(t["labels"]["moves"]["1-50"], early);
+    assert!(t["bytes_per_position"].as_f64().unwrap() > 10.0);
+
+    let out = go_train(&["dataset", "info"], dir.path());
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    for expected in ["split", "train", "bytes/pos", "most played", "move number: 1-50", "value: won"] {
+        assert!(shown.contains(expected), "no `{expected}` in\n{shown}");
+    }
+    let quick: serde_json::Value = serde_json::from_slice(&go_train(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();
+    assert!(quick["splits"]["train"]["labels"].is_null());
+    assert_eq!(quick["splits"]["train"]["positions"], train.len());
+}
+
+#[test]
+fn verify_passes_an_intact_dataset_and_warns_of_stray_files() {
+    let Some((dir, _)) = fixture() else { return };
+    std::fs::write(dir.path().join("train-00009.shard.tmp"), b"partial").unwrap();
+    std::fs::write(dir.path().join("old-00000.shard"), b"stale").unwrap();
+    let out = go_train(&["dataset", "verify"], dir.path());
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("ok: "), "{shown}");
+    assert!(shown.contains("warning") && shown.contains("train-00009.shard.tmp"), "{shown}");
+    assert!(shown.contains("old-00000.shard: shard file the manifest does not name"), "{shown}");
+}
+
+#[test]
+fn verify_names_a_corrupt_shard_and_its_block() {
+    let Some((dir, _)) = fixture() else { return };
+    let manifest = Manifest::read(dir.path()).unwrap();
+    let entry = &manifest.shards[1];
+    let path = dir.path().join(&entry.file);
+    let block = Shard::open(&path).unwrap().blocks()[1];
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[block.offset as usize + block.length as usize / 2] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = go_train(&["dataset", "verify"], dir.path());
+    let shown = text(&out);
+    assert!(!out.status.success(), "{shown}");
+    assert!(shown.contains(&format!("BAD {}", entry.file)), "{shown}");
+    assert!(shown.contains("CRC-32"), "{shown}");
+    assert!(shown.contains(&format!("{}: block 1 is corrupt", path.display())), "{shown}");
+    assert!(shown.contains(&format!("bad shards: {}", entry.file)), "{shown}");
+}
+
+#[test]
+fn verify_reports_a_missing_shard_and_wrong_totals() {
+    let Some((dir, _)) = fixture() else { return };
+    let mut manifest = Manifest::read(dir.path()).unwrap();
+    let missing = manifest.shards[0].file.clone();
+    std::fs::remove_file(dir.path().join(&missing)).unwrap();
+    let out = go_train(&["dataset", "verify"], dir.path());
+    let shown = text(&out);
+    assert!(!out.status.success());
+    assert!(shown.contains(&format!("{missing}: missing")), "{shown}");
+    // `info` cannot read labels from a missing shard: it says which.
+    let out = go_train(&["dataset", "info"], dir.path());
+    assert!(!out.status.success() && text(&out).contains(&missing), "{}", text(&out));
+
+    // A manifest whose counts disagree with intact shards.
+    let dir = fixture().unwrap().0;
+    manifest = Manifest::read(dir.path()).unwrap();
+    manifest.splits.get_mut(&Split::Train).unwrap().value_positions += 1;
+    manifest.write(dir.path()).unwrap();
+    let out = go_train(&["dataset", "verify"], dir.path());
+    let shown = text(&out);
+    assert!(!out.status.success());
+    assert!(shown.contains("train has") && shown.contains("value positions, its shards hold"), "{shown}");
+}
+
+#[test]
+fn no_dataset_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["info", "verify"] {
+        let out = go_train(&["dataset", command], dir.path());
+        assert!(!out.status.success());
+        assert!(text(&out).contains("manifest.json: no dataset here"), "{}", text(&out));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_go-train")).args(["dataset", "--help"]).output().unwrap();
+    assert!(text(&out).contains("Examples:"), "{}", text(&out));
+}

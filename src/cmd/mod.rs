@@ -1,6 +1,8 @@
 //! Subcommands. Each file parses its arguments and calls the library.
 
 mod bench;
+mod filter;
+mod prepare;
 mod show;
 
 use std::path::PathBuf;
@@ -23,15 +25,27 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Filter(filter::Args),
+    Prepare(prepare::Args),
     Show(show::Args),
     Bench(bench::Args),
 }
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Filter(args) => filter::run(args),
+        Command::Prepare(args) => prepare::run(args),
         Command::Show(args) => show::run(args),
         Command::Bench(args) => bench::run(args),
     }
+}
+
+/// Sets the size of rayon's global pool (once, before any parallel work).
+fn set_threads(threads: Option<usize>) -> Result<()> {
+    if let Some(n) = threads {
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("setting --threads")?;
+    }
+    Ok(())
 }
 
 /// The SGF files named by `paths`: files as given, folders searched (links

@@ -256,7 +256,7 @@ mod tests {
     #[test]
     fn each_criterion_rejects_with_its_reason() {
         let c = Criteria::default();
-        let game = |props: &str| parse_game(&format!("(;GM[1]FF[4]{props};B[pd];W[dp])")).unwrap();
+        let game = |props: &str| parse_game(&format!("(;GM[1]FF[4]{props};B[cd];W[dc])")).unwrap();
         let even = "SZ[19]KM[6.5]DT[2005-01-02]RE[B+R]";
         assert_eq!(c.judge(&game(even)), Ok(()));
         let reason = |props: &str| c.judge(&game(props)).unwrap_err().0;
@@ -269,7 +269,7 @@ mod tests {
         let strict = Criteria { require_result: true, min_moves: 3, ..Criteria::default() };
         assert_eq!(strict.judge(&game("SZ[19]KM[6.5]DT[2005]RE[Void]")).unwrap_err().0, Rejection::NoResult);
         assert_eq!(strict.judge(&game(even)).unwrap_err().0, Rejection::TooShort);
-        let illegal = parse_game("(;SZ[19]KM[6.5]DT[2005];B[pd];W[pd])").unwrap();
+        let illegal = parse_game("(;SZ[19]KM[6.5]DT[2005];B[cd];W[cd])").unwrap();
         let (r, detail) = c.judge(&illegal).unwrap_err();
         assert_eq!(r, Rejection::IllegalMove);
         assert!(detail.contains("move 2"), "{detail}");

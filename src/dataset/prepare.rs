@@ -217,6 +217,10 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     }
 }
 
+/// What a finished writer reports: counts per split, dropped games by
+/// reason, and the shards.
+type Written = (BTreeMap<Split, SplitCounts>, BTreeMap<String, u64>, Vec<ShardEntry>);
+
 /// Appends records split by split, cuts blocks, and rolls shards.
 struct DatasetWriter<'a> {
     dir: &'a Path,
@@ -319,7 +323,7 @@ impl<'a> DatasetWriter<'a> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<(BTreeMap<Split, SplitCounts>, BTreeMap<String, u64>, Vec<ShardEntry>)> {
+    fn finish(mut self) -> Result<Written> {
         self.write_blocks(true)?;
         for split in Split::ALL {
             self.close_shard(split)?;

@@ -92,8 +92,11 @@ fn filter_reports_bad_input_by_reason_and_goes_on() {
     assert_eq!(r["rejected"]["too old"].as_u64().unwrap() + r["rejected"]["no date"].as_u64().unwrap_or(0) + r["rejected"]["illegal move"].as_u64().unwrap_or(0) + r["rejected"]["komi out of range"].as_u64().unwrap_or(0) + r["rejected"]["no komi"].as_u64().unwrap_or(0), 596);
 }
 
+/// One record: packed planes, policy, value and move number.
+type Record = (Vec<u64>, u16, i8, u16);
+
 /// Every record of `dir`, split by split, in file order.
-fn records(dir: &Path) -> HashMap<Split, Vec<(Vec<u64>, u16, i8, u16)>> {
+fn records(dir: &Path) -> HashMap<Split, Vec<Record>> {
     let manifest = Manifest::read(dir).unwrap();
     let mut out: HashMap<Split, Vec<_>> = HashMap::new();
     for split in Split::ALL {
@@ -121,7 +124,7 @@ fn every_record_decodes_to_the_position_the_core_plays() {
     let manifest = Manifest::read(&data).unwrap();
     assert!(manifest.shards.len() > 3);
     let mut records = records(&data);
-    let mut expected: HashMap<Split, Vec<(Vec<u64>, u16, i8, u16)>> = HashMap::new();
+    let mut expected: HashMap<Split, Vec<Record>> = HashMap::new();
     let mut games_per_split: HashMap<Split, u64> = HashMap::new();
     for game in GameList::read(&list).unwrap().0 {
         let record = read_file(&game.file).unwrap().remove(game.index).unwrap();

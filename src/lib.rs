@@ -4,6 +4,7 @@
 pub mod dataset;
 pub mod features;
 pub mod go;
+pub mod progress;
 pub mod gtp;
 pub mod search;
 pub mod sgf;

@@ -1,13 +1,17 @@
 //! `go-train bench`: speed measurements that back the figures in the README.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::dataset::filter::{filter, Criteria};
 use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
+use go_train::dataset::prepare::{prepare as prepare_dataset, PrepareOptions};
 use go_train::go::{Board, Game, Rules};
+use go_train::progress::Progress;
 use go_train::search::random::{playout, RandomAgent};
 
 /// Measure the speed of go-train's parts on this machine.
@@ -15,6 +19,7 @@ use go_train::search::random::{playout, RandomAgent};
 #[command(after_help = "Examples:
   go-train bench playouts
   go-train bench playouts --size 9 --seconds 5
+  go-train bench prepare --data ../shared/datasets/kgs-6d
   go-train bench reader --data datasets/kgs
   go-train bench reader --data datasets/kgs --split validation --threads 4 --seconds 5")]
 pub struct Args {
@@ -40,6 +45,20 @@ enum What {
         #[arg(long)]
         playouts: Option<u64>,
     },
+    /// filter + prepare over a whole collection, every game kept (handicap,
+    /// any komi, any year): positions/s end to end, bytes per position on
+    /// disk, peak memory.
+    Prepare {
+        /// Folder of SGF files.
+        #[arg(long, default_value = "../shared/datasets/kgs-6d")]
+        data: PathBuf,
+        /// Where to write the dataset [default: a temporary folder, removed after].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Worker threads [default: all cores].
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Records decoded into f32 batches of 100 (shuffled, with symmetries),
     /// on 1 thread and on all: what the dataset reader feeds a trainer.
     Reader {
@@ -49,7 +68,7 @@ enum What {
         /// Which split to read.
         #[arg(long, default_value = "train")]
         split: Split,
-        /// Threads of the second run (default: one per core).
+        /// Threads of the second run [default: all cores].
         #[arg(long)]
         threads: Option<usize>,
         /// How long each run lasts.
@@ -60,6 +79,7 @@ enum What {
 
 pub fn run(args: Args) -> Result<()> {
     match args.what {
+        What::Prepare { data, out, threads } => prepare(&data, out, threads),
         What::Playouts { size, seconds, seed, playouts: count } => playouts(size, seconds, seed, count),
         What::Reader { data, split, threads, seconds } => reader(&data, split, threads, seconds),
     }
@@ -102,6 +122,45 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
         println!("stopped at the {max_moves}-move limit: {limited}");
     }
     Ok(())
+}
+
+fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<()> {
+    super::set_threads(threads)?;
+    let scratch = tempfile::tempdir().context("creating a temporary folder")?;
+    let out = out.unwrap_or_else(|| scratch.path().join("dataset"));
+    let list = scratch.path().join("games.list");
+    let all = Criteria { min_year: None, allow_handicap: true, komi: None, ..Criteria::default() };
+
+    let start = Instant::now();
+    let (games, report) = filter(&[data.to_path_buf()], false, &all, &Progress::new("filter", 0, "files"));
+    std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
+    let filtered = start.elapsed().as_secs_f64();
+    let options = PrepareOptions { force: true, ..PrepareOptions::default() };
+    let (manifest, _) = prepare_dataset(&list, &out, &options, &Progress::new("prepare", games.0.len() as u64, "games"))?;
+    let total = start.elapsed().as_secs_f64();
+
+    let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
+    let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
+    println!("data: {} ({} files, {} games kept)", data.display(), report.files, report.kept);
+    println!("threads:            {}", rayon::current_num_threads());
+    println!("filter:             {filtered:.1} s");
+    println!("prepare:            {:.1} s", total - filtered);
+    println!("positions:          {positions}");
+    println!("positions/s:        {:.0} (filter + prepare)", positions as f64 / total);
+    println!("bytes/position:     {:.1}", bytes as f64 / positions.max(1) as f64);
+    match peak_memory_mib() {
+        Some(mib) => println!("peak memory:        {mib:.0} MiB"),
+        None => println!("peak memory:        unknown (needs /proc)"),
+    }
+    Ok(())
+}
+
+/// The process's peak resident memory, from Linux's `/proc/self/status`.
+fn peak_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Result<()> {

@@ -1,17 +1,16 @@
 //! `go-train dataset`: what a dataset holds, and whether it is intact.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use go_train::dataset::manifest::SplitCounts;
 use go_train::dataset::stats::STAGES;
 use go_train::dataset::{verify, Dataset, LabelStats, Manifest, Split};
 use go_train::go::Vertex;
+use go_train::progress::Progress;
 
 /// Inspect and check datasets written by `go-train prepare`.
 #[derive(Parser)]
@@ -53,15 +52,6 @@ pub fn run(args: Args) -> Result<()> {
         What::Info { dir, json, quick } => info(&dir, json, quick),
         What::Verify { dir } => verify_dataset(&dir),
     }
-}
-
-/// A progress bar on stderr when it is a terminal (never in logs or pipes).
-fn progress_bar(len: u64, what: &str) -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let style = ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} blocks, {per_sec}, eta {eta}").ok()?;
-    Some(ProgressBar::new(len).with_style(style).with_message(what.to_string()))
 }
 
 /// What `info` shows of one split.
@@ -106,10 +96,9 @@ fn info(dir: &Path, json: bool, quick: bool) -> Result<()> {
 fn label_stats(dir: &Path) -> Result<Vec<LabelStats>> {
     let dataset = Dataset::open(dir)?;
     let blocks = dataset.manifest().shards.iter().map(|e| e.blocks as u64).sum();
-    let bar = progress_bar(blocks, "reading labels");
-    let tick = || bar.iter().for_each(|b| b.inc(1));
-    let stats = Split::ALL.into_iter().map(|split| LabelStats::of_split(&dataset, split, &tick)).collect();
-    bar.iter().for_each(ProgressBar::finish_and_clear);
+    let progress = Progress::new("reading labels", blocks, "blocks");
+    let stats = Split::ALL.into_iter().map(|split| LabelStats::of_split(&dataset, split, &progress)).collect();
+    progress.finish();
     stats
 }
 
@@ -257,9 +246,9 @@ fn human_bytes(n: u64) -> String {
 fn verify_dataset(dir: &Path) -> Result<()> {
     // The manifest is read twice (here for the bar's length): it is small.
     let blocks = Manifest::read(dir)?.shards.iter().map(|e| e.blocks as u64).sum();
-    let bar = progress_bar(blocks, "verifying");
-    let report = verify(dir, &|n| bar.iter().for_each(|b| b.inc(n)))?;
-    bar.iter().for_each(ProgressBar::finish_and_clear);
+    let progress = Progress::new("verify", blocks, "blocks");
+    let report = verify(dir, &progress)?;
+    progress.finish();
     for s in &report.shards {
         let status = if s.errors.is_empty() { "ok " } else { "BAD" };
         println!("{status} {:<28} {:<10} {:>10} records {:>9} with value", s.file, s.split.name(), s.records, s.value_records);

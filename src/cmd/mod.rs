@@ -2,6 +2,8 @@
 
 mod bench;
 mod dataset;
+mod filter;
+mod prepare;
 mod show;
 
 use std::path::PathBuf;
@@ -24,6 +26,8 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Filter(filter::Args),
+    Prepare(prepare::Args),
     Show(show::Args),
     Dataset(dataset::Args),
     Bench(bench::Args),
@@ -31,10 +35,20 @@ enum Command {
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Filter(args) => filter::run(args),
+        Command::Prepare(args) => prepare::run(args),
         Command::Show(args) => show::run(args),
         Command::Dataset(args) => dataset::run(args),
         Command::Bench(args) => bench::run(args),
     }
+}
+
+/// Sets the size of rayon's global pool (once, before any parallel work).
+fn set_threads(threads: Option<usize>) -> Result<()> {
+    if let Some(n) = threads {
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("setting --threads")?;
+    }
+    Ok(())
 }
 
 /// The SGF files named by `paths`: files as given, folders searched (links

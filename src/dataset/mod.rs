@@ -1,7 +1,9 @@
 //! Datasets: position records in zstd-compressed, memory-mapped shards, a
 //! manifest, a deterministic split by game, and the reader the trainers use.
 
+pub mod filter;
 pub mod manifest;
+pub mod prepare;
 pub mod reader;
 pub mod shard;
 pub mod split;

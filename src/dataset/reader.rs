@@ -343,7 +343,7 @@ impl Batches {
             shuffle(&mut picks, &mut self.order_rng);
         }
         let size = self.dataset.board_size();
-        self.queue = self.queue.split_off(self.queue_start, size);
+        self.queue.drain_front(self.queue_start, size);
         self.queue_start = 0;
         let held = self.queue.len() + blocks.iter().map(Block::len).sum::<usize>();
         self.peak_records = self.peak_records.max(held);

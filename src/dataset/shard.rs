@@ -83,14 +83,31 @@ impl Block {
         self.move_number.push(move_number);
     }
 
-    /// Moves records `from..` of `self` into a new block.
-    pub fn split_off(&mut self, from: usize, size: usize) -> Block {
+    /// A copy of records `range`, sized exactly (no spare capacity).
+    pub fn slice(&self, range: std::ops::Range<usize>, size: usize) -> Block {
+        let pb = planes_bytes(size);
         Block {
-            planes: self.planes.split_off(from * planes_bytes(size)),
-            policy: self.policy.split_off(from),
-            value: self.value.split_off(from),
-            move_number: self.move_number.split_off(from),
+            planes: self.planes[range.start * pb..range.end * pb].to_vec(),
+            policy: self.policy[range.clone()].to_vec(),
+            value: self.value[range.clone()].to_vec(),
+            move_number: self.move_number[range].to_vec(),
         }
+    }
+
+    /// Removes the first `n` records.
+    pub fn drain_front(&mut self, n: usize, size: usize) {
+        self.planes.drain(..n * planes_bytes(size));
+        self.policy.drain(..n);
+        self.value.drain(..n);
+        self.move_number.drain(..n);
+    }
+
+    /// Appends all records of `other`.
+    pub fn append(&mut self, other: &Block) {
+        self.planes.extend_from_slice(&other.planes);
+        self.policy.extend_from_slice(&other.policy);
+        self.value.extend_from_slice(&other.value);
+        self.move_number.extend_from_slice(&other.move_number);
     }
 
     /// The packed planes of record `i` as words.

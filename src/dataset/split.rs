@@ -104,7 +104,8 @@ impl FromStr for SplitFractions {
         let parts: Result<Vec<f64>, _> = s.split(',').map(|p| p.trim().parse::<f64>()).collect();
         let parts = parts.map_err(|e| format!("split `{s}`: {e}"))?;
         let total: f64 = parts.iter().sum();
-        if parts.len() != 3 || parts.iter().any(|&p| !(p >= 0.0)) || !(total > 0.0) {
+        // `is_nan` checks keep NaN out, which plain comparisons would let through.
+        if parts.len() != 3 || parts.iter().any(|p| p.is_nan() || *p < 0.0) || total.is_nan() || total <= 0.0 {
             return Err(format!("split `{s}`: give three non-negative fractions, e.g. 0.8,0.1,0.1"));
         }
         Ok(SplitFractions([parts[0] / total, parts[1] / total, parts[2] / total]))
@@ -144,7 +145,7 @@ impl ValueSampling {
             ValueSampling::All => vec![true; n],
             ValueSampling::Final => (0..n).map(|i| i + 1 == n).collect(),
             ValueSampling::PerGame(k) => {
-                let mut rng = Pcg64Mcg::seed_from_u64(mix(key ^ mix(seed ^ 0x5641_4C55_45)));
+                let mut rng = Pcg64Mcg::seed_from_u64(mix(key ^ mix(seed ^ 0x0056_414C_5545)));
                 let mut order: Vec<usize> = (0..n).collect();
                 let mut chosen = vec![false; n];
                 for j in 0..k.min(n) {

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use super::reader::Dataset;
 use super::shard::Block;
 use super::split::Split;
+use crate::progress::Progress;
 
 /// Names of the stages counted in [`LabelStats::stages`]: the number of the
 /// move played (from 1), i.e. `move_number + 1`.
@@ -39,14 +40,14 @@ impl LabelStats {
     }
 
     /// Counts every block of `split`, decoding them in parallel (one block
-    /// per thread at a time, so memory stays small); `progress` is called
-    /// once per block.
-    pub fn of_split(dataset: &Dataset, split: Split, progress: &(dyn Fn() + Sync)) -> Result<LabelStats> {
+    /// per thread at a time, so memory stays small); `progress` counts
+    /// blocks.
+    pub fn of_split(dataset: &Dataset, split: Split, progress: &Progress) -> Result<LabelStats> {
         let size = dataset.board_size();
         dataset.block_refs(split).into_par_iter().map(|r| {
             let mut stats = LabelStats::new(size);
             stats.add(&dataset.read_block(r)?);
-            progress();
+            progress.inc(1);
             Ok(stats)
         })
         .try_reduce(|| LabelStats::new(size), |a, b| Ok(a.merge(&b)))

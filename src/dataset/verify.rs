@@ -13,6 +13,7 @@ use super::manifest::{Manifest, ShardEntry};
 use super::reader::{check_against_manifest, check_labels};
 use super::shard::{Shard, NO_VALUE};
 use super::split::Split;
+use crate::progress::Progress;
 
 /// Block errors listed per shard; a badly damaged file would bury the
 /// others under thousands of lines.
@@ -60,10 +61,10 @@ impl VerifyReport {
 /// Checks every shard the manifest of `dir` names (file size, CRC-32, board
 /// size and counts, index, every block's zstd checksum, record count and
 /// labels), the totals per split, and looks for stray files. `progress`
-/// is called with a number of blocks checked (all of a shard's blocks
-/// when the file cannot be read). Fails only when there is no readable
+/// counts blocks checked (all of a shard's at once when the file cannot be
+/// read). Fails only when there is no readable
 /// manifest; everything else is in the report.
-pub fn verify(dir: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<VerifyReport> {
+pub fn verify(dir: &Path, progress: &Progress) -> Result<VerifyReport> {
     let manifest = Manifest::read(dir)?;
     let shards: Vec<ShardReport> =
         manifest.shards.iter().map(|entry| verify_shard(dir, manifest.board_size, entry, progress)).collect();
@@ -73,7 +74,7 @@ pub fn verify(dir: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<VerifyRepor
     Ok(VerifyReport { shards, errors, warnings })
 }
 
-fn verify_shard(dir: &Path, board_size: usize, entry: &ShardEntry, progress: &(dyn Fn(u64) + Sync)) -> ShardReport {
+fn verify_shard(dir: &Path, board_size: usize, entry: &ShardEntry, progress: &Progress) -> ShardReport {
     let path = dir.join(&entry.file);
     let mut report = ShardReport { file: entry.file.clone(), split: entry.split, records: 0, value_records: 0, errors: Vec::new() };
     let shard = match path.try_exists() {
@@ -83,7 +84,7 @@ fn verify_shard(dir: &Path, board_size: usize, entry: &ShardEntry, progress: &(d
     let shard = match shard {
         Ok(shard) => shard,
         Err(e) => {
-            progress(entry.blocks as u64);
+            progress.inc(entry.blocks as u64);
             report.errors.push(e);
             return report;
         }
@@ -122,7 +123,7 @@ fn check_file(shard: &Shard, entry: &ShardEntry, board_size: usize) -> Vec<Strin
 
 /// Decompresses every block in parallel, counting records and value
 /// labels of the good ones and listing the bad.
-fn check_blocks(shard: &Shard, report: &mut ShardReport, progress: &(dyn Fn(u64) + Sync)) {
+fn check_blocks(shard: &Shard, report: &mut ShardReport, progress: &Progress) {
     let results: Vec<Result<(u64, u64), String>> = (0..shard.blocks().len())
         .into_par_iter()
         .map(|i| {
@@ -131,7 +132,7 @@ fn check_blocks(shard: &Shard, report: &mut ShardReport, progress: &(dyn Fn(u64)
                     .map_err(|e| format!("{}: block {i}: {e}", shard.path().display()))?;
                 Ok((block.len() as u64, block.value.iter().filter(|&&v| v != NO_VALUE).count() as u64))
             });
-            progress(1);
+            progress.inc(1);
             read
         })
         .collect();

@@ -109,15 +109,36 @@ pub fn encode_into(game: &Game, planes: &mut PackedPlanes) {
     let size = board.size();
     assert_eq!(planes.size, size, "planes are for another board size");
     planes.words.fill(0);
+    let wpp = planes.words_per_plane;
+    let n = size * size;
+    // The all-ones plane, a word at a time.
+    for (w, word) in planes.words[ONES * wpp..(ONES + 1) * wpp].iter_mut().enumerate() {
+        let bits = (n - 64 * w).min(64);
+        *word = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    }
     let me: Color = game.to_move();
+    // Bits are gathered 64 points at a time in registers and stored once
+    // per word: this loop is most of `prepare`'s time.
+    let mut acc = [0u64; LAST_MOVES];
     for (index, p) in board.points().enumerate() {
-        planes.set(ONES, index);
-        match board.color_at(p) {
-            None => planes.set(EMPTY, index),
+        let bit = 1u64 << (index % 64);
+        let plane = match board.color_at(p) {
+            None => EMPTY,
             Some(c) => {
-                planes.set(if c == me { OWN } else { OPPONENT }, index);
                 let libs = board.liberties(p).clamp(1, 8);
-                planes.set(LIBERTIES + libs - 1, index);
+                acc[LIBERTIES + libs - 1] |= bit;
+                if c == me {
+                    OWN
+                } else {
+                    OPPONENT
+                }
+            }
+        };
+        acc[plane] |= bit;
+        if index % 64 == 63 || index + 1 == n {
+            let w = index / 64;
+            for (plane, bits) in acc.iter_mut().enumerate() {
+                planes.words[plane * wpp + w] |= std::mem::take(bits);
             }
         }
     }

@@ -318,7 +318,12 @@ impl Board {
 
     /// All on-board points, row by row from the top.
     pub fn points(&self) -> impl Iterator<Item = Point> + '_ {
-        (0..self.size * self.size).map(move |i| self.point(Vertex::from_index(i, self.size)))
+        let (size, stride) = (self.size, self.stride);
+        // Row by row over the padded layout: no division per point.
+        (0..size).flat_map(move |y| {
+            let first = (y + 1) * stride + 1;
+            (first..first + size).map(|p| Point(p as u16))
+        })
     }
 
     #[inline]

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The main job on real games a fresh machine can get: Debian's
+# goban-original-games (596 professional games), laid out under datasets/,
+# filtered, prepared into a dataset, and described. Later steps of the
+# pipeline (training, evaluation) run here as they become available.
+#
+# Usage: scripts/quickstart.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/fetch-sample-data.sh datasets/goban-original-games
+cargo build --release
+bin=target/release/go-train
+
+# These games are from 1941-1997 and some have no komi: relax the default
+# criteria (2000 or later, komi 5 to 8), which are meant for server games.
+$bin filter datasets/goban-original-games --out datasets/pro.list --min-year 0 --any-komi
+$bin prepare datasets/pro.list --out datasets/pro
+if $bin dataset --help >/dev/null 2>&1; then
+  $bin dataset info datasets/pro
+  $bin dataset verify datasets/pro
+fi
+first=$(sed -n 2p datasets/pro.list | cut -f1)
+$bin show --move 60 "$first"

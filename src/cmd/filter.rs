@@ -1,0 +1,114 @@
+//! `go-train filter`: choose the games of a dataset.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use go_train::dataset::filter::{filter, Criteria};
+use go_train::progress::Progress;
+
+/// Walk folders of SGF game records and list the games fit for training.
+///
+/// Keeps 19x19 games without handicap, dated 2000 or later, with komi 5 to 8
+/// (even games), that replay legally under their own rules. Writes the
+/// sorted list (file and game index per line) and, next to it, a JSON
+/// report counting every rejected game by reason.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train filter ../shared/datasets/kgs-6d --out datasets/kgs.list
+  go-train filter datasets/goban-original-games --out datasets/pro.list --min-year 0 --any-komi
+  go-train filter games/ --out strong.list --require-result --min-moves 50 --allow-handicap")]
+pub struct Args {
+    /// Folders (searched recursively for *.sgf, any case) or SGF files.
+    #[arg(required = true)]
+    roots: Vec<PathBuf>,
+    /// Where to write the game list.
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Where to write the JSON report [default: <OUT>.report.json].
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Board size to keep.
+    #[arg(long, default_value_t = 19)]
+    size: usize,
+    /// Oldest year to keep; 0 keeps every game, dated or not.
+    #[arg(long, default_value_t = 2000)]
+    min_year: u16,
+    /// Keep handicap games too.
+    #[arg(long)]
+    allow_handicap: bool,
+    /// Keep only games whose result (RE) names a winner or a draw.
+    #[arg(long)]
+    require_result: bool,
+    /// Fewest moves a game must have.
+    #[arg(long, default_value_t = 0)]
+    min_moves: usize,
+    /// Lowest komi kept.
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
+    min_komi: f32,
+    /// Highest komi kept.
+    #[arg(long, default_value_t = 8.0, allow_negative_numbers = true)]
+    max_komi: f32,
+    /// Keep games with any komi, or none.
+    #[arg(long, conflicts_with_all = ["min_komi", "max_komi"])]
+    any_komi: bool,
+    /// Follow symbolic links while walking.
+    #[arg(long)]
+    follow_links: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    for root in &args.roots {
+        if !root.exists() {
+            bail!("{}: no such file or folder", root.display());
+        }
+    }
+    let criteria = Criteria {
+        size: args.size,
+        min_year: (args.min_year > 0).then_some(args.min_year),
+        allow_handicap: args.allow_handicap,
+        require_result: args.require_result,
+        min_moves: args.min_moves,
+        komi: (!args.any_komi).then_some((args.min_komi, args.max_komi)),
+    };
+    let files = go_train::dataset::filter::find_sgf_files(&args.roots, args.follow_links).len();
+    let progress = Progress::new("filter", files as u64, "files");
+    let started = std::time::Instant::now();
+    let (list, report) = filter(&args.roots, args.follow_links, &criteria, &progress);
+    let report_path = args.report.unwrap_or_else(|| {
+        let mut name = args.out.file_name().unwrap_or_default().to_os_string();
+        name.push(".report.json");
+        args.out.with_file_name(name)
+    });
+    write_atomically(&args.out, list.to_text().as_bytes())?;
+    let json = serde_json::json!({"criteria": criteria, "report": report});
+    write_atomically(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;
+
+    eprintln!(
+        "filter: {} files, {} games in {:.1} s: kept {}, rejected {}",
+        report.files,
+        report.games,
+        started.elapsed().as_secs_f64(),
+        report.kept,
+        report.games - report.kept
+    );
+    for (reason, n) in &report.rejected {
+        let example = report.examples.get(reason).and_then(|e| e.first()).map(|e| format!("  e.g. {e}")).unwrap_or_default();
+        eprintln!("  {n:>8}  {reason}{example}");
+    }
+    eprintln!("list: {}\nreport: {}", args.out.display(), report_path.display());
+    Ok(())
+}
+
+/// Writes a file under a temporary name and renames it: a killed run never
+/// leaves a half-written list.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = go_train::dataset::shard::tmp_path(path);
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

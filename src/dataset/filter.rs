@@ -1,0 +1,289 @@
+//! Choosing the games of a dataset: walk folders of SGF files, read every
+//! game, keep those that meet the criteria, and count every rejection by
+//! reason. The result is a sorted game list (see [`GameList`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::go::Rules;
+use crate::progress::Progress;
+use crate::sgf::{read_file, GameRecord, GameResult};
+
+/// What a game must be to be kept.
+#[derive(Clone, Debug, Serialize)]
+pub struct Criteria {
+    /// Board size.
+    pub size: usize,
+    /// Oldest year kept; `None` keeps games with any date or none.
+    pub min_year: Option<u16>,
+    /// Keep handicap games (HA ≥ 2, or setup stones).
+    pub allow_handicap: bool,
+    /// Keep only games whose result names a winner or a draw.
+    pub require_result: bool,
+    /// Fewest moves (passes included).
+    pub min_moves: usize,
+    /// Komi range, both ends included; `None` keeps any komi (or none).
+    pub komi: Option<(f32, f32)>,
+}
+
+impl Default for Criteria {
+    /// The mission's defaults: even 19×19 games from 2000 on. Komi must be
+    /// 5 to 8: about 8,900 KGS games without handicap have komi 0.5 (their
+    /// players differ by a rank), and reverse komi exists too; neither is
+    /// an even game.
+    fn default() -> Criteria {
+        Criteria { size: 19, min_year: Some(2000), allow_handicap: false, require_result: false, min_moves: 0, komi: Some((5.0, 8.0)) }
+    }
+}
+
+/// Why a game was not kept. The order is the order of the checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rejection {
+    /// The file could not be read or holds no SGF.
+    Unreadable,
+    /// A game tree that is not a readable game (bad SGF, bad move value).
+    Unparsable,
+    WrongSize,
+    Handicap,
+    NoDate,
+    TooOld,
+    NoKomi,
+    KomiOutOfRange,
+    NoResult,
+    TooShort,
+    /// A move the rules forbid (under the record's own rules).
+    IllegalMove,
+}
+
+impl Rejection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Rejection::Unreadable => "unreadable file",
+            Rejection::Unparsable => "unparsable game",
+            Rejection::WrongSize => "wrong board size",
+            Rejection::Handicap => "handicap",
+            Rejection::NoDate => "no date",
+            Rejection::TooOld => "too old",
+            Rejection::NoKomi => "no komi",
+            Rejection::KomiOutOfRange => "komi out of range",
+            Rejection::NoResult => "no result",
+            Rejection::TooShort => "too short",
+            Rejection::IllegalMove => "illegal move",
+        }
+    }
+}
+
+impl Criteria {
+    /// Checks a game against the criteria; the error says which failed
+    /// and, for an illegal move, where.
+    pub fn judge(&self, record: &GameRecord) -> Result<(), (Rejection, String)> {
+        let reject = |r: Rejection, detail: String| Err((r, detail));
+        if record.size != self.size {
+            return reject(Rejection::WrongSize, format!("{0}x{0}", record.size));
+        }
+        let handicap = record.handicap.unwrap_or(0) >= 2 || !record.setup.is_empty() || !record.later_setup.is_empty();
+        if handicap && !self.allow_handicap {
+            return reject(Rejection::Handicap, format!("HA {}", record.handicap.unwrap_or(0)));
+        }
+        if let Some(min) = self.min_year {
+            match &record.date {
+                None => return reject(Rejection::NoDate, String::new()),
+                Some(d) if d.year < min => return reject(Rejection::TooOld, d.year.to_string()),
+                Some(_) => {}
+            }
+        }
+        if let Some((lo, hi)) = self.komi {
+            match record.komi {
+                None => return reject(Rejection::NoKomi, String::new()),
+                Some(k) if !(lo..=hi).contains(&k) => return reject(Rejection::KomiOutOfRange, k.to_string()),
+                Some(_) => {}
+            }
+        }
+        if self.require_result && !matches!(record.result, Some(GameResult::Win { .. } | GameResult::Draw)) {
+            return reject(Rejection::NoResult, record.result.as_ref().map(|r| r.to_string()).unwrap_or_default());
+        }
+        if record.moves.len() < self.min_moves {
+            return reject(Rejection::TooShort, format!("{} moves", record.moves.len()));
+        }
+        record.replay(record.rules_or(Rules::CHINESE)).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// A game named by its file and its index in that file.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GameRef {
+    pub file: PathBuf,
+    pub index: usize,
+}
+
+/// The list `filter` writes and `prepare` reads: one game per line,
+/// `path<TAB>index`, sorted, after a comment line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GameList(pub Vec<GameRef>);
+
+const LIST_HEADER: &str = "# go-train game list: file<TAB>game index in file";
+
+impl GameList {
+    pub fn to_text(&self) -> String {
+        let mut out = format!("{LIST_HEADER}\n");
+        for g in &self.0 {
+            out.push_str(&format!("{}\t{}\n", g.file.display(), g.index));
+        }
+        out
+    }
+
+    /// Reads a list; errors name the file and line.
+    pub fn read(path: &Path) -> Result<GameList> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
+        let mut games = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let (file, index) = line
+                .rsplit_once('\t')
+                .and_then(|(f, i)| Some((f, i.trim().parse().ok()?)))
+                .with_context(|| format!("{}:{}: expected `file<TAB>game index`, found {line:?}", path.display(), n + 1))?;
+            games.push(GameRef { file: PathBuf::from(file), index });
+        }
+        Ok(GameList(games))
+    }
+}
+
+/// What `filter` found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FilterReport {
+    /// SGF files looked at.
+    pub files: u64,
+    /// Games found in them (an unreadable file counts as one).
+    pub games: u64,
+    pub kept: u64,
+    /// Rejections by reason.
+    pub rejected: BTreeMap<&'static str, u64>,
+    /// A few examples per reason: `file#game: detail`.
+    pub examples: BTreeMap<&'static str, Vec<String>>,
+}
+
+const EXAMPLES_PER_REASON: usize = 5;
+
+/// The `*.sgf` files (any case) under `roots`, sorted. Links are followed
+/// only if asked: a link loop or a link out of the tree would otherwise
+/// surprise. Unreadable folders are returned as errors in place.
+pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> Vec<Result<PathBuf, String>> {
+    let mut out = Vec::new();
+    for root in roots {
+        for entry in walkdir::WalkDir::new(root).follow_links(follow_links).sort_by_file_name() {
+            match entry {
+                Ok(e) => {
+                    let sgf = e.path().extension().is_some_and(|x| x.eq_ignore_ascii_case("sgf"));
+                    if sgf && e.file_type().is_file() {
+                        out.push(Ok(e.into_path()));
+                    }
+                }
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+    }
+    out
+}
+
+/// Reads every game under `roots` in parallel and keeps those that meet
+/// `criteria`. The list is sorted, so the same tree gives the same list.
+pub fn filter(roots: &[PathBuf], follow_links: bool, criteria: &Criteria, progress: &Progress) -> (GameList, FilterReport) {
+    let files = find_sgf_files(roots, follow_links);
+    type Outcome = (Option<GameRef>, Option<(Rejection, String)>);
+    let outcomes: Vec<Vec<Outcome>> = files
+        .par_iter()
+        .map(|file| {
+            let out = match file {
+                Err(e) => vec![(None, Some((Rejection::Unreadable, e.clone())))],
+                Ok(path) => match read_file(path) {
+                    Err(e) => vec![(None, Some((Rejection::Unreadable, format!("{}: {e}", path.display()))))],
+                    Ok(games) => games
+                        .into_iter()
+                        .enumerate()
+                        .map(|(index, game)| {
+                            let at = GameRef { file: path.clone(), index };
+                            let verdict = match game {
+                                Err(e) => Err((Rejection::Unparsable, e.to_string())),
+                                Ok(record) => criteria.judge(&record),
+                            };
+                            match verdict {
+                                Ok(()) => (Some(at), None),
+                                Err((r, detail)) => (None, Some((r, format!("{}#{index}: {detail}", path.display())))),
+                            }
+                        })
+                        .collect(),
+                },
+            };
+            progress.inc(1);
+            out
+        })
+        .collect();
+    progress.finish();
+
+    let mut report = FilterReport { files: files.len() as u64, ..FilterReport::default() };
+    let mut kept = Vec::new();
+    for (game, rejection) in outcomes.into_iter().flatten() {
+        report.games += 1;
+        if let Some(g) = game {
+            kept.push(g);
+        }
+        if let Some((reason, detail)) = rejection {
+            *report.rejected.entry(reason.name()).or_default() += 1;
+            let examples = report.examples.entry(reason.name()).or_default();
+            if examples.len() < EXAMPLES_PER_REASON {
+                examples.push(detail);
+            }
+        }
+    }
+    kept.sort();
+    report.kept = kept.len() as u64;
+    (GameList(kept), report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sgf::parse_game;
+
+    #[test]
+    fn each_criterion_rejects_with_its_reason() {
+        let c = Criteria::default();
+        let game = |props: &str| parse_game(&format!("(;GM[1]FF[4]{props};B[cd];W[dc])")).unwrap();
+        let even = "SZ[19]KM[6.5]DT[2005-01-02]RE[B+R]";
+        assert_eq!(c.judge(&game(even)), Ok(()));
+        let reason = |props: &str| c.judge(&game(props)).unwrap_err().0;
+        assert_eq!(reason("SZ[13]KM[6.5]DT[2005]"), Rejection::WrongSize);
+        assert_eq!(reason("SZ[19]KM[0.5]HA[2]AB[dd][pp]DT[2005]"), Rejection::Handicap);
+        assert_eq!(reason("SZ[19]KM[6.5]"), Rejection::NoDate);
+        assert_eq!(reason("SZ[19]KM[6.5]DT[1999-12-31]"), Rejection::TooOld);
+        assert_eq!(reason("SZ[19]KM[0.5]DT[2005]"), Rejection::KomiOutOfRange);
+        assert_eq!(reason("SZ[19]DT[2005]"), Rejection::NoKomi);
+        let strict = Criteria { require_result: true, min_moves: 3, ..Criteria::default() };
+        assert_eq!(strict.judge(&game("SZ[19]KM[6.5]DT[2005]RE[Void]")).unwrap_err().0, Rejection::NoResult);
+        assert_eq!(strict.judge(&game(even)).unwrap_err().0, Rejection::TooShort);
+        let illegal = parse_game("(;SZ[19]KM[6.5]DT[2005];B[cd];W[cd])").unwrap();
+        let (r, detail) = c.judge(&illegal).unwrap_err();
+        assert_eq!(r, Rejection::IllegalMove);
+        assert!(detail.contains("move 2"), "{detail}");
+    }
+
+    #[test]
+    fn lists_round_trip() {
+        let list = GameList(vec![GameRef { file: "a b/c.sgf".into(), index: 0 }, GameRef { file: "d.sgf".into(), index: 3 }]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("games.txt");
+        std::fs::write(&path, list.to_text()).unwrap();
+        assert_eq!(GameList::read(&path).unwrap(), list);
+        std::fs::write(&path, "x.sgf 3\n").unwrap();
+        let err = GameList::read(&path).unwrap_err().to_string();
+        assert!(err.contains("games.txt:1"), "{err}");
+    }
+}

@@ -1,0 +1,340 @@
+//! Turning a game list into a dataset: replay each game, encode every
+//! position, and write shards and the manifest.
+//!
+//! Games are processed in chunks, in parallel, and their records appended
+//! in list order; blocks are cut every `block_records` records of a split
+//! and compressed in parallel. Nothing in the output depends on the number
+//! of threads, so the same list and settings give byte-identical files.
+//!
+//! Crash safety: an old manifest is removed before any shard is touched,
+//! shards are written under temporary names and renamed when complete, and
+//! the manifest is written last. A folder with a manifest is a finished
+//! dataset; one without is redone from the start by the next run (a full
+//! run over 36,000 games takes seconds, so resuming mid-way is not worth
+//! its complexity).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
+
+use super::filter::{GameList, GameRef};
+use super::manifest::{Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, MANIFEST};
+use super::shard::{tmp_path, Block, ShardWriter, NO_VALUE};
+use super::split::{game_key, Split, SplitFractions, ValueSampling};
+use crate::features::{planes::encode_into, PackedPlanes, FEATURE_VERSION, PLANES};
+use crate::go::Rules;
+use crate::progress::Progress;
+use crate::sgf::{read_file, GameRecord, ParsedGame};
+
+/// Settings of `prepare` (all recorded in the manifest).
+#[derive(Clone, Debug)]
+pub struct PrepareOptions {
+    /// Board size of the dataset; games of other sizes are dropped.
+    pub board_size: usize,
+    pub seed: u64,
+    pub split: SplitFractions,
+    pub value: ValueSampling,
+    /// Name of the rules for records without a known `RU`.
+    pub default_rules: String,
+    pub shard_records: u64,
+    pub block_records: usize,
+    pub zstd_level: i32,
+    /// Replace a dataset made with other inputs or settings.
+    pub force: bool,
+}
+
+impl Default for PrepareOptions {
+    fn default() -> PrepareOptions {
+        PrepareOptions {
+            board_size: 19,
+            seed: 1,
+            split: SplitFractions::default(),
+            value: ValueSampling::All,
+            default_rules: "chinese".into(),
+            shard_records: 1 << 20,
+            block_records: 1024,
+            zstd_level: 3,
+            force: false,
+        }
+    }
+}
+
+/// Games per unit of parallel work: small enough to bound memory (a chunk
+/// holds the encoded positions of its games), large enough to keep the
+/// threads busy between the serial writes.
+const CHUNK_GAMES: usize = 32;
+
+/// What happened to one game of the list.
+enum GameOutcome {
+    Written { split: Split, block: Block },
+    Dropped(&'static str),
+}
+
+/// Prepares a dataset from the game list at `list_path` into `out`.
+/// Returns the manifest, and whether the dataset was already up to date.
+pub fn prepare(list_path: &Path, out: &Path, options: &PrepareOptions, progress: &Progress) -> Result<(Manifest, bool)> {
+    let list_bytes = std::fs::read(list_path).with_context(|| format!("{}: cannot read the game list", list_path.display()))?;
+    let list = GameList::read(list_path)?;
+    let rules = Rules::by_name(&options.default_rules)
+        .with_context(|| format!("unknown rules `{}` (chinese, japanese, aga, nz, tromp-taylor)", options.default_rules))?;
+    if options.block_records == 0 || options.shard_records < options.block_records as u64 {
+        bail!("a shard must hold at least one block ({} records)", options.block_records);
+    }
+    let input = Input {
+        list: list_path.display().to_string(),
+        list_crc32: format!("{:08x}", crc32fast::hash(&list_bytes)),
+        games_listed: list.0.len() as u64,
+    };
+    let settings = Settings {
+        seed: options.seed,
+        split: options.split,
+        value: options.value,
+        default_rules: options.default_rules.to_ascii_lowercase(),
+        shard_records: options.shard_records,
+        block_records: options.block_records as u64,
+        zstd_level: options.zstd_level,
+    };
+
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    if let Ok(existing) = Manifest::read(out) {
+        let same = existing.input == input && existing.settings == settings && existing.board_size == options.board_size;
+        if same && !options.force {
+            return Ok((existing, true));
+        }
+        if !same && !options.force {
+            bail!(
+                "{} holds a dataset made from other inputs or settings; use --force to replace it, or another --out",
+                out.display()
+            );
+        }
+    }
+    clear_dataset(out)?;
+
+    let mut writer = DatasetWriter::new(out, options);
+    let chunks: Vec<&[GameRef]> = list.0.chunks(CHUNK_GAMES).collect();
+    let window = 4 * rayon::current_num_threads();
+    for group in chunks.chunks(window) {
+        let outcomes: Vec<Vec<GameOutcome>> = group
+            .par_iter()
+            .map(|chunk| {
+                let r = encode_chunk(chunk, rules, options);
+                progress.inc(chunk.len() as u64);
+                r
+            })
+            .collect();
+        for outcome in outcomes.into_iter().flatten() {
+            writer.add(outcome);
+        }
+        writer.write_full_blocks()?;
+    }
+    progress.finish();
+    let (splits, dropped, shards) = writer.finish()?;
+    let manifest = Manifest {
+        dataset_version: DATASET_VERSION,
+        go_train_version: env!("CARGO_PKG_VERSION").to_string(),
+        feature_version: FEATURE_VERSION,
+        planes: PLANES,
+        board_size: options.board_size,
+        input,
+        settings,
+        splits,
+        dropped,
+        shards,
+    };
+    manifest.write(out)?;
+    Ok((manifest, false))
+}
+
+/// Removes what a dataset folder may hold of ours: the manifest first (so
+/// the folder stops being a dataset before its shards change), then shards
+/// and temporary files. Other files are left alone.
+fn clear_dataset(dir: &Path) -> Result<()> {
+    let manifest = dir.join(MANIFEST);
+    if manifest.exists() {
+        std::fs::remove_file(&manifest).with_context(|| format!("removing {}", manifest.display()))?;
+    }
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let ours = name.ends_with(".shard") || name.ends_with(".shard.tmp") || name == "manifest.json.tmp";
+        if ours {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Replays and encodes the games of one chunk, in list order.
+fn encode_chunk(games: &[GameRef], rules: Rules, options: &PrepareOptions) -> Vec<GameOutcome> {
+    let mut planes = PackedPlanes::new(options.board_size);
+    let mut file: Option<(PathBuf, Result<Vec<ParsedGame>, String>)> = None;
+    games
+        .iter()
+        .map(|g| {
+            // Consecutive entries often share a file (collections): read once.
+            if file.as_ref().is_none_or(|(p, _)| *p != g.file) {
+                file = Some((g.file.clone(), read_file(&g.file).map_err(|e| e.to_string())));
+            }
+            let Some((_, Ok(parsed))) = &file else { return GameOutcome::Dropped("unreadable file") };
+            match parsed.get(g.index) {
+                None => GameOutcome::Dropped("game not in file"),
+                Some(Err(_)) => GameOutcome::Dropped("unparsable game"),
+                Some(Ok(record)) => encode_game(record, rules, options, &mut planes),
+            }
+        })
+        .collect()
+}
+
+/// One record per position of the game: the position before each move,
+/// labelled with that move and, when sampled, with the game's result.
+fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, planes: &mut PackedPlanes) -> GameOutcome {
+    if record.size != options.board_size {
+        return GameOutcome::Dropped("wrong board size");
+    }
+    if record.moves.is_empty() {
+        return GameOutcome::Dropped("no moves");
+    }
+    let key = game_key(record);
+    let split = options.split.assign(key, options.seed);
+    let labelled = options.value.chosen(record.moves.len(), key, options.seed);
+    let winner = record.result.as_ref().and_then(|r| r.winner());
+    let mut block = Block::default();
+    let replayed = record.replay_with(record.rules_or(rules), |i, game, mv| {
+        encode_into(game, planes);
+        let policy = mv.mv.policy_index(options.board_size).expect("recorded moves are points or passes") as u16;
+        let value = match winner {
+            Some(w) if labelled[i] => (w == mv.color) as i8,
+            _ => NO_VALUE,
+        };
+        block.push(planes.words(), policy, value, i.min(u16::MAX as usize) as u16);
+    });
+    match replayed {
+        Ok(_) => GameOutcome::Written { split, block },
+        // A game that turns out illegal is dropped whole, never half-written.
+        Err(_) => GameOutcome::Dropped("illegal move"),
+    }
+}
+
+/// What a finished writer reports: counts per split, dropped games by
+/// reason, and the shards.
+type Written = (BTreeMap<Split, SplitCounts>, BTreeMap<String, u64>, Vec<ShardEntry>);
+
+/// Appends records split by split, cuts blocks, and rolls shards.
+struct DatasetWriter<'a> {
+    dir: &'a Path,
+    options: &'a PrepareOptions,
+    /// Records not yet in a block, per split.
+    pending: BTreeMap<Split, Block>,
+    /// The shard being written, per split.
+    open: BTreeMap<Split, (String, ShardWriter)>,
+    /// Shards finished so far, in order.
+    shards: Vec<ShardEntry>,
+    counts: BTreeMap<Split, SplitCounts>,
+    dropped: BTreeMap<String, u64>,
+}
+
+impl<'a> DatasetWriter<'a> {
+    fn new(dir: &'a Path, options: &'a PrepareOptions) -> DatasetWriter<'a> {
+        DatasetWriter {
+            dir,
+            options,
+            pending: BTreeMap::new(),
+            open: BTreeMap::new(),
+            shards: Vec::new(),
+            counts: Split::ALL.iter().map(|&s| (s, SplitCounts::default())).collect(),
+            dropped: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, outcome: GameOutcome) {
+        match outcome {
+            GameOutcome::Dropped(reason) => *self.dropped.entry(reason.to_string()).or_default() += 1,
+            GameOutcome::Written { split, block } => {
+                let c = self.counts.get_mut(&split).expect("all splits counted");
+                c.games += 1;
+                c.positions += block.len() as u64;
+                c.value_positions += block.value.iter().filter(|&&v| v != NO_VALUE).count() as u64;
+                self.pending.entry(split).or_default().append(&block);
+            }
+        }
+    }
+
+    /// Cuts every full block from the pending records, compresses them in
+    /// parallel and writes them in order; with `all`, the last partial
+    /// blocks too.
+    fn write_blocks(&mut self, all: bool) -> Result<()> {
+        let n = self.options.block_records;
+        let size = self.options.board_size;
+        let mut blocks: Vec<(Split, Block)> = Vec::new();
+        for (&split, pending) in self.pending.iter_mut() {
+            // Copy each block out, then drop the consumed records at once:
+            // cutting one block at a time would move the rest every time.
+            let full = pending.len() / n * n;
+            let end = if all { pending.len() } else { full };
+            let mut start = 0;
+            while start < end {
+                let stop = (start + n).min(end);
+                blocks.push((split, pending.slice(start..stop, size)));
+                start = stop;
+            }
+            pending.drain_front(end, size);
+        }
+        let level = self.options.zstd_level;
+        let frames: Vec<std::io::Result<Vec<u8>>> = blocks.par_iter().map(|(_, b)| b.compress(level)).collect();
+        for ((split, block), frame) in blocks.iter().zip(frames) {
+            let frame = frame.context("compressing a block")?;
+            self.shard_for(*split)?.write_block(&frame, block.len())?;
+            if self.open[split].1.records() >= self.options.shard_records {
+                self.close_shard(*split)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_full_blocks(&mut self) -> Result<()> {
+        self.write_blocks(false)
+    }
+
+    /// The open shard of `split`, starting a new one if needed.
+    fn shard_for(&mut self, split: Split) -> Result<&mut ShardWriter> {
+        if !self.open.contains_key(&split) {
+            let number = self.shards.iter().filter(|s| s.split == split).count();
+            let name = format!("{split}-{number:05}.shard");
+            let writer = ShardWriter::create(&self.dir.join(&name), self.options.board_size)?;
+            self.open.insert(split, (name, writer));
+        }
+        Ok(&mut self.open.get_mut(&split).expect("just opened").1)
+    }
+
+    fn close_shard(&mut self, split: Split) -> Result<()> {
+        if let Some((file, writer)) = self.open.remove(&split) {
+            let s = writer.finish()?;
+            self.shards.push(ShardEntry {
+                file,
+                split,
+                records: s.records,
+                blocks: s.blocks,
+                bytes: s.bytes,
+                crc32: format!("{:08x}", s.crc32),
+            });
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Written> {
+        self.write_blocks(true)?;
+        for split in Split::ALL {
+            self.close_shard(split)?;
+        }
+        // List shards split by split, then by number: stable and readable.
+        self.shards.sort_by(|a, b| (a.split, &a.file).cmp(&(b.split, &b.file)));
+        Ok((self.counts, self.dropped, self.shards))
+    }
+}
+
+/// The path of a dataset's temporary manifest (for tests of crash safety).
+pub fn manifest_tmp(dir: &Path) -> PathBuf {
+    tmp_path(&dir.join(MANIFEST))
+}

@@ -1,0 +1,97 @@
+//! Progress reporting for long work: an indicatif bar when stderr is a
+//! terminal, plain lines every few seconds when it is not (batch jobs,
+//! CI logs), nothing at all when quiet. Safe to share between threads.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// How often plain-text progress is printed.
+const PLAIN_EVERY: Duration = Duration::from_secs(10);
+
+/// Progress of `total` units of work (files, games, samples).
+pub struct Progress {
+    /// The terminal bar, when stderr is a terminal.
+    bar: Option<ProgressBar>,
+    /// What is being done, e.g. "filter".
+    label: String,
+    /// Units of work in all (0 when unknown).
+    total: u64,
+    /// Units done so far.
+    done: AtomicU64,
+    /// When the last plain line was printed.
+    last_line: Mutex<Instant>,
+    /// When the work started.
+    start: Instant,
+    /// Whether to print plain lines.
+    plain: bool,
+}
+
+impl Progress {
+    /// Progress over `total` units named `unit` (e.g. "files").
+    pub fn new(label: &str, total: u64, unit: &str) -> Progress {
+        let tty = std::io::stderr().is_terminal();
+        let bar = tty.then(|| {
+            let bar = ProgressBar::new(total);
+            let template = format!("{label} {{bar:40}} {{pos}}/{{len}} {unit} {{per_sec}} eta {{eta}} {{msg}}");
+            bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+            bar
+        });
+        Progress {
+            bar,
+            label: label.to_string(),
+            total,
+            done: AtomicU64::new(0),
+            last_line: Mutex::new(Instant::now()),
+            start: Instant::now(),
+            plain: !tty,
+        }
+    }
+
+    /// Progress that prints nothing.
+    pub fn hidden() -> Progress {
+        Progress { plain: false, ..Progress::new("", 0, "") }.without_bar()
+    }
+
+    fn without_bar(mut self) -> Progress {
+        self.bar = None;
+        self
+    }
+
+    /// Records `n` more units done.
+    pub fn inc(&self, n: u64) {
+        let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(bar) = &self.bar {
+            bar.inc(n);
+        } else if self.plain {
+            let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed() >= PLAIN_EVERY {
+                *last = Instant::now();
+                let rate = done as f64 / self.start.elapsed().as_secs_f64();
+                eprintln!("{}: {done}/{} ({rate:.0}/s)", self.label, self.total);
+            }
+        }
+    }
+
+    /// A short status next to the bar (e.g. the current loss).
+    pub fn set_message(&self, message: String) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message);
+        }
+    }
+
+    /// Units done so far.
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -50,7 +50,7 @@ fn info_counts_what_the_shards_hold() {
     let out = go_train(&["dataset", "info"], dir.path());
     let shown = text(&out);
     assert!(out.status.success(), "{shown}");
-    for expected in ["split", "train", "bytes/pos", "most played", "move number: 1-50", "value: won"] {
+    for expected in ["split", "train", "bytes/pos", "most played", "move number: 1-50", "labelled", "won"] {
         assert!(shown.contains(expected), "no `{expected}` in\n{shown}");
     }
     let quick: serde_json::Value = serde_json::from_slice(&go_train(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();

@@ -175,15 +175,42 @@ fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Re
         data.display(),
         dataset.split_len(split)
     );
-    let show = |r: &DecodeRate| {
-        println!("{:>3} thread(s): {:>10.0} records/s   {:>10.0} records/s per thread", r.threads, r.per_second(), r.per_thread())
-    };
-    let one = decode_rate(&dataset, split, 1, seconds)?;
-    show(&one);
+    let one = measured_rate(&dataset, split, 1, seconds)?;
     if threads > 1 {
-        let all = decode_rate(&dataset, split, threads, seconds)?;
-        show(&all);
+        let all = measured_rate(&dataset, split, threads, seconds)?;
         println!("scaling: {:.2}x on {threads} threads", all.per_second() / one.per_second());
     }
+    match peak_memory_mib() {
+        Some(mib) => println!("peak memory: {mib:.0} MiB"),
+        None => println!("peak memory: unknown (needs /proc)"),
+    }
     Ok(())
+}
+
+/// Runs [`decode_rate`] and prints it, with the CPU time it took: on a
+/// shared machine the threads may not get a core each, and records per
+/// CPU-second still say what a core does.
+fn measured_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) -> Result<DecodeRate> {
+    let cpu_before = cpu_seconds();
+    let rate = decode_rate(dataset, split, threads, seconds)?;
+    let cpu = cpu_before.zip(cpu_seconds()).map(|(before, after)| after - before);
+    let cpu_text = match cpu {
+        Some(cpu) if cpu > 0.0 => {
+            format!(", {:.2} cores busy, {:.0} records per CPU-second", cpu / rate.seconds, rate.records as f64 / cpu)
+        }
+        _ => String::new(),
+    };
+    println!("{:>3} thread(s): {:>9.0} records/s ({:.0} per thread){cpu_text}", threads, rate.per_second(), rate.per_thread());
+    Ok(rate)
+}
+
+/// CPU time (user + system) of this process so far, from Linux's
+/// `/proc/self/stat` (in clock ticks of 1/100 s).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is the first, utime the 12th, stime the 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }

@@ -28,6 +28,10 @@ pub struct Args {
 enum What {
     /// Counts per split, shards and bytes, the settings and inputs it was
     /// made with, and statistics of its labels (read from every block).
+    #[command(after_help = "Examples:
+  go-train dataset info datasets/kgs
+  go-train dataset info --json datasets/kgs | jq .splits.train.labels.value
+  go-train dataset info --quick datasets/kgs")]
     Info {
         /// The dataset folder (holding manifest.json).
         dir: PathBuf,
@@ -41,6 +45,9 @@ enum What {
     /// Check every shard against the manifest (presence, size, CRC-32,
     /// index, each block's checksum, records and labels) and the totals per
     /// split; warn of stray files. Exits non-zero when anything is wrong.
+    #[command(after_help = "Examples:
+  go-train dataset verify datasets/kgs
+  rsync -a host:datasets/kgs datasets/ && go-train dataset verify datasets/kgs   after a copy")]
     Verify {
         /// The dataset folder (holding manifest.json).
         dir: PathBuf,
@@ -102,8 +109,20 @@ fn label_stats(dir: &Path) -> Result<Vec<LabelStats>> {
     stats
 }
 
-fn bytes_per_position(s: &SplitInfo) -> Option<f64> {
-    (s.counts.positions > 0).then(|| s.bytes as f64 / s.counts.positions as f64)
+fn bytes_per_position(bytes: u64, positions: u64) -> Option<f64> {
+    (positions > 0).then(|| bytes as f64 / positions as f64)
+}
+
+/// A line of the table of counts.
+fn count_row(name: &str, c: &SplitCounts, shards: usize, bytes: u64) -> String {
+    let per = bytes_per_position(bytes, c.positions).map_or("-".into(), |b| format!("{b:.1}"));
+    format!(
+        "{name:<12}{:>9}{:>12}{:>12}{shards:>8}{:>12}{per:>10}\n",
+        c.games,
+        c.positions,
+        c.value_positions,
+        human_bytes(bytes)
+    )
 }
 
 fn fraction(part: u64, whole: u64) -> f64 {
@@ -126,7 +145,7 @@ fn info_json(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> Value {
             "value_positions": s.counts.value_positions,
             "shards": s.shards,
             "bytes": s.bytes,
-            "bytes_per_position": bytes_per_position(s),
+            "bytes_per_position": bytes_per_position(s.bytes, s.counts.positions),
             "labels": s.labels.as_ref().map(labels_json),
         })
     };
@@ -188,18 +207,14 @@ fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
         "split", "games", "positions", "value pos.", "shards", "bytes", "bytes/pos"
     );
     for s in splits {
-        let per = bytes_per_position(s).map_or("-".into(), |b| format!("{b:.1}"));
-        out += &format!(
-            "{:<12}{:>9}{:>12}{:>12}{:>8}{:>12}{:>10}\n",
-            s.split.name(),
-            s.counts.games,
-            s.counts.positions,
-            s.counts.value_positions,
-            s.shards,
-            human_bytes(s.bytes),
-            per
-        );
+        out += &count_row(s.split.name(), &s.counts, s.shards, s.bytes);
     }
+    let total = SplitCounts {
+        games: splits.iter().map(|s| s.counts.games).sum(),
+        positions: splits.iter().map(|s| s.counts.positions).sum(),
+        value_positions: splits.iter().map(|s| s.counts.value_positions).sum(),
+    };
+    out += &count_row("total", &total, splits.iter().map(|s| s.shards).sum(), splits.iter().map(|s| s.bytes).sum());
     for s in splits {
         if let Some(l) = s.labels.as_ref().filter(|l| l.records > 0) {
             out += &labels_text(s.split, l);
@@ -209,21 +224,22 @@ fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
 }
 
 fn labels_text(split: Split, l: &LabelStats) -> String {
-    let percent = |n: u64| format!("{:.1}%", 100.0 * fraction(n, l.records));
-    let top: Vec<String> = l.top_points(5).into_iter().map(|(p, n)| format!("{} {}", point_name(p, l.size), percent(n))).collect();
-    let stages: Vec<String> = STAGES.iter().zip(l.stages).map(|(name, n)| format!("{name} {}", percent(n))).collect();
+    let percent = |n: u64, of: u64| format!("{:.1}%", 100.0 * fraction(n, of));
+    let top: Vec<String> =
+        l.top_points(5).into_iter().map(|(p, n)| format!("{} {}", point_name(p, l.size), percent(n, l.records))).collect();
+    let stages: Vec<String> = STAGES.iter().zip(l.stages).map(|(name, n)| format!("{name} {}", percent(n, l.records))).collect();
+    // The balance among labelled records is what a value net sees.
+    let labelled = l.wins + l.losses;
     format!(
-        "\nlabels of {split} ({} records)\n  passes {}; most played: {}\n  move number: {}\n  value: won {} ({}), lost {} ({}), none {} ({})\n",
+        "\nlabels of {split} ({} records)\n  passes {}; most played: {}\n  move number: {}\n  \
+         value: {labelled} labelled ({} of records): won {}, lost {}\n",
         l.records,
-        percent(l.passes()),
+        percent(l.passes(), l.records),
         top.join(", "),
         stages.join(", "),
-        l.wins,
-        percent(l.wins),
-        l.losses,
-        percent(l.losses),
-        l.no_value,
-        percent(l.no_value)
+        percent(labelled, l.records),
+        percent(l.wins, labelled),
+        percent(l.losses, labelled),
     )
 }
 

@@ -36,8 +36,10 @@ pub const NO_VALUE: i8 = -1;
 /// Problems with a shard file; each names the file.
 #[derive(Debug, Error)]
 pub enum ShardError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The I/O error is in the message and deliberately not the `source`:
+    /// error chains (`{:#}`) would print it twice.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: not a go-train shard ({reason})")]
     Format { path: PathBuf, reason: String },
     #[error("{path}: block {block} is corrupt ({reason})")]
@@ -199,7 +201,7 @@ pub struct ShardWriter {
 impl ShardWriter {
     pub fn create(path: &Path, board_size: usize) -> Result<ShardWriter, ShardError> {
         let tmp = tmp_path(path);
-        let file = File::create(&tmp).map_err(|source| ShardError::Io { path: tmp.clone(), source })?;
+        let file = File::create(&tmp).map_err(|error| ShardError::Io { path: tmp.clone(), error })?;
         let mut w = ShardWriter {
             path: path.to_path_buf(),
             tmp,
@@ -217,7 +219,7 @@ impl ShardWriter {
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<(), ShardError> {
-        self.file.write_all(bytes).map_err(|source| ShardError::Io { path: self.tmp.clone(), source })?;
+        self.file.write_all(bytes).map_err(|error| ShardError::Io { path: self.tmp.clone(), error })?;
         self.crc.update(bytes);
         self.offset += bytes.len() as u64;
         Ok(())
@@ -250,7 +252,7 @@ impl ShardWriter {
         self.write_raw(&tail)?;
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| ShardError::Io { path, source }
+            move |error| ShardError::Io { path, error }
         };
         let file = self.file.into_inner().map_err(|e| io(&self.tmp)(e.into_error()))?;
         file.sync_all().map_err(io(&self.tmp))?;
@@ -283,7 +285,7 @@ pub struct Shard {
 impl Shard {
     /// Opens a shard and reads its index (not its blocks).
     pub fn open(path: &Path) -> Result<Shard, ShardError> {
-        let io = |source| ShardError::Io { path: path.to_path_buf(), source };
+        let io = |error| ShardError::Io { path: path.to_path_buf(), error };
         let file = File::open(path).map_err(io)?;
         // SAFETY: shards are written once under a temporary name and then
         // renamed; nothing writes to a file under its final name.

@@ -76,13 +76,36 @@ impl PackedPlanes {
     /// Writes the planes as 0.0/1.0 into `out` (`PLANES * size²` floats,
     /// plane-major: the NCHW layout of one sample).
     pub fn unpack_into(&self, out: &mut [f32]) {
+        self.unpack_placed(out, |i| i);
+    }
+
+    /// Like [`PackedPlanes::unpack_into`], point `i` of every plane written
+    /// at `to[i]`: a symmetry applied while unpacking (`to` from
+    /// [`crate::features::Symmetry::permutation`]) rather than in a second
+    /// pass over the floats.
+    pub fn unpack_permuted_into(&self, to: &[u16], out: &mut [f32]) {
+        assert_eq!(to.len(), self.size * self.size, "a permutation of the board's points");
+        self.unpack_placed(out, |i| to[i] as usize);
+    }
+
+    /// Zeroes `out`, then writes 1.0 for each set bit, point `i` of a plane
+    /// at `place(i)`. Visiting set bits only is several times faster than
+    /// visiting every point: the planes hold about 900 set bits of 5,415.
+    #[inline(always)]
+    fn unpack_placed(&self, out: &mut [f32], place: impl Fn(usize) -> usize) {
         let n = self.size * self.size;
         assert_eq!(out.len(), PLANES * n, "output must hold {PLANES} planes of {n} points");
+        out.fill(0.0);
         for (plane, dst) in out.chunks_exact_mut(n).enumerate() {
             let words = &self.words[plane * self.words_per_plane..(plane + 1) * self.words_per_plane];
-            for (chunk, &word) in dst.chunks_mut(64).zip(words) {
-                for (bit, f) in chunk.iter_mut().enumerate() {
-                    *f = (word >> bit & 1) as f32;
+            for (w, &word) in words.iter().enumerate() {
+                // Bits past the last point would index past the plane (a
+                // damaged shard could hold some): ignore them.
+                let points = (n - 64 * w).min(64);
+                let mut bits = if points == 64 { word } else { word & ((1 << points) - 1) };
+                while bits != 0 {
+                    dst[place(64 * w + bits.trailing_zeros() as usize)] = 1.0;
+                    bits &= bits - 1;
                 }
             }
         }
@@ -186,6 +209,18 @@ mod tests {
         assert_eq!(f.len(), 15 * 361);
         assert_eq!(f[OWN * 361 + at("D4")], 1.0);
         assert_eq!(f.iter().filter(|&&x| x == 1.0).count(), (0..15).map(|pl| (0..361).filter(|&i| p.get(pl, i)).count()).sum::<usize>());
+    }
+
+    #[test]
+    fn bits_past_the_last_point_are_ignored() {
+        // 9x9: 81 points, two words a plane, the second using 17 bits.
+        let words = vec![u64::MAX; PLANES * 2];
+        let planes = PackedPlanes::from_words(9, words).unwrap();
+        assert!(planes.unpack().iter().all(|&x| x == 1.0));
+        let mut out = vec![0.0; PLANES * 81];
+        let reversed: Vec<u16> = (0..81).rev().collect();
+        planes.unpack_permuted_into(&reversed, &mut out);
+        assert!(out.iter().all(|&x| x == 1.0));
     }
 
     #[test]

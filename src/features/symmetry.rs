@@ -148,6 +148,8 @@ mod tests {
                 let mut f = vec![0.0; 15 * 81];
                 s.apply_f32(&encode(&g).unpack(), &mut f, 9);
                 assert_eq!(f, encode(&t).unpack());
+                encode(&g).unpack_permuted_into(&s.permutation(9), &mut f);
+                assert_eq!(f, encode(&t).unpack(), "{s:?} while unpacking");
                 let label = ColoredMove { color, mv }.mv.policy_index(9).unwrap();
                 assert_eq!(s.apply_label(label, 9), tm.policy_index(9).unwrap());
             }

@@ -4,11 +4,17 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use go_train::dataset::filter::GameList;
 use go_train::dataset::testkit::{self, FixtureRecord, Layout};
-use go_train::dataset::{Manifest, Shard, Split, NO_VALUE};
+use go_train::dataset::{BatchOptions, Dataset, Manifest, Shard, Split, NO_VALUE};
 
+/// Runs `go-train args... dir`.
 fn go_train(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).arg(dir).output().unwrap()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
 }
 
 fn text(out: &Output) -> String {
@@ -125,4 +131,40 @@ fn no_dataset_is_a_clear_error() {
     }
     let out = Command::new(env!("CARGO_BIN_EXE_go-train")).args(["dataset", "--help"]).output().unwrap();
     assert!(text(&out).contains("Examples:"), "{}", text(&out));
+}
+
+/// A dataset written by `prepare` from 200 real games, with small blocks
+/// and shards; `None` (skipped) without the game records.
+fn prepared(dir: &Path) -> Option<std::path::PathBuf> {
+    let games = testkit::kgs_dir()?.join("KGS2001");
+    let (all, list, data) = (dir.join("all.list"), dir.join("small.list"), dir.join("data"));
+    let run = |args: &[&str], last: &Path| {
+        let out = go_train(args, last);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    run(&["filter", path(&games), "--out"], &all);
+    let small = GameList(GameList::read(&all).unwrap().0.into_iter().take(200).collect());
+    std::fs::write(&list, small.to_text()).unwrap();
+    run(&["prepare", path(&list), "--value", "per-game:2", "--block-records", "300", "--shard-records", "3000", "--out"], &data);
+    Some(data)
+}
+
+#[test]
+fn what_prepare_writes_verifies_and_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(data) = prepared(dir.path()) else { return };
+    let out = go_train(&["dataset", "verify"], &data);
+    assert!(out.status.success(), "{}", text(&out));
+    let dataset = Dataset::open(&data).unwrap();
+    assert!(dataset.manifest().shards.len() > 3, "shards roll over");
+    for split in Split::ALL {
+        let manifest = &dataset.manifest().splits[&split];
+        assert_eq!(dataset.split_len(split), manifest.positions);
+        for value_only in [false, true] {
+            let options = BatchOptions { batch_size: 256, shuffle: true, symmetries: true, value_only, ..BatchOptions::default() };
+            let records: usize = dataset.batches(split, &options).map(|b| b.unwrap().len).sum();
+            let expected = if value_only { manifest.value_positions } else { manifest.positions };
+            assert_eq!(records as u64, expected, "{split}, value only: {value_only}");
+        }
+    }
 }

@@ -20,6 +20,7 @@ use go_train::progress::Progress;
   go-train dataset info --quick datasets/kgs    from the manifest alone (reads no shard)
   go-train dataset verify datasets/kgs          check every shard and block against the manifest")]
 pub struct Args {
+    /// `info` or `verify`.
     #[command(subcommand)]
     what: What,
 }
@@ -63,9 +64,13 @@ pub fn run(args: Args) -> Result<()> {
 
 /// What `info` shows of one split.
 struct SplitInfo {
+    /// Which split.
     split: Split,
+    /// Games, positions and value positions, from the manifest.
     counts: SplitCounts,
+    /// Shard files.
     shards: usize,
+    /// Bytes of its shard files.
     bytes: u64,
     /// `None` with `--quick`.
     labels: Option<LabelStats>,

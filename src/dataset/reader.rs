@@ -6,8 +6,8 @@
 //! ```text
 //! blocks of a split ─(order shuffled per epoch)─▶ window of W blocks,
 //!   decompressed in parallel ─▶ its records (value filter, shuffled within
-//!   the window) appended to a queue ─▶ batches taken off the queue, each
-//!   record unpacked to f32 under its symmetry, in parallel
+//!   the window) queued ─▶ batches taken off the queue, each record
+//!   unpacked from its block to f32 under its symmetry, in parallel
 //! ```
 //!
 //! Every random choice comes from [`Pcg64Mcg`] generators seeded by
@@ -26,10 +26,11 @@ use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
 
-use super::manifest::{Manifest, ShardEntry};
+use super::manifest::{Manifest, ShardEntry, MANIFEST};
 use super::shard::{Block, Shard, NO_VALUE};
 use super::split::{mix, Split};
 use crate::features::{PackedPlanes, Symmetry, PLANES};
+use crate::go::Board;
 
 /// Blocks decoded and shuffled together when [`BatchOptions::window_blocks`]
 /// is not set otherwise: enough to mix records of many games in a batch
@@ -42,11 +43,15 @@ pub const DEFAULT_WINDOW_BLOCKS: usize = 32;
 /// share the shards.
 #[derive(Clone)]
 pub struct Dataset {
+    /// Shared by the clones (and by the threads of [`Prefetch`]).
     inner: Arc<Inner>,
 }
 
+/// What a [`Dataset`] holds.
 struct Inner {
+    /// The folder.
     dir: PathBuf,
+    /// Its manifest.
     manifest: Manifest,
     /// One per manifest entry, in manifest order.
     shards: Vec<Shard>,
@@ -56,7 +61,9 @@ struct Inner {
 /// the block in the shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BlockRef {
+    /// Index of the shard in the manifest.
     shard: usize,
+    /// Index of the block in the shard.
     block: usize,
 }
 
@@ -66,6 +73,9 @@ impl Dataset {
     /// file.
     pub fn open(dir: &Path) -> Result<Dataset> {
         let manifest = Manifest::read(dir)?;
+        if !Board::valid_size(manifest.board_size) {
+            bail!("{}: board size {} is not one go-train plays (2 to 25)", dir.join(MANIFEST).display(), manifest.board_size);
+        }
         let shards = manifest
             .shards
             .iter()
@@ -210,7 +220,7 @@ impl Default for BatchOptions {
 
 /// Records ready for a net, in NCHW order. (Not `PartialEq`: NaN values
 /// would make equal batches unequal.)
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Batch {
     /// Records in the batch.
     pub len: usize,
@@ -229,18 +239,35 @@ pub struct Batch {
     pub symmetry: Vec<u8>,
 }
 
+/// Everything but the planes, which would be a hundred thousand numbers.
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("len", &self.len)
+            .field("planes", &format_args!("[{} values]", self.planes.len()))
+            .field("policy", &self.policy)
+            .field("value", &self.value)
+            .field("move_number", &self.move_number)
+            .field("symmetry", &self.symmetry)
+            .finish()
+    }
+}
+
 /// The iterator of [`Dataset::batches`].
 pub struct Batches {
+    /// What is read.
     dataset: Dataset,
+    /// How (with `window_blocks` at least 1).
     options: BatchOptions,
     /// Blocks of the split in this epoch's order.
     order: Vec<BlockRef>,
     /// How many of `order` have been decoded.
     next_block: usize,
-    /// Decoded windows that queued records are in, oldest first:
-    /// `windows[0]` is window number `first_window`. Records are read from
-    /// here rather than copied out: the copy would run on one thread.
+    /// Decoded windows that queued records are in, oldest first. Records
+    /// are read from here rather than copied out: the copy would run on
+    /// one thread.
     windows: VecDeque<Vec<Block>>,
+    /// Number of `windows[0]`.
     first_window: usize,
     /// Records decoded and not yet batched, in the order they will be.
     queue: VecDeque<Pick>,
@@ -253,6 +280,7 @@ pub struct Batches {
     permutations: Vec<Vec<u16>>,
     /// Most records held decoded at once: what bounds memory.
     peak_records: usize,
+    /// Set after the last batch or the first error.
     done: bool,
 }
 
@@ -260,13 +288,18 @@ pub struct Batches {
 /// index in the block.
 #[derive(Clone, Copy, Debug)]
 struct Pick {
+    /// Number of the window (counted from the epoch's first).
     window: usize,
+    /// Index of the block in the window.
     block: u32,
+    /// Index of the record in the block.
     record: u32,
 }
 
-/// Streams of random numbers drawn from one (seed, epoch).
+/// The stream of random numbers of (seed, epoch) that orders blocks and
+/// records.
 const ORDER_STREAM: u64 = 1;
+/// The stream that draws symmetries.
 const SYMMETRY_STREAM: u64 = 2;
 
 /// A generator for `stream` of (seed, epoch). Plain arithmetic (SplitMix64
@@ -443,7 +476,9 @@ fn value_f32(v: i8) -> f32 {
 /// [`Batches`] decoded ahead on a thread of their own (see
 /// [`Batches::prefetch`]).
 pub struct Prefetch {
+    /// Batches from the thread (`None` once dropping).
     receiver: Option<Receiver<Result<Batch>>>,
+    /// The thread decoding them (`None` once joined).
     thread: Option<JoinHandle<()>>,
 }
 
@@ -505,29 +540,29 @@ impl DecodeRate {
 }
 
 /// Decodes `split` into batches of 100 (shuffled, with symmetries) on
-/// `threads` threads for about `seconds`, epoch after epoch: what a trainer
-/// gets from the reader on this machine.
+/// `threads` threads (0: one per core) for about `seconds`, epoch after
+/// epoch: what a trainer gets from the reader on this machine.
 pub fn decode_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) -> Result<DecodeRate> {
     if dataset.split_len(split) == 0 {
         bail!("{}: the {split} split is empty", dataset.dir().display());
     }
+    let budget = Duration::try_from_secs_f64(seconds).ok().filter(|d| !d.is_zero()).context("give a positive number of seconds")?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-    let budget = Duration::from_secs_f64(seconds);
     pool.install(|| {
         let start = Instant::now();
-        let mut records = 0u64;
-        for epoch in 0.. {
+        let (mut records, mut epoch) = (0u64, 0u64);
+        loop {
             let options =
                 BatchOptions { batch_size: 100, seed: 1, epoch, shuffle: true, symmetries: true, ..BatchOptions::default() };
             for batch in dataset.batches(split, &options) {
-                let batch = batch?;
-                records += std::hint::black_box(&batch).len as u64;
+                records += std::hint::black_box(batch?).len as u64;
                 if start.elapsed() >= budget {
+                    let threads = rayon::current_num_threads();
                     return Ok(DecodeRate { threads, records, seconds: start.elapsed().as_secs_f64() });
                 }
             }
+            epoch += 1;
         }
-        unreachable!("epochs never run out")
     })
 }
 

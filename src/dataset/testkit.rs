@@ -47,7 +47,7 @@ pub struct Layout {
 
 /// The folder `kgs-6d` of the real game records (`GO_TRAIN_DATASETS`, else
 /// `../shared/datasets` beside the checkout), or `None` with a message.
-fn kgs_dir() -> Option<PathBuf> {
+pub fn kgs_dir() -> Option<PathBuf> {
     let root = std::env::var_os("GO_TRAIN_DATASETS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));

@@ -552,17 +552,16 @@ impl Board {
         if self.dirs(p.idx(), Cell::stone(color)) | self.dirs(p.idx(), Cell::Border) != 0xf {
             return false;
         }
+        // Counted without branches: the outcome is data.
         let opp = Cell::stone(color.opponent());
-        let mut bad = 0;
-        let mut border = false;
+        let (mut bad, mut border) = (0u8, 0u8);
         for d in self.diagonals(p) {
-            match self.cells[d.idx()] {
-                c if c == opp => bad += 1,
-                Cell::Border => border = true,
-                _ => {}
-            }
+            let c = self.cells[d.idx()];
+            bad += (c == opp) as u8;
+            border |= (c == Cell::Border) as u8;
         }
-        bad == 0 || (!border && bad == 1)
+        // No enemy diagonal, or one away from the edge.
+        bad + border <= 1
     }
 
     /// Plays a stone of `color` at `p`, capturing as the rules say, and

@@ -13,7 +13,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use go_train::go::{Color, Count, Game, Move, Point, Rules, Vertex};
+use go_train::go::{Color, Count, Game, Move, Point, Vertex};
 use go_train::gtp::GtpClient;
 use go_train::sgf::{read_file, GameResult, GameRecord, WinBy};
 
@@ -21,7 +21,7 @@ use go_train::sgf::{read_file, GameResult, GameRecord, WinBy};
 fn replay(path: &Path) -> Result<(GameRecord, Game), String> {
     let games = read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let record = games.into_iter().next().ok_or("no game")?.map_err(|e| e.to_string())?;
-    let game = record.replay(record.rules_or(Rules::CHINESE)).map_err(|e| e.to_string())?;
+    let game = record.replay(record.rules()).map_err(|e| e.to_string())?;
     Ok((record, game))
 }
 

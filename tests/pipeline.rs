@@ -9,7 +9,7 @@ use std::process::Command;
 use go_train::dataset::filter::GameList;
 use go_train::dataset::{game_key, Manifest, Shard, Split, NO_VALUE};
 use go_train::features::encode;
-use go_train::go::Rules;
+
 use go_train::sgf::read_file;
 
 fn go_train(args: &[&str]) -> std::process::Output {
@@ -135,7 +135,7 @@ fn every_record_decodes_to_the_position_the_core_plays() {
         *games_per_split.entry(split).or_default() += 1;
         let winner = record.result.as_ref().and_then(|r| r.winner());
         record
-            .replay_with(record.rules_or(Rules::CHINESE), |i, g, mv| {
+            .replay_with(record.rules(), |i, g, mv| {
                 let value = winner.map_or(NO_VALUE, |w| (w == mv.color) as i8);
                 let policy = mv.mv.policy_index(19).unwrap() as u16;
                 expected.entry(split).or_default().push((encode(g).words().to_vec(), policy, value, i as u16));

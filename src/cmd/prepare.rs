@@ -39,8 +39,9 @@ pub struct Args {
     /// the seed, as AlphaGo did with K=1), or final (the last position).
     #[arg(long, default_value = "all")]
     value: ValueSampling,
-    /// Rules for games whose RU go-train does not know.
-    #[arg(long, default_value = "chinese")]
+    /// Rules for games whose RU is missing or unknown (simple ko by default:
+    /// records are what a server accepted).
+    #[arg(long, default_value = "japanese")]
     rules: String,
     /// Board size of the dataset.
     #[arg(long, default_value_t = 19)]

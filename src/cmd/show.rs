@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Parser;
 use serde_json::json;
 
-use go_train::go::{Color, Game, Rules};
+use go_train::go::{Color, Game};
 use go_train::sgf::{read_file, GameRecord, ReplayError};
 
 /// Print the position of SGF game records after N moves.
@@ -54,10 +54,10 @@ pub fn run(args: Args) -> Result<()> {
 /// move: the position reached, and the error if there was one.
 fn replay(record: &GameRecord, moves: Option<usize>) -> (Option<Game>, Option<String>) {
     let n = moves.unwrap_or(usize::MAX);
-    match record.replay_until(record.rules_or(Rules::CHINESE), n) {
+    match record.replay_until(record.rules(), n) {
         Ok(game) => (Some(game), None),
         Err(e @ ReplayError::IllegalMove { number, .. }) => {
-            (record.replay_until(record.rules_or(Rules::CHINESE), number - 1).ok(), Some(e.to_string()))
+            (record.replay_until(record.rules(), number - 1).ok(), Some(e.to_string()))
         }
         Err(e) => (None, Some(e.to_string())),
     }

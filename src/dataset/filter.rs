@@ -9,7 +9,6 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::go::Rules;
 use crate::progress::Progress;
 use crate::sgf::{read_file, GameRecord, GameResult};
 
@@ -110,7 +109,7 @@ impl Criteria {
         if record.moves.len() < self.min_moves {
             return reject(Rejection::TooShort, format!("{} moves", record.moves.len()));
         }
-        record.replay(record.rules_or(Rules::CHINESE)).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
+        record.replay(record.rules()).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
         Ok(())
     }
 }

@@ -52,7 +52,7 @@ impl Default for PrepareOptions {
             seed: 1,
             split: SplitFractions::default(),
             value: ValueSampling::All,
-            default_rules: "chinese".into(),
+            default_rules: "japanese".into(),
             shard_records: 1 << 20,
             block_records: 1024,
             zstd_level: 3,

@@ -101,6 +101,9 @@ pub enum IllegalMove {
     Suicide,
 }
 
+/// Words of the largest liberty set (25×25).
+const MAX_LIB_WORDS: usize = MAX_POINTS.div_ceil(64);
+
 /// The liberty bit sets of all strings, one run of `words` words per root
 /// point, sized to the board in use so a 19×19 set is 7 words, not the 11
 /// of the largest board: less to OR, count and keep in cache.
@@ -138,6 +141,12 @@ impl LibSets {
         *w |= b;
         new
     }
+    /// Adds `p` when `yes`, without branching on it.
+    #[inline]
+    fn insert_if(&mut self, root: usize, p: usize, yes: bool) {
+        self.bits[root * self.words + (p >> 6)] |= (yes as u64) << (p & 63);
+    }
+
     /// Removes `p`; true if it was there.
     #[inline]
     fn remove(&mut self, root: usize, p: usize) -> bool {
@@ -151,17 +160,12 @@ impl LibSets {
     #[inline]
     fn union_into(&mut self, dst: usize, src: usize) -> u16 {
         let w = self.words;
-        let (d, s) = (dst * w, src * w);
-        // Two disjoint slices, so the loop runs without bounds checks.
-        let (to, from) = if d < s {
-            let (lo, hi) = self.bits.split_at_mut(s);
-            (&mut lo[d..d + w], &hi[..w])
-        } else {
-            let (lo, hi) = self.bits.split_at_mut(d);
-            (&mut hi[..w], &lo[s..s + w])
-        };
+        // Through a copy of the source: splitting the slice in two would
+        // branch on which set comes first, and that is data.
+        let mut from = [0u64; MAX_LIB_WORDS];
+        from[..w].copy_from_slice(&self.bits[src * w..(src + 1) * w]);
         let mut count = 0;
-        for (t, f) in to.iter_mut().zip(from) {
+        for (t, f) in self.bits[dst * w..(dst + 1) * w].iter_mut().zip(&from) {
             *t |= *f;
             count += t.count_ones() as u16;
         }
@@ -200,12 +204,18 @@ pub struct Board {
     size: usize,
     /// Distance between vertically adjacent points: `size + 1`.
     stride: usize,
+    /// Index offsets of the four directions (up, left, right, down), as
+    /// wrapping additions.
+    offsets: [usize; 4],
     /// Content of every padded point.
     cells: Vec<Cell>,
-    /// For every point, how many of its four neighbours are black, white,
-    /// empty and border: one byte each, indexed by `Cell as u8`. Turns the
-    /// eye test and the common "has an empty neighbour" case into one load.
-    around: Vec<u32>,
+    /// For every point, which of its four neighbours (bit `d` for
+    /// direction `d`: up, left, right, down) are black, white, empty and
+    /// border: four bits per kind, at `4 * (Cell as u8)`. The eye test and
+    /// the common legality case become one load, and the neighbour loops
+    /// of `play` visit only the neighbours of the kind they need: random
+    /// playouts were bound by mispredicted branches in those loops.
+    nbr: Vec<u16>,
     /// For a stone, the root point of its chain (index into `chains`).
     chain_of: Vec<u16>,
     /// For a stone, the next stone of its chain (a circular list).
@@ -237,8 +247,9 @@ impl Board {
         let mut board = Board {
             size,
             stride,
+            offsets: [stride.wrapping_neg(), usize::MAX, 1, stride],
             cells: vec![Cell::Border; len],
-            around: vec![0; len],
+            nbr: vec![0; len],
             chain_of: vec![0; len],
             next_stone: vec![0; len],
             chains: vec![Chain::NONE; len],
@@ -261,27 +272,40 @@ impl Board {
         board
     }
 
-    /// Recomputes `around` from `cells`.
+    /// Recomputes `nbr` from `cells`.
     fn count_neighbours(&mut self) {
         let points: Vec<Point> = self.points().collect();
         for p in points {
-            self.around[p.idx()] =
-                self.neighbors(p).iter().map(|n| 1u32 << (8 * self.cells[n.idx()] as u32)).sum();
+            let mut mask = 0;
+            for (d, n) in self.neighbors(p).into_iter().enumerate() {
+                mask |= 1 << (4 * self.cells[n.idx()] as u16 + d as u16);
+            }
+            self.nbr[p.idx()] = mask;
         }
     }
 
-    /// How many neighbours of `p` hold `cell`.
+    /// The directions (bits 0–3) in which `p` has a neighbour holding `cell`.
     #[inline]
-    fn count_around(&self, p: Point, cell: Cell) -> u32 {
-        (self.around[p.idx()] >> (8 * cell as u32)) & 0xff
+    fn dirs(&self, p: usize, cell: Cell) -> u16 {
+        (self.nbr[p] >> (4 * cell as u16)) & 0xf
     }
 
-    /// Records that `p` changed from `from` to `to` in its neighbours' counts.
+    /// The neighbour of `p` in direction `d` (0 up, 1 left, 2 right, 3 down).
     #[inline]
-    fn update_around(&mut self, p: Point, from: Cell, to: Cell) {
-        let delta = (1u32 << (8 * to as u32)).wrapping_sub(1u32 << (8 * from as u32));
-        for n in self.neighbors(p) {
-            self.around[n.idx()] = self.around[n.idx()].wrapping_add(delta);
+    fn step(&self, p: usize, d: u32) -> usize {
+        // A table, not a `match`: the direction is data, and a branch on
+        // it is mispredicted.
+        p.wrapping_add(self.offsets[d as usize])
+    }
+
+    /// Records in its neighbours' masks that `p` changed from `from` to `to`.
+    #[inline]
+    fn update_neighbours(&mut self, p: usize, from: Cell, to: Cell) {
+        for d in 0..4u16 {
+            // Seen from the neighbour, `p` lies in the opposite direction.
+            let back = 3 - d;
+            let n = self.step(p, d as u32);
+            self.nbr[n] ^= (1 << (4 * from as u16 + back)) | (1 << (4 * to as u16 + back));
         }
     }
 
@@ -468,36 +492,34 @@ impl Board {
         if self.ko == Some((p, color)) {
             return Err(IllegalMove::Ko);
         }
-        let own = Cell::stone(color);
-        let mut hash = self.hash ^ zobrist::STONE[color.index()][p.idx()];
-        if self.count_around(p, Cell::stone(color.opponent())) == 0 && self.count_around(p, Cell::Empty) > 0 {
+        let (pi, own) = (p.idx(), Cell::stone(color));
+        let mut hash = self.hash ^ zobrist::STONE[color.index()][pi];
+        let opp_dirs = self.dirs(pi, Cell::stone(color.opponent()));
+        let mut keeps_liberty = self.dirs(pi, Cell::Empty) != 0;
+        if opp_dirs == 0 && keeps_liberty {
             return Ok(hash); // a liberty and nothing to capture: the usual case
         }
-        let mut keeps_liberty = false;
+        // Filling an enemy string's last liberty captures it.
         let mut captured = [u16::MAX; 4];
         let mut n_captured = 0;
-        for n in self.neighbors(p) {
-            let cell = self.cells[n.idx()];
-            match cell {
-                Cell::Empty => keeps_liberty = true,
-                Cell::Border => {}
-                _ => {
-                    let root = self.chain_of[n.idx()];
-                    let libs = self.chains[root as usize].lib_count;
-                    if cell == own {
-                        // Joining a friendly string that has another liberty.
-                        keeps_liberty |= libs > 1;
-                    } else if libs == 1 {
-                        // Filling an enemy string's last liberty captures it.
-                        keeps_liberty = true;
-                        if !captured[..n_captured].contains(&root) {
-                            captured[n_captured] = root;
-                            n_captured += 1;
-                            hash ^= self.chains[root as usize].hash;
-                        }
-                    }
-                }
+        let mut dirs = opp_dirs;
+        while dirs != 0 {
+            let n = self.step(pi, dirs.trailing_zeros());
+            dirs &= dirs - 1;
+            let root = self.chain_of[n];
+            if self.chains[root as usize].lib_count == 1 && !captured[..n_captured].contains(&root) {
+                captured[n_captured] = root;
+                n_captured += 1;
+                hash ^= self.chains[root as usize].hash;
             }
+        }
+        keeps_liberty |= n_captured > 0;
+        // Joining a friendly string that has another liberty.
+        let mut dirs = self.dirs(pi, own);
+        while dirs != 0 && !keeps_liberty {
+            let n = self.step(pi, dirs.trailing_zeros());
+            dirs &= dirs - 1;
+            keeps_liberty = self.chains[self.chain_of[n] as usize].lib_count > 1;
         }
         if keeps_liberty {
             return Ok(hash);
@@ -508,13 +530,15 @@ impl Board {
         // Suicide removes the new stone and the friendly strings it joins.
         let mut hash = self.hash;
         let mut joined = [u16::MAX; 4];
-        for (i, n) in self.neighbors(p).into_iter().enumerate() {
-            if self.cells[n.idx()] == own {
-                let root = self.chain_of[n.idx()];
-                if !joined[..i].contains(&root) {
-                    hash ^= self.chains[root as usize].hash;
-                }
+        let mut dirs = self.dirs(pi, own);
+        let mut i = 0;
+        while dirs != 0 {
+            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
+            dirs &= dirs - 1;
+            if !joined[..i].contains(&root) {
+                hash ^= self.chains[root as usize].hash;
                 joined[i] = root;
+                i += 1;
             }
         }
         Ok(hash)
@@ -525,21 +549,19 @@ impl Board {
     /// holds at most one diagonal (none on the edge or in the corner).
     #[inline]
     pub fn is_eye(&self, p: Point, color: Color) -> bool {
-        let own = Cell::stone(color);
-        if self.count_around(p, own) + self.count_around(p, Cell::Border) != 4 {
+        if self.dirs(p.idx(), Cell::stone(color)) | self.dirs(p.idx(), Cell::Border) != 0xf {
             return false;
         }
+        // Counted without branches: the outcome is data.
         let opp = Cell::stone(color.opponent());
-        let mut bad = 0;
-        let mut border = false;
+        let (mut bad, mut border) = (0u8, 0u8);
         for d in self.diagonals(p) {
-            match self.cells[d.idx()] {
-                c if c == opp => bad += 1,
-                Cell::Border => border = true,
-                _ => {}
-            }
+            let c = self.cells[d.idx()];
+            bad += (c == opp) as u8;
+            border |= (c == Cell::Border) as u8;
         }
-        bad == 0 || (!border && bad == 1)
+        // No enemy diagonal, or one away from the edge.
+        bad + border <= 1
     }
 
     /// Plays a stone of `color` at `p`, capturing as the rules say, and
@@ -551,36 +573,33 @@ impl Board {
         let own = Cell::stone(color);
         let opp = Cell::stone(color.opponent());
         let key = zobrist::STONE[color.index()][pi];
+        let (own_dirs, opp_dirs, empty_dirs) = (self.dirs(pi, own), self.dirs(pi, opp), self.dirs(pi, Cell::Empty));
         self.hash ^= key;
         self.cells[pi] = own;
-        self.update_around(p, Cell::Empty, own);
+        self.update_neighbours(pi, Cell::Empty, own);
         self.remove_empty(pi);
 
         // A new one-stone string, then merged with its friendly neighbours.
         self.chain_of[pi] = p.0;
         self.next_stone[pi] = p.0;
-        let mut chain = Chain { lib_count: 0, size: 1, hash: key };
         self.libs.clear(pi);
-        for n in self.neighbors(p) {
-            if self.cells[n.idx()] == Cell::Empty {
-                self.libs.insert(pi, n.idx());
-                chain.lib_count += 1;
-            }
+        for d in 0..4 {
+            // Unconditional: a branch per empty neighbour is mispredicted.
+            let empty = (empty_dirs >> d) & 1;
+            self.libs.insert_if(pi, self.step(pi, d), empty != 0);
         }
-        self.chains[pi] = chain;
+        self.chains[pi] = Chain { lib_count: empty_dirs.count_ones() as u16, size: 1, hash: key };
         let mut root = pi;
-        let mut merged = false;
-        for n in self.neighbors(p) {
-            if self.cells[n.idx()] == own {
-                let other = self.chain_of[n.idx()] as usize;
-                if other != root {
-                    root = self.merge(root, other);
-                    merged = true;
-                }
+        let mut dirs = own_dirs;
+        while dirs != 0 {
+            let other = self.chain_of[self.step(pi, dirs.trailing_zeros())] as usize;
+            dirs &= dirs - 1;
+            if other != root {
+                root = self.merge(root, other);
             }
         }
-        if merged {
-            // `merge` counted the union; the new stone's point was in it.
+        // `merge` counted the union, where the new stone's point still was.
+        if own_dirs != 0 {
             if self.libs.remove(root, pi) {
                 self.chains[root].lib_count -= 1;
             }
@@ -589,16 +608,20 @@ impl Board {
         // Take the liberty from enemy neighbours; capture those left without.
         let mut captured = 0;
         let mut last_captured = 0;
-        for n in self.neighbors(p) {
-            if self.cells[n.idx()] != opp {
+        let mut dirs = opp_dirs;
+        while dirs != 0 {
+            let n = self.step(pi, dirs.trailing_zeros());
+            dirs &= dirs - 1;
+            // A string captured through an earlier direction is empty now.
+            if self.cells[n] != opp {
                 continue;
             }
-            let r = self.chain_of[n.idx()] as usize;
+            let r = self.chain_of[n] as usize;
             if self.libs.remove(r, pi) {
                 self.chains[r].lib_count -= 1;
                 if self.chains[r].lib_count == 0 {
                     captured += self.remove_string(r);
-                    last_captured = n.idx();
+                    last_captured = n;
                 }
             }
         }
@@ -723,7 +746,7 @@ impl Board {
         let mut n_removed = 0;
         loop {
             self.cells[s] = Cell::Empty;
-            self.update_around(Point(s as u16), Cell::stone(color), Cell::Empty);
+            self.update_neighbours(s, Cell::stone(color), Cell::Empty);
             self.add_empty(s);
             n_removed += 1;
             s = self.next_stone[s] as usize;
@@ -735,12 +758,12 @@ impl Board {
         // are never mistaken for neighbours.
         let other = Cell::stone(color.opponent());
         loop {
-            for n in self.neighbors(Point(s as u16)) {
-                if self.cells[n.idx()] == other {
-                    let r = self.chain_of[n.idx()] as usize;
-                    if self.libs.insert(r, s) {
-                        self.chains[r].lib_count += 1;
-                    }
+            let mut dirs = self.dirs(s, other);
+            while dirs != 0 {
+                let r = self.chain_of[self.step(s, dirs.trailing_zeros())] as usize;
+                dirs &= dirs - 1;
+                if self.libs.insert(r, s) {
+                    self.chains[r].lib_count += 1;
                 }
             }
             s = self.next_stone[s] as usize;
@@ -780,7 +803,7 @@ impl Board {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut fresh = self.clone();
         fresh.rebuild();
-        if fresh.around != self.around {
+        if fresh.nbr != self.nbr {
             return Err("neighbour counts differ from the stones".into());
         }
         if fresh.hash != self.hash {

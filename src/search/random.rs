@@ -116,6 +116,29 @@ mod tests {
     }
 
     #[test]
+    fn every_board_size_plays_out_legally() {
+        for size in [2, 3, 4, 5, 7, 9, 13, 19, 25] {
+            for seed in 0..3 {
+                let mut game = Game::new(size, Rules::CHINESE);
+                let stats = playout(&mut game, &mut RandomAgent::new(seed), 3 * size * size);
+                game.board().check_invariants().unwrap_or_else(|e| panic!("{size}x{size}: {e}"));
+                let mut replay = Game::new(size, Rules::CHINESE);
+                for m in game.moves() {
+                    replay.play(m.color, m.mv).unwrap_or_else(|e| panic!("{size}x{size}: {e}"));
+                }
+                assert_eq!(replay.board().hash(), game.board().hash());
+                assert!(stats.moves > 0);
+                // Vertices survive the trip through the padded layout.
+                let b = game.board();
+                for (i, p) in b.points().enumerate() {
+                    assert_eq!(b.vertex(p).index(size), i);
+                    assert_eq!(b.point(b.vertex(p)), p);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_same_seed_gives_the_same_game() {
         let run = |seed| {
             let mut game = Game::new(19, Rules::CHINESE);

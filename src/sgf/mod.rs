@@ -26,7 +26,7 @@ mod write;
 pub use date::GameDate;
 pub use read::{parse_bytes, parse_game, parse_str, read_file, ParsedGame, SgfError};
 pub use record::{GameError, GameRecord, Setup};
-pub use replay::ReplayError;
+pub use replay::{ReplayError, RECORD_DEFAULT_RULES};
 pub use result::{GameResult, WinBy};
 pub use syntax::SyntaxError;
 pub use write::write_game;

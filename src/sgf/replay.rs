@@ -34,7 +34,18 @@ pub enum ReplayError {
     BadSize(usize),
 }
 
+/// Rules for replaying a record whose `RU` is missing or unknown: simple
+/// ko. A record is what a server or a referee accepted, and superko is a
+/// rule variant that records name when it applies; 4 GnuGo regression games
+/// without `RU` (from NNGS, a simple-ko server) repeat a position.
+pub const RECORD_DEFAULT_RULES: Rules = Rules::JAPANESE;
+
 impl GameRecord {
+    /// [`GameRecord::rules_or`] with [`RECORD_DEFAULT_RULES`].
+    pub fn rules(&self) -> Rules {
+        self.rules_or(RECORD_DEFAULT_RULES)
+    }
+
     /// The rules the game was played under: its `RU` when go-train knows
     /// the name, else `default`; komi from `KM` when given. Replaying a
     /// record under its own rules matters: 8 KGS games played under

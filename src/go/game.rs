@@ -101,6 +101,13 @@ impl Game {
         game
     }
 
+    /// Makes room for `moves` more moves, so that a playout or a search
+    /// does not reallocate the history as it goes (clones start empty).
+    pub fn reserve(&mut self, moves: usize) {
+        self.history.reserve(moves);
+        self.seen.keys.reserve(moves);
+    }
+
     pub fn rules(&self) -> &Rules {
         &self.rules
     }

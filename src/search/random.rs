@@ -73,6 +73,7 @@ pub struct PlayoutStats {
 /// `max_moves` moves (a safety net: superko makes games finite, not short).
 pub fn playout(game: &mut Game, agent: &mut RandomAgent, max_moves: usize) -> PlayoutStats {
     let mut stats = PlayoutStats::default();
+    game.reserve(max_moves);
     while !game.is_over() {
         if stats.moves >= max_moves {
             stats.hit_limit = true;

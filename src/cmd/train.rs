@@ -1,0 +1,98 @@
+//! `go-train train-policy`, `train-playout`, `train-value`: one command,
+//! three default configurations.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Parser;
+
+use go_train::train::config::TrainConfig;
+use go_train::train::run::{train, Start};
+
+/// Which of the three nets a command trains by default.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Policy,
+    Playout,
+    Value,
+}
+
+impl Kind {
+    fn default_config(self) -> &'static str {
+        match self {
+            Kind::Policy => "configs/policy.toml",
+            Kind::Playout => "configs/playout.toml",
+            Kind::Value => "configs/value.toml",
+        }
+    }
+}
+
+/// Train a net on a dataset written by `go-train prepare`.
+///
+/// Settings come from a TOML file (configs/<net>.toml by default); any of
+/// them can be overridden with --set key=value. A checkpoint is written
+/// after every epoch; --resume continues a stopped run exactly where it
+/// stopped.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train train-policy --data datasets/kgs --out checkpoints/policy
+  go-train train-policy --set optimizer.lr=0.02 --set epochs=5 --device cpu
+  go-train train-policy --config configs/resnet-policy.toml --resume
+  go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000")]
+pub struct Args {
+    /// Training configuration [default: configs/<net>.toml].
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Override a setting, e.g. --set optimizer.lr=0.02 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Dataset folder (the config's `data`).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Checkpoint folder (the config's `out`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// auto, cpu, cuda or cuda:N (the config's `device`).
+    #[arg(long)]
+    device: Option<String>,
+    /// Epochs (the config's `epochs`).
+    #[arg(long)]
+    epochs: Option<u64>,
+    /// Batches per epoch at most (the config's `steps_per_epoch`).
+    #[arg(long)]
+    steps_per_epoch: Option<u64>,
+    /// Continue from the last checkpoint in the output folder.
+    #[arg(long, conflicts_with = "force")]
+    resume: bool,
+    /// Start over, replacing the checkpoint in the output folder.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn run(kind: Kind, args: Args) -> Result<()> {
+    let path = args.config.unwrap_or_else(|| PathBuf::from(kind.default_config()));
+    let mut overrides = args.set;
+    let quoted = |v: String| format!("{v:?}");
+    overrides.extend(args.data.map(|d| format!("data={}", quoted(d.display().to_string()))));
+    overrides.extend(args.out.map(|d| format!("out={}", quoted(d.display().to_string()))));
+    overrides.extend(args.device.map(|d| format!("device={}", quoted(d))));
+    overrides.extend(args.epochs.map(|e| format!("epochs={e}")));
+    overrides.extend(args.steps_per_epoch.map(|s| format!("steps_per_epoch={s}")));
+    let config = TrainConfig::load(&path, &overrides)?;
+    let threads = (config.threads > 0).then_some(config.threads);
+    go_train::nn::init_threads(threads)?;
+    let start = if args.resume {
+        Start::Resume
+    } else if args.force {
+        Start::Overwrite
+    } else {
+        Start::Fresh
+    };
+    let summary = train(&config, start, std::io::stderr().is_terminal())?;
+    if summary.already_done {
+        eprintln!("{}: all {} epochs are done", config.out.display(), config.epochs);
+    }
+    eprintln!("checkpoints: {}", config.out.display());
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! Training jobs as TOML files (one per job in `configs/`), with any setting
+//! overridable from the command line as `key=value` (dotted keys reach into
+//! tables: `optimizer.lr=0.02`). The effective configuration is saved beside
+//! the checkpoints.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::optim::OptimizerConfig;
+use super::schedule::StepLr;
+use crate::nn::Arch;
+
+/// Step decay of the learning rate (the base rate is the optimizer's).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// Epochs between decays (0: never).
+    pub step_size: u64,
+    /// Factor of each decay.
+    pub gamma: f64,
+}
+
+/// One training job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// The net: `policy`, `playout`, `value`, `resnet-policy:BxF`, `resnet-value:BxF`.
+    pub net: String,
+    /// Dataset folder written by `go-train prepare`.
+    pub data: PathBuf,
+    /// Checkpoint folder.
+    pub out: PathBuf,
+    /// Passes over the training split.
+    pub epochs: u64,
+    /// Positions per batch.
+    pub batch: usize,
+    /// Seed of the initial weights and of the batch order.
+    pub seed: u64,
+    /// `auto` (a GPU when built with CUDA and one is present), `cpu`, `cuda`, `cuda:N`.
+    pub device: String,
+    /// CPU threads (0: one per core).
+    #[serde(default)]
+    pub threads: usize,
+    /// A random symmetry of the board for every training position.
+    pub symmetries: bool,
+    /// Batches per epoch at most (0: the whole split): for runs that must
+    /// fit in a time budget.
+    #[serde(default)]
+    pub steps_per_epoch: u64,
+    /// Validation positions per epoch at most (0: the whole split).
+    #[serde(default)]
+    pub validation_positions: u64,
+    pub optimizer: OptimizerConfig,
+    pub schedule: Schedule,
+}
+
+impl TrainConfig {
+    /// Reads `path` and applies `overrides` (`key=value`, the value in TOML
+    /// syntax or a bare string). Errors name the file or the override.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<TrainConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the config", path.display()))?;
+        let mut table: toml::Table = text.parse().with_context(|| format!("{}: not valid TOML", path.display()))?;
+        for o in overrides {
+            apply_override(&mut table, o)?;
+        }
+        let config: TrainConfig = toml::Value::Table(table)
+            .try_into()
+            .with_context(|| format!("{}: not a valid training config (with overrides {overrides:?})", path.display()))?;
+        config.check().with_context(|| format!("{}", path.display()))?;
+        Ok(config)
+    }
+
+    /// The net to build.
+    pub fn arch(&self) -> Result<Arch> {
+        self.net.parse()
+    }
+
+    /// The learning-rate schedule.
+    pub fn step_lr(&self) -> StepLr {
+        let base_lr = match self.optimizer {
+            OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => lr,
+        };
+        StepLr { base_lr, step_size: self.schedule.step_size, gamma: self.schedule.gamma }
+    }
+
+    fn check(&self) -> Result<()> {
+        self.arch()?;
+        if self.batch == 0 || self.epochs == 0 {
+            bail!("batch and epochs must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML (what is saved beside the checkpoints).
+    pub fn to_toml(&self) -> Result<String> {
+        Ok(toml::to_string_pretty(self)?)
+    }
+}
+
+/// Sets `key=value` in `table`; dotted keys name nested tables.
+fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
+    let (key, raw) = assignment
+        .split_once('=')
+        .with_context(|| format!("override {assignment:?}: expected key=value, e.g. optimizer.lr=0.02"))?;
+    // A TOML literal (number, boolean, quoted string), else a bare string.
+    let value = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut parts: Vec<&str> = key.trim().split('.').collect();
+    let last = parts.pop().filter(|k| !k.is_empty()).with_context(|| format!("override {assignment:?}: empty key"))?;
+    let mut current = table;
+    for part in parts {
+        current = current
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .with_context(|| format!("override {assignment:?}: {part} is not a table"))?;
+    }
+    current.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &str = r#"
+        net = "policy"
+        data = "datasets/kgs"
+        out = "checkpoints/policy"
+        epochs = 30
+        batch = 100
+        seed = 1
+        device = "auto"
+        symmetries = true
+        [optimizer]
+        kind = "sgd"
+        lr = 0.01
+        momentum = 0.9
+        weight_decay = 0.0
+        [schedule]
+        step_size = 15
+        gamma = 0.1
+    "#;
+
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn overrides_reach_any_setting() {
+        let (_d, path) = write(POLICY);
+        let c = TrainConfig::load(&path, &["optimizer.lr=0.02".into(), "epochs=3".into(), "device=cpu".into()]).unwrap();
+        assert_eq!(c.epochs, 3);
+        assert_eq!(c.device, "cpu");
+        assert_eq!(c.step_lr().base_lr, 0.02);
+        assert_eq!(c.step_lr().lr(15), 0.02 * 0.1);
+        // The saved form reads back the same.
+        let (_d2, saved) = write(&c.to_toml().unwrap());
+        assert_eq!(TrainConfig::load(&saved, &[]).unwrap(), c);
+    }
+
+    #[test]
+    fn bad_configs_name_the_file_and_the_reason() {
+        let (_d, path) = write("net = \"policy\"\nepochs = 1\n");
+        let err = format!("{:#}", TrainConfig::load(&path, &[]).unwrap_err());
+        assert!(err.contains("job.toml") && err.contains("missing field"), "{err}");
+        let (_d, path) = write(&POLICY.replace("\"policy\"", "\"polcy\""));
+        let err = format!("{:#}", TrainConfig::load(&path, &[]).unwrap_err());
+        assert!(err.contains("job.toml") && err.contains("polcy"), "{err}");
+        let (_d, path) = write(&format!("{POLICY}\nbogus = 1\n"));
+        assert!(format!("{:#}", TrainConfig::load(&path, &[]).unwrap_err()).contains("bogus"));
+        let (_d, path) = write(POLICY);
+        assert!(TrainConfig::load(&path, &["lr".into()]).is_err());
+    }
+}

@@ -1,0 +1,202 @@
+//! The training loop shared by `train-policy`, `train-playout` and
+//! `train-value`: epochs of shuffled batches, a validation pass, metrics,
+//! and a checkpoint after every epoch.
+//!
+//! Checkpoint folder layout:
+//!
+//! | path | what |
+//! |---|---|
+//! | `config.toml` | the effective configuration |
+//! | `last/` | weights, optimizer state and training state after the last epoch |
+//! | `best.safetensors` | weights of the epoch with the best validation accuracy |
+//! | `metrics.jsonl`, `metrics.svg` | metrics per epoch, and their plot |
+//!
+//! Resuming is exact on CPU: the initial weights come from the seed, the
+//! batches of an epoch from (seed, epoch), and the optimizer state from the
+//! checkpoint, so a run killed and resumed ends with the same weights as one
+//! that never stopped.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+
+use super::checkpoint::{self, TrainState};
+use super::config::TrainConfig;
+use super::evaluate::{batch_tensors, evaluate, Tally};
+use super::metrics::{self, EpochMetrics};
+use super::optim::Optimizer;
+use crate::dataset::{BatchOptions, Dataset, Split};
+use crate::nn::{Model, Output};
+use crate::progress::Progress;
+
+/// The device a config names; `auto` takes the first GPU when go-train was
+/// built with CUDA and one answers, else the CPU.
+pub fn config_device(spec: &str) -> Result<Device> {
+    match spec {
+        "auto" => Ok(crate::nn::device("cuda").unwrap_or(Device::Cpu)),
+        other => crate::nn::device(other),
+    }
+}
+
+/// How a run begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A fresh run; refuses a folder that already holds a checkpoint.
+    Fresh,
+    /// A fresh run that replaces whatever the folder holds.
+    Overwrite,
+    /// Continue from the folder's last checkpoint (a fresh run if none).
+    Resume,
+}
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub epochs: Vec<EpochMetrics>,
+    /// Whether the run had nothing left to do.
+    pub already_done: bool,
+}
+
+/// Trains as `config` says; `show_progress` draws bars on a terminal.
+pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<Summary> {
+    let out = &config.out;
+    let last = out.join("last");
+    let device = config_device(&config.device)?;
+    let dataset = Dataset::open(&config.data)?;
+    let model = Model::new(config.arch()?, &device, config.seed)?;
+    let mut optimizer = config.optimizer.build(model.parameters());
+    let has_checkpoint = last.join(checkpoint::STATE_FILE).exists();
+    let mut state = match (start, has_checkpoint) {
+        (Start::Resume, true) => {
+            check_same_job(out, config)?;
+            checkpoint::load(&last, &model, optimizer.as_mut())?
+        }
+        (Start::Fresh, true) => bail!(
+            "{} already holds a checkpoint: use --resume to continue it, or --force to start over",
+            out.display()
+        ),
+        _ => TrainState::default(),
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::write(out.join("config.toml"), config.to_toml()?).with_context(|| format!("writing {}/config.toml", out.display()))?;
+    let mut history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
+    if state.epoch >= config.epochs {
+        return Ok(Summary { epochs: history, already_done: true });
+    }
+
+    let value_net = model.output() == Output::WinProb;
+    let schedule = config.step_lr();
+    for epoch in state.epoch..config.epochs {
+        let started = Instant::now();
+        let lr = schedule.lr(epoch);
+        optimizer.set_learning_rate(lr);
+        let options = BatchOptions {
+            batch_size: config.batch,
+            seed: config.seed,
+            epoch,
+            shuffle: true,
+            symmetries: config.symmetries,
+            value_only: value_net,
+            drop_last: true,
+            ..BatchOptions::default()
+        };
+        let positions = if value_net { dataset.value_len(Split::Train) } else { dataset.split_len(Split::Train) };
+        let mut total = positions / config.batch as u64;
+        if config.steps_per_epoch > 0 {
+            total = total.min(config.steps_per_epoch);
+        }
+        let label = format!("epoch {}/{}", epoch + 1, config.epochs);
+        let progress = if show_progress { Progress::new(&label, total * config.batch as u64, "positions") } else { Progress::hidden() };
+        let train = train_epoch(&model, optimizer.as_mut(), &dataset, &options, total, &progress, &mut state)?;
+        progress.finish();
+        let trained_for = started.elapsed().as_secs_f64();
+        let validation = evaluate(&model, &dataset, Split::Validation, 500, config.validation_positions)?;
+        let metrics = EpochMetrics {
+            epoch: epoch + 1,
+            step: state.step,
+            lr,
+            samples_per_second: train.positions as f64 / trained_for,
+            seconds: started.elapsed().as_secs_f64(),
+            train,
+            validation,
+        };
+        state.epoch = epoch + 1;
+        // Metrics before the checkpoint: after a crash between the two, the
+        // resumed run redoes this epoch and replaces its line.
+        history.push(metrics.clone());
+        metrics::write(out, &history)?;
+        let key = EpochMetrics::key_accuracy(&metrics.validation);
+        if state.best_metric.is_none_or(|best| key > best) {
+            state.best_metric = Some(key);
+            checkpoint::save_weights(&out.join("best.safetensors"), &model)?;
+        }
+        checkpoint::save(&last, &model, optimizer.as_ref(), &state)?;
+        log_epoch(&metrics);
+    }
+    Ok(Summary { epochs: history, already_done: false })
+}
+
+/// One pass over the training batches; returns the training scores.
+fn train_epoch(
+    model: &Model,
+    optimizer: &mut dyn Optimizer,
+    dataset: &Dataset,
+    options: &BatchOptions,
+    steps: u64,
+    progress: &Progress,
+    state: &mut TrainState,
+) -> Result<super::evaluate::Scores> {
+    let mut tally = Tally::new(model.output());
+    let batches = dataset.batches(Split::Train, options).prefetch(2);
+    for batch in batches.take(steps as usize) {
+        let batch = batch?;
+        let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
+        let pred = model.forward(&x, true)?;
+        let loss = model.output().loss(&pred, &target)?;
+        let grads = loss.backward()?;
+        optimizer.step(&grads)?;
+        state.step += 1;
+        let loss = loss.to_scalar::<f32>()? as f64;
+        if !loss.is_finite() {
+            bail!("the loss became {loss} at step {}: lower the learning rate", state.step);
+        }
+        tally.add(&pred, &batch, loss)?;
+        progress.inc(batch.len as u64);
+        progress.set_message(format!("loss {:.3}", tally.scores().loss));
+    }
+    Ok(tally.scores())
+}
+
+/// Refuses to resume a checkpoint made for another net or dataset.
+fn check_same_job(out: &Path, config: &TrainConfig) -> Result<()> {
+    let saved_path = out.join("config.toml");
+    let Ok(saved) = TrainConfig::load(&saved_path, &[]) else { return Ok(()) };
+    if saved.net != config.net || saved.seed != config.seed || saved.batch != config.batch {
+        bail!(
+            "{}: the checkpoint was made with net {}, seed {}, batch {}; this run asks for net {}, seed {}, batch {}",
+            saved_path.display(),
+            saved.net,
+            saved.seed,
+            saved.batch,
+            config.net,
+            config.seed,
+            config.batch
+        );
+    }
+    Ok(())
+}
+
+fn log_epoch(m: &EpochMetrics) {
+    let v = &m.validation;
+    let detail = match (v.top1, v.top5, v.accuracy) {
+        (Some(t1), Some(t5), _) => format!("top-1 {:.1}%, top-5 {:.1}%", 100.0 * t1, 100.0 * t5),
+        (_, _, Some(acc)) => format!("accuracy {:.1}% (MSE baseline 0.25)", 100.0 * acc),
+        _ => String::new(),
+    };
+    eprintln!(
+        "epoch {}: lr {:.4}, train loss {:.4}, validation loss {:.4}, {detail}, {:.0} positions/s, {:.0} s",
+        m.epoch, m.lr, m.train.loss, v.loss, m.samples_per_second, m.seconds
+    );
+}

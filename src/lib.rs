@@ -3,5 +3,6 @@
 
 pub mod features;
 pub mod go;
+pub mod nn;
 pub mod search;
 pub mod sgf;

@@ -6,3 +6,4 @@ pub mod go;
 pub mod nn;
 pub mod search;
 pub mod sgf;
+pub mod train;

@@ -8,9 +8,11 @@ use clap::{Parser, Subcommand};
 use go_train::go::{Board, Game, Rules};
 use go_train::search::random::{playout, RandomAgent};
 
+mod train;
+
 /// Measure the speed of go-train's parts on this machine.
 #[derive(Parser)]
-#[command(after_help = "Examples:\n  go-train bench playouts\n  go-train bench playouts --size 9 --seconds 5")]
+#[command(after_help = "Examples:\n  go-train bench playouts\n  go-train bench playouts --size 9 --seconds 5\n  go-train bench train --net policy --batch 100")]
 pub struct Args {
     #[command(subcommand)]
     what: What,
@@ -30,11 +32,39 @@ enum What {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Training speed of the nets: forward, backward and optimizer step on
+    /// random planes (30% ones) and random targets, as
+    /// shared/bench/torch_seed_nets.py measures PyTorch.
+    Train(TrainArgs),
+}
+
+#[derive(clap::Args)]
+struct TrainArgs {
+    /// Which net: policy, playout, value, all (the three), or a residual
+    /// net such as resnet-policy:6x64.
+    #[arg(long, default_value = "all")]
+    net: String,
+    /// Samples per training step.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// How long to train each net.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// CPU threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of the weights and the data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 pub fn run(args: Args) -> Result<()> {
     match args.what {
         What::Playouts { size, seconds, seed } => playouts(size, seconds, seed),
+        What::Train(args) => train::run(args),
     }
 }
 

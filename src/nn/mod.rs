@@ -260,8 +260,37 @@ pub fn init_threads(threads: Option<usize>) -> anyhow::Result<usize> {
     rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("cannot size the thread pool")?;
     // candle sizes its gemm calls from this variable; keep it in step.
     std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    // candle runs large element-wise ops on a pool of its own whose workers
+    // spin while waiting; beside rayon's threads that oversubscribes the
+    // cores (on 2 cores it cost a third of the playout net's speed). The
+    // fused kernels do the heavy work on rayon, so keep candle's pool empty.
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+    keep_freed_memory();
     Ok(n)
 }
+
+/// Every training step allocates and frees the same few-megabyte
+/// activation buffers. glibc serves such sizes with fresh `mmap`s, so each
+/// step paid for page faults and zeroing pages (a tenth of the playout
+/// net's time); raising the thresholds lets freed memory be reused.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory() {
+    // glibc's ceiling for the mmap threshold on 64-bit systems; larger
+    // buffers still get their own mappings.
+    const MMAP_LIMIT: libc::c_int = 32 << 20;
+    const TRIM_LIMIT: libc::c_int = 1 << 30;
+    // SAFETY: mallopt only changes allocator tuning; called before the
+    // heavy allocations start. A refused value leaves the default.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_LIMIT);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_LIMIT);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_freed_memory() {}
 
 /// Creates variables in a `VarMap` as `VarBuilder::from_varmap` does, but
 /// draws random initial values from a seeded generator: candle's CPU

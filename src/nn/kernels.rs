@@ -117,7 +117,7 @@ thread_local! {
 
 /// Runs `f` on this thread's scratch buffer, grown to `len` floats.
 /// `f` must not itself call `with_scratch` (it only runs im2col and gemm).
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+pub(super) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     SCRATCH.with(|s| {
         let mut buf = s.borrow_mut();
         if buf.len() < len {
@@ -196,6 +196,14 @@ const GROUP: usize = 4;
 /// matrix, one product, then the result is scattered back to NCHW with bias
 /// and ReLU applied on the way.
 pub fn conv_forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]>, relu: bool) -> Vec<f32> {
+    match super::direct::conv_forward(g, x, weight, bias, relu) {
+        Some(y) => y,
+        None => conv_forward_gemm(g, x, weight, bias, relu),
+    }
+}
+
+/// [`conv_forward`] by im2col and gemm, for CPUs without AVX-512.
+pub(super) fn conv_forward_gemm(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]>, relu: bool) -> Vec<f32> {
     let (points, patch) = (g.points(), g.patch());
     assert_eq!(x.len(), g.batch * g.c_in * points, "conv input has the wrong size");
     let wmat = Mat::row_major(weight, g.c_out, patch);
@@ -212,16 +220,22 @@ pub fn conv_forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]
             matmul(out, wmat, Mat::row_major(cols, patch, width), false);
             for (j, yb) in yg.chunks_exact_mut(g.c_out * points).enumerate() {
                 for (co, dst) in yb.chunks_exact_mut(points).enumerate() {
-                    let src = &out[co * width + j * points..][..points];
-                    let b = bias.map_or(0.0, |b| b[co]);
-                    for (d, &s) in dst.iter_mut().zip(src) {
-                        *d = if relu { (s + b).max(0.0) } else { s + b };
-                    }
+                    finish_plane(dst, &out[co * width + j * points..], g.w, g.w, bias.map_or(0.0, |b| b[co]), relu);
                 }
             }
         });
     });
     y
+}
+
+/// Writes one output plane from a result whose rows are `stride` apart:
+/// `dst[y·w + x] = src[y·stride + x] + b`, then ReLU when `relu`.
+pub(super) fn finish_plane(dst: &mut [f32], src: &[f32], w: usize, stride: usize, b: f32, relu: bool) {
+    for (d_row, s_row) in dst.chunks_exact_mut(w).zip(src.chunks(stride)) {
+        for (d, &s) in d_row.iter_mut().zip(s_row) {
+            *d = if relu { (s + b).max(0.0) } else { s + b };
+        }
+    }
 }
 
 /// `dy` where the ReLU output `y` is positive, else 0: the gradient before
@@ -249,33 +263,31 @@ pub struct ConvGrads {
 /// Backward convolution, given the gradient `dy` of the convolution's output
 /// (before any ReLU: callers apply [`relu_backward`] first).
 ///
-/// * kernel: `dW = Σ_b dy[b] · patches(x[b])ᵀ`, each thread summing its own
+/// * kernel: `dW = Σ_b dy[b] · patches(x[b])ᵀ` (directly with AVX-512, else
+///   by im2col and gemm), each thread summing its own
 ///   contiguous share of the batch, the shares then added in order, so the
 ///   result does not depend on scheduling;
 /// * input: a convolution of `dy` with the kernel flipped in space and with
 ///   in/out channels swapped, run by [`conv_forward`] itself.
 pub fn conv_backward(g: &ConvGeom, x: &[f32], weight: &[f32], dy: &[f32], need_dx: bool) -> ConvGrads {
-    let (points, patch) = (g.points(), g.patch());
+    let points = g.points();
     assert_eq!(dy.len(), g.batch * g.c_out * points, "conv output gradient has the wrong size");
     let shares = rayon::current_num_threads().clamp(1, g.batch.max(1));
     let per_share = g.batch.div_ceil(shares).max(1);
     let partial: Vec<(Vec<f32>, Vec<f32>)> = (0..shares)
         .into_par_iter()
         .map(|share| {
-            let mut dw = vec![0.0f32; g.c_out * patch];
+            let samples = share * per_share..((share + 1) * per_share).min(g.batch);
             let mut db = vec![0.0f32; g.c_out];
-            let end = ((share + 1) * per_share).min(g.batch);
-            for b in share * per_share..end {
-                let dyb = &dy[b * g.c_out * points..][..g.c_out * points];
-                let xb = &x[b * g.c_in * points..][..g.c_in * points];
-                for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(points)) {
-                    *acc += row.iter().sum::<f32>();
-                }
-                with_scratch(if g.k == 1 { 0 } else { patch * points }, |scratch| {
-                    let cols = patches(g, xb, scratch);
-                    matmul(&mut dw, Mat::row_major(dyb, g.c_out, points), cols.t(), b > share * per_share);
-                });
+            let planes = &dy[samples.start * g.c_out * points..samples.end * g.c_out * points];
+            // Planes cycle through the channels, sample after sample.
+            for (i, plane) in planes.chunks_exact(points).enumerate() {
+                db[i % g.c_out] += plane.iter().sum::<f32>();
             }
+            let dw = match super::direct::weight_grad(g, x, dy, samples.clone()) {
+                Some(dw) => dw,
+                None => weight_grad_gemm(g, x, dy, samples),
+            };
             (dw, db)
         })
         .collect();
@@ -287,6 +299,21 @@ pub fn conv_backward(g: &ConvGeom, x: &[f32], weight: &[f32], dy: &[f32], need_d
     }
     let dx = need_dx.then(|| conv_forward(&g.reversed(), dy, &flip_transpose(g, weight), None, false));
     ConvGrads { dx, dweight, dbias }
+}
+
+/// `Σ dy[b] · patches(x[b])ᵀ` over `samples`, by im2col and gemm.
+pub(super) fn weight_grad_gemm(g: &ConvGeom, x: &[f32], dy: &[f32], samples: std::ops::Range<usize>) -> Vec<f32> {
+    let (points, patch) = (g.points(), g.patch());
+    let mut dw = vec![0.0f32; g.c_out * patch];
+    for b in samples {
+        let dyb = &dy[b * g.c_out * points..][..g.c_out * points];
+        let xb = &x[b * g.c_in * points..][..g.c_in * points];
+        with_scratch(if g.k == 1 { 0 } else { patch * points }, |scratch| {
+            let cols = patches(g, xb, scratch);
+            matmul(&mut dw, Mat::row_major(dyb, g.c_out, points), cols.t(), true);
+        });
+    }
+    dw
 }
 
 fn add_assign(acc: &mut [f32], v: &[f32]) {

@@ -23,6 +23,7 @@
 //! `running_mean`, `running_var` (channels). Names ending in
 //! `running_mean`/`running_var` are statistics, not trained ([`is_statistic`]).
 
+mod direct;
 pub mod kernels;
 pub mod layers;
 pub mod playout;

@@ -82,7 +82,7 @@ impl Conv {
     /// A k×k convolution from `c_in` to `c_out` channels, with a learned bias
     /// when `bias`, followed by a ReLU when `relu`.
     pub fn new(vb: VarBuilder, c_in: usize, c_out: usize, k: usize, bias: bool, relu: bool) -> Result<Conv> {
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             candle_core::bail!("{}: same-padding convolutions need an odd kernel size, not {k}", vb.prefix());
         }
         let init = torch_default_init(c_in * k * k);

@@ -24,7 +24,7 @@
 //! `running_mean`/`running_var` are statistics, not trained ([`is_statistic`]).
 
 mod direct;
-pub mod kernels;
+mod kernels;
 pub mod layers;
 pub mod playout;
 pub mod policy;

@@ -14,10 +14,11 @@
 //!
 //! Weights save as safetensors with plain f32 tensors under dotted names,
 //! the names PyTorch's `state_dict` uses for the same layers, so
-//! `model.load_state_dict(safetensors.torch.load_file(path), strict=False)`
-//! loads them into the nets of `torch_seed_nets.py` (`strict=False` only
-//! because PyTorch's batch norm also has an integer `num_batches_tracked`,
-//! which is not stored). Each net's module documents its names: conv layers
+//! `model.load_state_dict(safetensors.torch.load_file(path))` loads them
+//! into the nets of `torch_seed_nets.py` (checked: no missing or unexpected
+//! keys, and the same outputs to 5e-7; PyTorch's batch norm fills in its
+//! `num_batches_tracked` counter, which is not stored). Each net's module
+//! documents its names: conv layers
 //! have `weight` (c_out, c_in, k, k) and `bias` (c_out), linear layers
 //! `weight` (out, in) and `bias` (out), batch norms `weight`, `bias`,
 //! `running_mean`, `running_var` (channels). Names ending in

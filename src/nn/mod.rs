@@ -10,6 +10,10 @@
 //! order, then pass — with occupied points masked out; value nets give the
 //! probability (batch) that the side to move wins.
 //!
+//! Programs that train or run nets on the CPU should call [`init_threads`]
+//! once at start-up: it sizes the thread pool and tunes what the fused CPU
+//! kernels depend on for speed.
+//!
 //! # Tensor names
 //!
 //! Weights save as safetensors with plain f32 tensors under dotted names,

@@ -4,7 +4,9 @@
 pub mod dataset;
 pub mod features;
 pub mod go;
-pub mod progress;
 pub mod gtp;
+pub mod nn;
+pub mod progress;
 pub mod search;
 pub mod sgf;
+pub mod train;

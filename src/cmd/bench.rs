@@ -14,6 +14,8 @@ use go_train::go::{Board, Game, Rules};
 use go_train::progress::Progress;
 use go_train::search::random::{playout, RandomAgent};
 
+mod train;
+
 /// Measure the speed of go-train's parts on this machine.
 #[derive(Parser)]
 #[command(after_help = "Examples:
@@ -21,7 +23,8 @@ use go_train::search::random::{playout, RandomAgent};
   go-train bench playouts --size 9 --seconds 5
   go-train bench prepare --data ../shared/datasets/kgs-6d
   go-train bench reader --data datasets/kgs
-  go-train bench reader --data datasets/kgs --split validation --threads 4 --seconds 5")]
+  go-train bench reader --data datasets/kgs --split validation --threads 4 --seconds 5
+  go-train bench train --net policy --batch 100")]
 pub struct Args {
     #[command(subcommand)]
     what: What,
@@ -75,6 +78,33 @@ enum What {
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
     },
+    /// Training speed of the nets: forward, backward and optimizer step on
+    /// random planes (30% ones) and random targets, as
+    /// shared/bench/torch_seed_nets.py measures PyTorch.
+    Train(TrainArgs),
+}
+
+#[derive(clap::Args)]
+struct TrainArgs {
+    /// Which net: policy, playout, value, all (the three), or a residual
+    /// net such as resnet-policy:6x64.
+    #[arg(long, default_value = "all")]
+    net: String,
+    /// Samples per training step.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// How long to train each net.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// CPU threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of the weights and the data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -82,6 +112,7 @@ pub fn run(args: Args) -> Result<()> {
         What::Prepare { data, out, threads } => prepare(&data, out, threads),
         What::Playouts { size, seconds, seed, playouts: count } => playouts(size, seconds, seed, count),
         What::Reader { data, split, threads, seconds } => reader(&data, split, threads, seconds),
+        What::Train(args) => train::run(args),
     }
 }
 

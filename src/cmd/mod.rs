@@ -5,6 +5,7 @@ mod dataset;
 mod filter;
 mod prepare;
 mod show;
+mod train;
 
 use std::path::PathBuf;
 
@@ -29,6 +30,12 @@ enum Command {
     Filter(filter::Args),
     Prepare(prepare::Args),
     Show(show::Args),
+    /// Train the seed's policy net (or any net, by config).
+    TrainPolicy(train::Args),
+    /// Train the fast playout (rollout) net.
+    TrainPlayout(train::Args),
+    /// Train the value net.
+    TrainValue(train::Args),
     Dataset(dataset::Args),
     Bench(bench::Args),
 }
@@ -38,6 +45,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Filter(args) => filter::run(args),
         Command::Prepare(args) => prepare::run(args),
         Command::Show(args) => show::run(args),
+        Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
+        Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),
+        Command::TrainValue(args) => train::run(train::Kind::Value, args),
         Command::Dataset(args) => dataset::run(args),
         Command::Bench(args) => bench::run(args),
     }

@@ -1,0 +1,120 @@
+//! `go-train bench train`: training samples per second of the nets, the
+//! figure compared with PyTorch in docs/bench-train.md.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use candle_core::{Device, Tensor};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use go_train::features::PLANES;
+use go_train::nn::{self, Arch, Model, Output, BOARD, MOVES};
+use go_train::train::optim::OptimizerConfig;
+use go_train::train::train_step;
+
+use super::TrainArgs;
+
+/// Untimed steps first: they allocate buffers and warm caches.
+const WARMUP_STEPS: usize = 3;
+/// Fraction of ones in the random planes (as in torch_seed_nets.py).
+const ONES: f64 = 0.3;
+
+pub fn run(args: TrainArgs) -> Result<()> {
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let threads = nn::init_threads(args.threads)?;
+    let device = nn::device(&args.device)?;
+    let archs = match args.net.as_str() {
+        "all" => vec![Arch::Policy, Arch::Playout, Arch::Value],
+        name => vec![name.parse()?],
+    };
+    let mut rng = Pcg64Mcg::seed_from_u64(args.seed);
+    for arch in archs {
+        let model = Model::new(arch, &device, args.seed)?;
+        // The optimizers of torch_seed_nets.py.
+        let config = match model.output() {
+            Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),
+            Output::WinProb => OptimizerConfig::adam(0.001),
+        };
+        let mut opt = config.build(model.parameters());
+        let x = random_planes(&mut rng, args.batch, &device)?;
+        let y = random_targets(&mut rng, model.output(), args.batch, &device)?;
+        for _ in 0..WARMUP_STEPS {
+            train_step(&model, opt.as_mut(), &x, &y)?;
+        }
+        let budget = Duration::from_secs_f64(args.seconds);
+        let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
+        // train_step reads the loss back, which waits for a GPU to finish.
+        while steps < WARMUP_STEPS || start.elapsed() < budget {
+            train_step(&model, opt.as_mut(), &x, &y)?;
+            steps += 1;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let cpu = cpu_time() - cpu_start;
+        let x1 = x.narrow(0, 0, 1)?;
+        let single = time_per_call(budget / 4, || model.forward(&x1, false).map(|_| ()))?;
+        println!(
+            "{}: {:.0} samples/s training ({}, batch {}, threads {threads}, {steps} steps in {secs:.1} s, \
+             CPU {cpu:.1} s); forward at batch 1: {:.0} µs",
+            name(arch),
+            (steps * args.batch) as f64 / secs,
+            args.device,
+            args.batch,
+            single.as_secs_f64() * 1e6,
+        );
+    }
+    Ok(())
+}
+
+fn name(arch: Arch) -> String {
+    match arch {
+        Arch::Policy => "policy".into(),
+        Arch::Playout => "playout".into(),
+        Arch::Value => "value".into(),
+        Arch::ResNet(c) => format!("resnet-{:?}:{}x{}", c.head, c.blocks, c.filters).to_lowercase(),
+    }
+}
+
+/// Planes of 0/1 with [`ONES`] ones.
+fn random_planes(rng: &mut Pcg64Mcg, batch: usize, device: &Device) -> Result<Tensor> {
+    let data: Vec<f32> = (0..batch * PLANES * BOARD * BOARD).map(|_| rng.random_bool(ONES) as u8 as f32).collect();
+    Ok(Tensor::from_vec(data, (batch, PLANES, BOARD, BOARD), device)?)
+}
+
+/// Random move indices or random game results.
+fn random_targets(rng: &mut Pcg64Mcg, output: Output, batch: usize, device: &Device) -> Result<Tensor> {
+    Ok(match output {
+        Output::MoveLogProbs => {
+            Tensor::from_vec((0..batch).map(|_| rng.random_range(0..MOVES as u32)).collect::<Vec<_>>(), batch, device)?
+        }
+        Output::WinProb => {
+            Tensor::from_vec((0..batch).map(|_| rng.random_bool(0.5) as u8 as f32).collect::<Vec<_>>(), batch, device)?
+        }
+    })
+}
+
+/// Mean time of `f` over about `budget`.
+fn time_per_call(budget: Duration, mut f: impl FnMut() -> candle_core::Result<()>) -> Result<Duration> {
+    f()?;
+    let (mut calls, start) = (0u32, Instant::now());
+    while calls < 3 || start.elapsed() < budget {
+        f()?;
+        calls += 1;
+    }
+    Ok(start.elapsed() / calls)
+}
+
+/// CPU time (user + system) this process has used, in seconds. Printed
+/// beside the wall time: on a shared machine, CPU time well under
+/// threads × wall time means the run was starved and its rate is low.
+fn cpu_time() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return f64::NAN;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}

@@ -1,0 +1,445 @@
+//! The layers the nets are made of: convolution (with optional bias and
+//! ReLU), batch norm (with optional ReLU) and linear.
+//!
+//! On the CPU with f32 data, convolution and batch norm run as candle custom
+//! ops over the kernels in [`super::kernels`], fusing bias, normalisation and
+//! ReLU into the matrix passes. Elsewhere (CUDA) they fall back to candle's
+//! own ops, which is also the reference the fused ops are tested against.
+
+use candle_core::{
+    CpuStorage, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var,
+    D,
+};
+use candle_nn::{Init, Module, VarBuilder};
+
+use super::kernels::{self, ConvGeom, Norm, Planes};
+
+/// Whether the fused CPU kernels can run on `x`.
+fn fused(x: &Tensor) -> bool {
+    x.device().is_cpu() && x.dtype() == DType::F32
+}
+
+/// The contiguous f32 data of a CPU storage seen through `layout`.
+fn cpu_slice<'a>(s: &'a CpuStorage, layout: &Layout, what: &str) -> Result<&'a [f32]> {
+    let data = s.as_slice::<f32>()?;
+    match layout.contiguous_offsets() {
+        Some((start, end)) => Ok(&data[start..end]),
+        None => candle_core::bail!("{what}: the fused CPU kernel needs contiguous data"),
+    }
+}
+
+/// Read access to a CPU tensor's data, for backward passes (which get
+/// tensors, not storages). Holds the storage's read lock while alive.
+struct CpuView<'a> {
+    storage: StorageRef<'a>,
+    layout: &'a Layout,
+}
+
+impl<'a> CpuView<'a> {
+    fn new(t: &'a Tensor) -> CpuView<'a> {
+        let (storage, layout) = t.storage_and_layout();
+        CpuView { storage, layout }
+    }
+
+    fn slice(&self, what: &str) -> Result<&[f32]> {
+        match &*self.storage {
+            Storage::Cpu(s) => cpu_slice(s, self.layout, what),
+            _ => candle_core::bail!("{what}: the fused kernel runs on the CPU only"),
+        }
+    }
+}
+
+fn cpu_tensor<S: Into<Shape>>(data: Vec<f32>, shape: S) -> Result<Tensor> {
+    Tensor::from_vec(data, shape, &Device::Cpu)
+}
+
+/// PyTorch's default initialisation for conv and linear layers: weight and
+/// bias uniform in ±1/√fan_in. Kept so that nets start as the seed's did.
+fn torch_default_init(fan_in: usize) -> Init {
+    let bound = 1.0 / (fan_in as f64).sqrt();
+    Init::Uniform { lo: -bound, up: bound }
+}
+
+/// A same-padding k×k convolution with stride 1, on NCHW input.
+///
+/// Tensors: `weight` (c_out, c_in, k, k) and, if it has one, `bias` (c_out).
+#[derive(Clone, Debug)]
+pub struct Conv {
+    /// Kernel, (c_out, c_in, k, k).
+    weight: Tensor,
+    /// Bias, or zeros (a constant, not a variable) when the layer has none,
+    /// so the fused op always has three arguments.
+    bias: Tensor,
+    /// Whether `bias` is a learned variable.
+    has_bias: bool,
+    /// Kernel side.
+    k: usize,
+    /// Whether a ReLU follows (fused into the op).
+    relu: bool,
+}
+
+impl Conv {
+    /// A k×k convolution from `c_in` to `c_out` channels, with a learned bias
+    /// when `bias`, followed by a ReLU when `relu`.
+    pub fn new(vb: VarBuilder, c_in: usize, c_out: usize, k: usize, bias: bool, relu: bool) -> Result<Conv> {
+        if k.is_multiple_of(2) {
+            candle_core::bail!("{}: same-padding convolutions need an odd kernel size, not {k}", vb.prefix());
+        }
+        let init = torch_default_init(c_in * k * k);
+        let weight = vb.get_with_hints((c_out, c_in, k, k), "weight", init)?;
+        let bias_t = if bias {
+            vb.get_with_hints(c_out, "bias", init)?
+        } else {
+            Tensor::zeros(c_out, DType::F32, vb.device())?
+        };
+        Ok(Conv { weight, bias: bias_t, has_bias: bias, k, relu })
+    }
+
+    /// Applies the convolution to `x` (batch, c_in, h, w).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if fused(x) {
+            x.contiguous()?.apply_op3(&self.weight, &self.bias, ConvOp { k: self.k, relu: self.relu })
+        } else {
+            self.forward_reference(x)
+        }
+    }
+
+    /// Candle's own ops: the CUDA path, and the reference in tests.
+    fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
+        let mut y = x.conv2d(&self.weight, self.k / 2, 1, 1, 1)?;
+        if self.has_bias {
+            y = y.broadcast_add(&self.bias.reshape((1, (), 1, 1))?)?;
+        }
+        if self.relu {
+            y = y.relu()?;
+        }
+        Ok(y)
+    }
+}
+
+/// The fused convolution op: arguments (x, weight, bias).
+struct ConvOp {
+    k: usize,
+    relu: bool,
+}
+
+impl ConvOp {
+    fn geometry(&self, x: &Layout, w: &Layout) -> Result<ConvGeom> {
+        let (batch, c_in, h, wd) = x.shape().dims4()?;
+        let (c_out, wc_in, kh, kw) = w.shape().dims4()?;
+        if wc_in != c_in || kh != self.k || kw != self.k {
+            candle_core::bail!("conv: kernel {:?} does not fit input {:?}", w.shape(), x.shape());
+        }
+        Ok(ConvGeom { batch, c_in, c_out, k: self.k, h, w: wd })
+    }
+}
+
+impl CustomOp3 for ConvOp {
+    fn name(&self) -> &'static str {
+        "go-train-conv"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        ws: &CpuStorage,
+        wl: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let g = self.geometry(xl, wl)?;
+        let (x, w, b) = (cpu_slice(xs, xl, "conv input")?, cpu_slice(ws, wl, "conv kernel")?, cpu_slice(bs, bl, "conv bias")?);
+        let y = kernels::conv_forward(&g, x, w, Some(b), self.relu);
+        Ok((CpuStorage::F32(y), Shape::from((g.batch, g.c_out, g.h, g.w))))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        b: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let g = self.geometry(x.layout(), w.layout())?;
+        let dy = dy.contiguous()?;
+        let (xv, wv, yv, dyv) = (CpuView::new(x), CpuView::new(w), CpuView::new(y), CpuView::new(&dy));
+        let dy_raw = dyv.slice("conv output gradient")?;
+        let masked = if self.relu { Some(kernels::relu_backward(dy_raw, yv.slice("conv output")?)) } else { None };
+        // The net's input needs no gradient: skip the most expensive product.
+        let grads = kernels::conv_backward(
+            &g,
+            xv.slice("conv input")?,
+            wv.slice("conv kernel")?,
+            masked.as_deref().unwrap_or(dy_raw),
+            x.track_op(),
+        );
+        let dx = grads.dx.map(|d| cpu_tensor(d, x.shape())).transpose()?;
+        let dw = cpu_tensor(grads.dweight, w.shape())?;
+        let db = if b.track_op() { Some(cpu_tensor(grads.dbias, b.shape())?) } else { None };
+        Ok((dx, Some(dw), db))
+    }
+}
+
+/// Batch normalisation over the channels of NCHW input, optionally followed
+/// by a ReLU. Training mode normalises with the batch's statistics and
+/// updates the running averages (PyTorch's rule: momentum 0.1, unbiased
+/// variance); evaluation mode uses the running averages.
+///
+/// Tensors: `weight` (γ), `bias` (β), `running_mean`, `running_var`, all
+/// (channels). The running averages are variables only so that they are
+/// saved with the weights; they get no gradient.
+#[derive(Clone, Debug)]
+pub struct BatchNorm {
+    /// Scale γ.
+    weight: Tensor,
+    /// Shift β.
+    bias: Tensor,
+    /// Running mean, updated in training mode.
+    running_mean: Var,
+    /// Running (unbiased) variance, updated in training mode.
+    running_var: Var,
+    /// Whether a ReLU follows (fused into the op).
+    relu: bool,
+}
+
+/// Added to the variance before the square root, as in PyTorch.
+const BN_EPS: f64 = 1e-5;
+/// Weight of the new batch in the running averages, as in PyTorch.
+const BN_MOMENTUM: f64 = 0.1;
+
+impl BatchNorm {
+    /// Batch norm over `channels`, followed by a ReLU when `relu`.
+    pub fn new(vb: VarBuilder, channels: usize, relu: bool) -> Result<BatchNorm> {
+        let weight = vb.get_with_hints(channels, "weight", Init::Const(1.0))?;
+        let bias = vb.get_with_hints(channels, "bias", Init::Const(0.0))?;
+        let running_mean = Var::from_tensor(&vb.get_with_hints(channels, "running_mean", Init::Const(0.0))?)?;
+        let running_var = Var::from_tensor(&vb.get_with_hints(channels, "running_var", Init::Const(1.0))?)?;
+        Ok(BatchNorm { weight, bias, running_mean, running_var, relu })
+    }
+
+    /// Normalises `x` (batch, channels, h, w); `train` selects batch
+    /// statistics (and updates the running averages).
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        if !fused(x) {
+            return self.forward_reference(x, train);
+        }
+        let x = x.contiguous()?;
+        let p = planes(&x)?;
+        let (mean, var) = if train {
+            let (mean, var) = kernels::channel_stats(&p, CpuView::new(&x).slice("batch-norm input")?);
+            self.update_running(&cpu_tensor(mean.clone(), p.channels)?, &cpu_tensor(var.clone(), p.channels)?, &p)?;
+            (mean, var)
+        } else {
+            (self.running_mean.as_tensor().to_vec1()?, self.running_var.as_tensor().to_vec1()?)
+        };
+        let invstd = var.iter().map(|v| 1.0 / (v + BN_EPS as f32).sqrt()).collect();
+        x.apply_op3(&self.weight, &self.bias, BatchNormOp { mean, invstd, relu: self.relu, batch_stats: train })
+    }
+
+    /// Folds a batch's mean and biased variance into the running averages.
+    fn update_running(&self, mean: &Tensor, var: &Tensor, p: &Planes) -> Result<()> {
+        let n = p.per_channel() as f64;
+        let unbiased = if n > 1.0 { n / (n - 1.0) } else { 1.0 };
+        let blend = |old: &Var, new: &Tensor, scale: f64| -> Result<()> {
+            old.set(&((old.as_tensor() * (1.0 - BN_MOMENTUM))? + (new * (BN_MOMENTUM * scale))?)?)
+        };
+        blend(&self.running_mean, mean, 1.0)?;
+        blend(&self.running_var, var, unbiased)
+    }
+
+    /// Candle's own ops: the CUDA path, and the reference in tests.
+    fn forward_reference(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let per_channel = |t: &Tensor| t.reshape((1, (), 1, 1));
+        let (mean, var) = if train {
+            let mean = x.mean_keepdim(0)?.mean_keepdim(2)?.mean_keepdim(3)?;
+            let var = x.broadcast_sub(&mean)?.sqr()?.mean_keepdim(0)?.mean_keepdim(2)?.mean_keepdim(3)?;
+            self.update_running(&mean.flatten_all()?.detach(), &var.flatten_all()?.detach(), &planes(x)?)?;
+            (mean, var)
+        } else {
+            (per_channel(self.running_mean.as_tensor())?, per_channel(self.running_var.as_tensor())?)
+        };
+        let xhat = x.broadcast_sub(&mean)?.broadcast_div(&(var + BN_EPS)?.sqrt()?)?;
+        let y = xhat.broadcast_mul(&per_channel(&self.weight)?)?.broadcast_add(&per_channel(&self.bias)?)?;
+        if self.relu {
+            y.relu()
+        } else {
+            Ok(y)
+        }
+    }
+}
+
+fn planes(x: &Tensor) -> Result<Planes> {
+    let (batch, channels, h, w) = x.dims4()?;
+    Ok(Planes { batch, channels, points: h * w })
+}
+
+/// The fused batch-norm op: arguments (x, γ, β); the statistics it
+/// normalises with are fixed when the op is built.
+struct BatchNormOp {
+    mean: Vec<f32>,
+    invstd: Vec<f32>,
+    relu: bool,
+    batch_stats: bool,
+}
+
+impl CustomOp3 for BatchNormOp {
+    fn name(&self) -> &'static str {
+        "go-train-batch-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (batch, channels, h, w) = xl.shape().dims4()?;
+        let p = Planes { batch, channels, points: h * w };
+        let (gamma, beta) = (cpu_slice(gs, gl, "batch-norm weight")?, cpu_slice(bs, bl, "batch-norm bias")?);
+        if gamma.len() != channels || beta.len() != channels || self.mean.len() != channels {
+            candle_core::bail!("batch norm over {} channels got input {:?}", gamma.len(), xl.shape());
+        }
+        // y = γ(x−μ)/σ + β = x·scale + shift.
+        let scale: Vec<f32> = gamma.iter().zip(&self.invstd).map(|(g, s)| g * s).collect();
+        let shift: Vec<f32> = beta.iter().zip(&scale).zip(&self.mean).map(|((b, s), m)| b - m * s).collect();
+        let y = kernels::channel_affine(&p, cpu_slice(xs, xl, "batch-norm input")?, &scale, &shift, self.relu);
+        Ok((CpuStorage::F32(y), xl.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        gamma: &Tensor,
+        _beta: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let p = planes(x)?;
+        let dy = dy.contiguous()?;
+        let (xv, gv, yv, dyv) = (CpuView::new(x), CpuView::new(gamma), CpuView::new(y), CpuView::new(&dy));
+        let norm =
+            Norm { mean: &self.mean, invstd: &self.invstd, gamma: gv.slice("batch-norm weight")?, batch_stats: self.batch_stats };
+        let relu_out = if self.relu { Some(yv.slice("batch-norm output")?) } else { None };
+        let g = kernels::batch_norm_backward(&p, xv.slice("batch-norm input")?, dyv.slice("batch-norm gradient")?, relu_out, &norm);
+        let dx = if x.track_op() { Some(cpu_tensor(g.dx, x.shape())?) } else { None };
+        Ok((dx, Some(cpu_tensor(g.dgamma, p.channels)?), Some(cpu_tensor(g.dbeta, p.channels)?)))
+    }
+}
+
+/// A fully connected layer `y = x·Wᵀ + b` (PyTorch's `nn.Linear` layout).
+///
+/// Tensors: `weight` (out, in), `bias` (out).
+#[derive(Clone, Debug)]
+pub struct Linear(candle_nn::Linear);
+
+impl Linear {
+    /// A layer from `inputs` to `outputs` features.
+    pub fn new(vb: VarBuilder, inputs: usize, outputs: usize) -> Result<Linear> {
+        let init = torch_default_init(inputs);
+        let weight = vb.get_with_hints((outputs, inputs), "weight", init)?;
+        let bias = vb.get_with_hints(outputs, "bias", init)?;
+        Ok(Linear(candle_nn::Linear::new(weight, Some(bias))))
+    }
+
+    /// Applies the layer to `x` (batch, inputs).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.0.forward(x)
+    }
+}
+
+/// Flattens (batch, c, h, w) to (batch, c·h·w), as PyTorch's `flatten(1)`.
+pub fn flatten(x: &Tensor) -> Result<Tensor> {
+    x.flatten_from(1)
+}
+
+/// Log-softmax over the last dimension.
+pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
+    candle_nn::ops::log_softmax(x, D::Minus1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::backprop::GradStore;
+    use candle_nn::VarMap;
+
+    fn rand_input(shape: (usize, usize, usize, usize)) -> Tensor {
+        Tensor::rand(-1.0f32, 1.0, shape, &Device::Cpu).unwrap()
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
+    }
+
+    /// The largest difference between the gradient of `a` in `ga` and that
+    /// of `b` in `gb`.
+    fn grad_diff(ga: &GradStore, a: &Tensor, gb: &GradStore, b: &Tensor) -> f32 {
+        max_diff(ga.get(a).expect("gradient"), gb.get(b).expect("gradient"))
+    }
+
+    /// Output and gradient store of `sum(f(x) * wts)`: a weighting so that
+    /// every output element gets its own gradient.
+    fn run(f: impl Fn(&Tensor) -> Result<Tensor>, x: &Var, wts: &Tensor) -> (Tensor, GradStore) {
+        let y = f(x.as_tensor()).unwrap();
+        let g = (&y * wts).unwrap().sum_all().unwrap().backward().unwrap();
+        (y, g)
+    }
+
+    /// The fused conv op and candle's conv2d agree on outputs and on all
+    /// three gradients, with and without ReLU, for 3×3 and 1×1 kernels.
+    #[test]
+    fn fused_conv_matches_candle_conv2d() {
+        for (k, relu, bias) in [(3, false, true), (3, true, true), (1, true, false)] {
+            let vm = VarMap::new();
+            let vb = VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu);
+            let conv = Conv::new(vb.pp("c"), 3, 5, k, bias, relu).unwrap();
+            let x = Var::from_tensor(&rand_input((4, 3, 6, 7))).unwrap();
+            let wts = rand_input((4, 5, 6, 7));
+            let (yf, gf) = run(|x| conv.forward(x), &x, &wts);
+            let (yr, gr) = run(|x| conv.forward_reference(x), &x, &wts);
+            assert!(max_diff(&yf, &yr) < 1e-5, "forward k={k} relu={relu}");
+            for t in [x.as_tensor(), &conv.weight] {
+                assert!(grad_diff(&gf, t, &gr, t) < 1e-4, "gradient k={k} relu={relu}");
+            }
+            if bias {
+                assert!(grad_diff(&gf, &conv.bias, &gr, &conv.bias) < 1e-4, "bias gradient");
+            } else {
+                assert!(gf.get(&conv.bias).is_none(), "a constant zero bias gets no gradient");
+            }
+        }
+    }
+
+    /// Fused batch norm matches the reference in both modes, including the
+    /// training-mode input gradient through the batch statistics and the
+    /// running-average updates.
+    #[test]
+    fn fused_batch_norm_matches_reference() {
+        for (train, relu) in [(true, true), (true, false), (false, true)] {
+            let gamma = Tensor::rand(0.5f32, 2.0, 3, &Device::Cpu).unwrap();
+            let make = || {
+                let vm = VarMap::new();
+                let vb = VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu);
+                let bn = BatchNorm::new(vb.pp("bn"), 3, relu).unwrap();
+                Var::from_tensor(&bn.weight).unwrap().set(&gamma).unwrap();
+                bn
+            };
+            let (fast, reference) = (make(), make());
+            let x = Var::from_tensor(&rand_input((5, 3, 4, 4)).affine(2.0, 0.5).unwrap()).unwrap();
+            let wts = rand_input((5, 3, 4, 4));
+            let (yf, gf) = run(|x| fast.forward(x, train), &x, &wts);
+            let (yr, gr) = run(|x| reference.forward_reference(x, train), &x, &wts);
+            assert!(max_diff(&yf, &yr) < 1e-5, "forward train={train}");
+            assert!(grad_diff(&gf, x.as_tensor(), &gr, x.as_tensor()) < 1e-4, "input gradient train={train} relu={relu}");
+            assert!(grad_diff(&gf, &fast.weight, &gr, &reference.weight) < 1e-4, "weight gradient");
+            assert!(grad_diff(&gf, &fast.bias, &gr, &reference.bias) < 1e-4, "bias gradient");
+            for (a, b) in [(&fast.running_mean, &reference.running_mean), (&fast.running_var, &reference.running_var)] {
+                assert!(max_diff(a.as_tensor(), b.as_tensor()) < 1e-5, "running stats train={train}");
+            }
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Neural nets over the 15 feature planes, built on candle.
+//!
+//! Four architectures ([`Arch`]): the seed's policy, playout and value nets
+//! (exactly those of `shared/bench/torch_seed_nets.py`) and a configurable
+//! residual net. A [`Model`] owns one net and its tensors.
+//!
+//! Input: f32 (batch, 15, 19, 19), the planes of
+//! [`crate::features::planes`] as 0.0/1.0. Output, by [`Output`]:
+//! move nets give log-probabilities (batch, 362) — points in row-major
+//! order, then pass — with occupied points masked out; value nets give the
+//! probability (batch) that the side to move wins.
+//!
+//! Programs that train or run nets on the CPU should call [`init_threads`]
+//! once at start-up: it sizes the thread pool and tunes what the fused CPU
+//! kernels depend on for speed.
+//!
+//! # Tensor names
+//!
+//! Weights save as safetensors with plain f32 tensors under dotted names,
+//! the names PyTorch's `state_dict` uses for the same layers, so
+//! `model.load_state_dict(safetensors.torch.load_file(path))` loads them
+//! into the nets of `torch_seed_nets.py` (checked: no missing or unexpected
+//! keys, and the same outputs to 5e-7; PyTorch's batch norm fills in its
+//! `num_batches_tracked` counter, which is not stored). Each net's module
+//! documents its names: conv layers
+//! have `weight` (c_out, c_in, k, k) and `bias` (c_out), linear layers
+//! `weight` (out, in) and `bias` (out), batch norms `weight`, `bias`,
+//! `running_mean`, `running_var` (channels). Names ending in
+//! `running_mean`/`running_var` are statistics, not trained ([`is_statistic`]).
+
+mod direct;
+mod kernels;
+pub mod layers;
+pub mod playout;
+pub mod policy;
+pub mod resnet;
+pub mod value;
+
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context};
+use candle_core::{DType, Device, Result, Shape, Tensor, Var};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::{Init, VarBuilder, VarMap};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+pub use resnet::{Head, ResNetConfig};
+
+/// Board side the nets are built for.
+pub const BOARD: usize = 19;
+/// Points on the board.
+pub const POINTS: usize = BOARD * BOARD;
+/// Moves a move net scores: every point, then pass.
+pub const MOVES: usize = POINTS + 1;
+/// Index of the pass move in a move net's output.
+pub const PASS: usize = POINTS;
+/// The input plane that is 1 on empty points.
+pub const EMPTY_PLANE: usize = 0;
+/// What an occupied point's logit becomes: finite, so that a (corrupt)
+/// label on an occupied point gives a huge loss rather than NaN, yet its
+/// probability is exactly 0 in f32.
+pub const MASKED_LOGIT: f64 = -1e9;
+
+/// What a net's output means, and so which loss trains it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// (batch, 362) log-probabilities of the moves; targets are move indices (u32).
+    MoveLogProbs,
+    /// (batch) probability that the side to move wins; targets are 0.0 or 1.0 (f32).
+    WinProb,
+}
+
+impl Output {
+    /// The training loss of `pred` against `target`, averaged over the
+    /// batch: cross-entropy (negative log-likelihood) for moves, mean squared
+    /// error for win probabilities (as in the seed).
+    pub fn loss(self, pred: &Tensor, target: &Tensor) -> Result<Tensor> {
+        match self {
+            Output::MoveLogProbs => candle_nn::loss::nll(pred, target),
+            Output::WinProb => candle_nn::loss::mse(pred, target),
+        }
+    }
+}
+
+/// A net: planes in, predictions out.
+pub trait Net: Send + Sync {
+    /// Runs the net on `x` (batch, 15, 19, 19). `train` makes batch norms
+    /// use (and record) the batch's statistics; otherwise their running
+    /// averages. Nets without batch norm ignore it.
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor>;
+
+    /// What [`Net::forward`] returns.
+    fn output(&self) -> Output;
+}
+
+/// Which net to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// The seed's policy net ([`policy`]).
+    Policy,
+    /// The seed's fast playout net ([`playout`]).
+    Playout,
+    /// The seed's value net ([`value`]).
+    Value,
+    /// A residual net ([`resnet`]).
+    ResNet(ResNetConfig),
+}
+
+impl Arch {
+    /// Builds the net, creating its tensors through `vb` (or taking them
+    /// from it when they exist).
+    pub fn build(&self, vb: VarBuilder) -> Result<Box<dyn Net>> {
+        Ok(match self {
+            Arch::Policy => Box::new(policy::PolicyNet::new(vb)?),
+            Arch::Playout => Box::new(playout::PlayoutNet::new(vb)?),
+            Arch::Value => Box::new(value::ValueNet::new(vb)?),
+            Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config)?),
+        })
+    }
+}
+
+impl FromStr for Arch {
+    type Err = anyhow::Error;
+
+    /// `policy`, `playout`, `value`, or `resnet-policy:BLOCKSxFILTERS` /
+    /// `resnet-value:BLOCKSxFILTERS` (e.g. `resnet-policy:6x64`).
+    fn from_str(s: &str) -> anyhow::Result<Arch> {
+        let usage = "use policy, playout, value, resnet-policy:BxF or resnet-value:BxF";
+        Ok(match s {
+            "policy" => Arch::Policy,
+            "playout" => Arch::Playout,
+            "value" => Arch::Value,
+            _ => {
+                let (kind, size) = s.split_once(':').with_context(|| format!("unknown net {s:?}: {usage}"))?;
+                let head = match kind {
+                    "resnet-policy" => Head::Policy,
+                    "resnet-value" => Head::Value,
+                    _ => bail!("unknown net {s:?}: {usage}"),
+                };
+                let (b, f) = size.split_once('x').with_context(|| format!("net {s:?}: size must be BLOCKSxFILTERS"))?;
+                let blocks = b.parse().with_context(|| format!("net {s:?}: bad block count {b:?}"))?;
+                let filters: usize = f.parse().with_context(|| format!("net {s:?}: bad filter count {f:?}"))?;
+                if filters == 0 {
+                    bail!("net {s:?}: needs at least one filter");
+                }
+                Arch::ResNet(ResNetConfig { blocks, filters, head })
+            }
+        })
+    }
+}
+
+/// A net with its tensors.
+pub struct Model {
+    arch: Arch,
+    /// Every tensor of the net by name, trained or not.
+    varmap: VarMap,
+    net: Box<dyn Net>,
+    device: Device,
+}
+
+impl Model {
+    /// A freshly initialised net on `device`; `seed` fixes the initial
+    /// weights (PyTorch's default initialisation: uniform ±1/√fan_in).
+    pub fn new(arch: Arch, device: &Device, seed: u64) -> Result<Model> {
+        let varmap = VarMap::new();
+        let backend = SeededVarMap { map: varmap.clone(), rng: Mutex::new(Pcg64Mcg::seed_from_u64(seed)) };
+        let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
+        let net = arch.build(vb)?;
+        Ok(Model { arch, varmap, net, device: device.clone() })
+    }
+
+    /// Which net this is.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// Where its tensors live.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The net itself.
+    pub fn net(&self) -> &dyn Net {
+        self.net.as_ref()
+    }
+
+    /// See [`Net::forward`].
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.net.forward(x, train)
+    }
+
+    /// See [`Net::output`].
+    pub fn output(&self) -> Output {
+        self.net.output()
+    }
+
+    /// Every tensor (trained weights and batch-norm statistics), sorted by
+    /// name: what a weights file holds.
+    pub fn tensors(&self) -> Vec<(String, Var)> {
+        let mut all: Vec<(String, Var)> = match self.varmap.data().lock() {
+            Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            // A panic elsewhere while holding the lock leaves the map intact.
+            Err(poisoned) => poisoned.get_ref().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        };
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// The trained tensors, sorted by name: what an optimizer updates.
+    pub fn parameters(&self) -> Vec<(String, Var)> {
+        self.tensors().into_iter().filter(|(name, _)| !is_statistic(name)).collect()
+    }
+}
+
+/// Whether the tensor `name` holds batch-norm statistics (updated by
+/// forward passes in training mode, not by the optimizer).
+pub fn is_statistic(name: &str) -> bool {
+    name.ends_with("running_mean") || name.ends_with("running_var")
+}
+
+/// Sets the logits of occupied points to [`MASKED_LOGIT`]: a stone's point
+/// can never be played. `logits` is (batch, 362), `planes` the net's input
+/// (batch, 15, 19, 19) whose plane [`EMPTY_PLANE`] is 1 on empty points;
+/// pass is always legal.
+pub fn mask_occupied(logits: &Tensor, planes: &Tensor) -> Result<Tensor> {
+    let batch = logits.dim(0)?;
+    let empty = planes.narrow(1, EMPTY_PLANE, 1)?.flatten_from(1)?;
+    let pass = Tensor::ones((batch, 1), empty.dtype(), empty.device())?;
+    let legal = Tensor::cat(&[&empty, &pass], 1)?;
+    // legal·(−M) + M: 0 where legal, M where occupied.
+    logits + legal.affine(-MASKED_LOGIT, MASKED_LOGIT)?
+}
+
+/// The device named `spec`: `cpu`, `cuda` or `cuda:N`.
+pub fn device(spec: &str) -> anyhow::Result<Device> {
+    let ordinal = match spec {
+        "cpu" => return Ok(Device::Cpu),
+        "cuda" => 0,
+        _ => match spec.strip_prefix("cuda:") {
+            Some(n) => n.parse().with_context(|| format!("device {spec:?}: bad GPU number"))?,
+            None => bail!("unknown device {spec:?}: use cpu, cuda or cuda:N"),
+        },
+    };
+    cuda_device(ordinal)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
+    Device::new_cuda(ordinal).with_context(|| format!("cannot open GPU {ordinal}"))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device(_ordinal: usize) -> anyhow::Result<Device> {
+    bail!("this go-train was built without CUDA support: rebuild with `--features cuda`")
+}
+
+/// Sizes rayon's global pool, which the CPU kernels and candle's matrix
+/// products share, to `threads` (default: one per core). Call it once,
+/// before any net runs; it fails if the pool already exists.
+pub fn init_threads(threads: Option<usize>) -> anyhow::Result<usize> {
+    let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("cannot size the thread pool")?;
+    // candle sizes its gemm calls from this variable; keep it in step.
+    std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    // candle runs large element-wise ops on a pool of its own whose workers
+    // spin while waiting; beside rayon's threads that oversubscribes the
+    // cores (on 2 cores it cost a third of the playout net's speed). The
+    // fused kernels do the heavy work on rayon, so keep candle's pool empty.
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+    keep_freed_memory();
+    Ok(n)
+}
+
+/// Every training step allocates and frees the same few-megabyte
+/// activation buffers. glibc serves such sizes with fresh `mmap`s, so each
+/// step paid for page faults and zeroing pages (a tenth of the playout
+/// net's time); raising the thresholds lets freed memory be reused.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory() {
+    // glibc's ceiling for the mmap threshold on 64-bit systems; larger
+    // buffers still get their own mappings.
+    const MMAP_LIMIT: libc::c_int = 32 << 20;
+    const TRIM_LIMIT: libc::c_int = 1 << 30;
+    // SAFETY: mallopt only changes allocator tuning; called before the
+    // heavy allocations start. A refused value leaves the default.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_LIMIT);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_LIMIT);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_freed_memory() {}
+
+/// Creates variables in a `VarMap` as `VarBuilder::from_varmap` does, but
+/// draws random initial values from a seeded generator: candle's CPU
+/// generator cannot be seeded, and runs must be reproducible.
+struct SeededVarMap {
+    map: VarMap,
+    rng: Mutex<Pcg64Mcg>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SimpleBackend for SeededVarMap {
+    fn get(&self, shape: Shape, name: &str, init: Init, dtype: DType, dev: &Device) -> Result<Tensor> {
+        let mut data = lock(self.map.data());
+        if let Some(var) = data.get(name) {
+            if var.shape() != &shape {
+                candle_core::bail!("{name}: shape {:?}, expected {shape:?}", var.shape());
+            }
+            return Ok(var.as_tensor().clone());
+        }
+        let n = shape.elem_count();
+        let values: Vec<f32> = match init {
+            Init::Const(c) => vec![c as f32; n],
+            Init::Uniform { lo, up } if lo < up => {
+                let mut rng = lock(&self.rng);
+                (0..n).map(|_| rng.random_range(lo..up) as f32).collect()
+            }
+            other => candle_core::bail!("{name}: no seeded initialisation for {other:?}"),
+        };
+        let var = Var::from_tensor(&Tensor::from_vec(values, shape, dev)?.to_dtype(dtype)?)?;
+        let tensor = var.as_tensor().clone();
+        data.insert(name.to_string(), var);
+        Ok(tensor)
+    }
+
+    fn get_unchecked(&self, name: &str, _dtype: DType, _dev: &Device) -> Result<Tensor> {
+        match lock(self.map.data()).get(name) {
+            Some(var) => Ok(var.as_tensor().clone()),
+            None => candle_core::bail!("no tensor named {name}"),
+        }
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        lock(self.map.data()).contains_key(name)
+    }
+}
+
+/// Layers shared by the seed's playout and value nets: `c.{i}`, 3×3
+/// convolutions with bias and ReLU from the 15 planes through `channels`.
+fn conv_stack(vb: &VarBuilder, channels: &[usize]) -> Result<Vec<layers::Conv>> {
+    let mut c_in = crate::features::PLANES;
+    let mut convs = Vec::with_capacity(channels.len());
+    for (i, &c_out) in channels.iter().enumerate() {
+        convs.push(layers::Conv::new(vb.pp(format!("c.{i}")), c_in, c_out, 3, true, true)?);
+        c_in = c_out;
+    }
+    Ok(convs)
+}
+
+#[cfg(test)]
+mod tests;

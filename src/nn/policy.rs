@@ -1,0 +1,69 @@
+//! The seed's policy net: which move would a strong player make here?
+//!
+//! Batch norm on the 15 input planes (then ReLU), four 3×3 convolutions
+//! 15→32→64→64→32 each followed by batch norm and ReLU, a 3×3 convolution
+//! 32→1 giving one logit per point, and one learned pass logit: 362 logits.
+//! Occupied points are masked, then log-softmax.
+//!
+//! Tensors (PyTorch's names for `torch_seed_nets.Policy`):
+//! `bn0.{weight,bias,running_mean,running_var}` (15),
+//! `convs.{0..3}.weight` (c_out, c_in, 3, 3) and `.bias` (c_out),
+//! `bns.{0..3}.{weight,bias,running_mean,running_var}` (c_out),
+//! `head.weight` (1, 32, 3, 3), `head.bias` (1), `pass_logit` (1).
+
+use candle_core::{Result, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+use super::layers::{flatten, log_softmax, BatchNorm, Conv};
+use super::{mask_occupied, Net, Output};
+use crate::features::PLANES;
+
+/// Channels after each hidden convolution.
+const CHANNELS: [usize; 4] = [32, 64, 64, 32];
+
+/// The seed's policy net.
+pub struct PolicyNet {
+    /// Normalises the raw input planes.
+    bn0: BatchNorm,
+    /// Hidden convolutions, each with its batch norm + ReLU.
+    hidden: Vec<(Conv, BatchNorm)>,
+    /// The 3×3 convolution to one logit per point.
+    head: Conv,
+    /// The pass move's logit, learned, the same for every position.
+    pass_logit: Tensor,
+}
+
+impl PolicyNet {
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors.
+    pub fn new(vb: VarBuilder) -> Result<PolicyNet> {
+        let bn0 = BatchNorm::new(vb.pp("bn0"), PLANES, true)?;
+        let mut hidden = Vec::with_capacity(CHANNELS.len());
+        let mut c_in = PLANES;
+        for (i, &c_out) in CHANNELS.iter().enumerate() {
+            // The bias is redundant before batch norm, but kept so that the
+            // tensors match the PyTorch seed net one for one.
+            let conv = Conv::new(vb.pp(format!("convs.{i}")), c_in, c_out, 3, true, false)?;
+            hidden.push((conv, BatchNorm::new(vb.pp(format!("bns.{i}")), c_out, true)?));
+            c_in = c_out;
+        }
+        let head = Conv::new(vb.pp("head"), c_in, 1, 3, true, false)?;
+        let pass_logit = vb.get_with_hints(1, "pass_logit", Init::Const(0.0))?;
+        Ok(PolicyNet { bn0, hidden, head, pass_logit })
+    }
+}
+
+impl Net for PolicyNet {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let mut h = self.bn0.forward(x, train)?;
+        for (conv, bn) in &self.hidden {
+            h = bn.forward(&conv.forward(&h)?, train)?;
+        }
+        let board = flatten(&self.head.forward(&h)?)?;
+        let pass = self.pass_logit.reshape((1, 1))?.broadcast_as((board.dim(0)?, 1))?;
+        log_softmax(&mask_occupied(&Tensor::cat(&[&board, &pass], 1)?, x)?)
+    }
+
+    fn output(&self) -> Output {
+        Output::MoveLogProbs
+    }
+}

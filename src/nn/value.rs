@@ -1,0 +1,50 @@
+//! The seed's value net: the probability that the side to move wins.
+//!
+//! 3×3 convolutions 15→16→16→16→16 with ReLU, a 3×3 convolution 16→2, a
+//! linear layer 722→1, sigmoid.
+//!
+//! Tensors (PyTorch's names for `torch_seed_nets.Value`):
+//! `c.{0..3}.weight` (16, c_in, 3, 3) and `.bias` (16),
+//! `head.weight` (2, 16, 3, 3), `head.bias` (2),
+//! `fc.weight` (1, 722), `fc.bias` (1).
+
+use candle_core::{Result, Tensor};
+use candle_nn::VarBuilder;
+
+use super::layers::{flatten, Conv, Linear};
+use super::{conv_stack, Net, Output, POINTS};
+
+/// The seed's value net.
+pub struct ValueNet {
+    /// Hidden 3×3 convolutions, ReLU fused.
+    hidden: Vec<Conv>,
+    /// The 3×3 convolution to two values per point.
+    head: Conv,
+    /// Two planes to one logit.
+    fc: Linear,
+}
+
+impl ValueNet {
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors.
+    pub fn new(vb: VarBuilder) -> Result<ValueNet> {
+        let hidden = conv_stack(&vb, &[16, 16, 16, 16])?;
+        let head = Conv::new(vb.pp("head"), 16, 2, 3, true, false)?;
+        let fc = Linear::new(vb.pp("fc"), 2 * POINTS, 1)?;
+        Ok(ValueNet { hidden, head, fc })
+    }
+}
+
+impl Net for ValueNet {
+    fn forward(&self, x: &Tensor, _train: bool) -> Result<Tensor> {
+        let mut h = x.clone();
+        for conv in &self.hidden {
+            h = conv.forward(&h)?;
+        }
+        let logit = self.fc.forward(&flatten(&self.head.forward(&h)?)?)?;
+        candle_nn::ops::sigmoid(&logit)?.squeeze(1)
+    }
+
+    fn output(&self) -> Output {
+        Output::WinProb
+    }
+}

@@ -1,0 +1,265 @@
+//! Checkpoints: everything needed to resume training exactly, in one
+//! directory.
+//!
+//! | file | content |
+//! |---|---|
+//! | `weights.safetensors` | the model's tensors (f32, PyTorch names: see [`crate::nn`]) |
+//! | `optimizer.safetensors` | the optimizer's state (see [`super::optim`]) |
+//! | `state.json` | [`TrainState`], plus the net's architecture |
+//!
+//! Each file is written under a temporary name, flushed to disk and renamed
+//! over the old one, so a crash leaves either the old or the new file, never
+//! a torn one. The two tensor files record the training step in their
+//! metadata and `state.json` is written last: loading checks that all three
+//! agree, which catches a crash between the renames.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+use super::optim::Optimizer;
+use crate::nn::{Arch, Model};
+
+/// File of the model's tensors in a checkpoint directory.
+pub const WEIGHTS_FILE: &str = "weights.safetensors";
+/// File of the optimizer's state.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// File of the training state.
+pub const STATE_FILE: &str = "state.json";
+/// Metadata key for the training step in the tensor files.
+const STEP_KEY: &str = "step";
+
+/// Where training stands, besides the weights and the optimizer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Epochs completed.
+    pub epoch: u64,
+    /// Optimizer steps taken.
+    pub step: u64,
+    /// The data loader's random generator, so that resumed training sees
+    /// the same batches as uninterrupted training would have.
+    pub rng: Option<Pcg64Mcg>,
+    /// Best validation metric so far (e.g. accuracy), if measured.
+    pub best_metric: Option<f64>,
+}
+
+/// `state.json` as stored: the state plus what it belongs to. (Nested,
+/// not flattened: serde's flattening cannot carry the generator's u128.)
+#[derive(Serialize, Deserialize)]
+struct StateFile {
+    arch: Arch,
+    state: TrainState,
+}
+
+/// Writes a checkpoint of `model`, `optimizer` and `state` into `dir`
+/// (created if missing), replacing any checkpoint there.
+pub fn save(dir: &Path, model: &Model, optimizer: &dyn Optimizer, state: &TrainState) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create checkpoint folder {}", dir.display()))?;
+    let meta = HashMap::from([(STEP_KEY.to_string(), state.step.to_string())]);
+    let weights: Vec<(String, Tensor)> = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
+    write_tensors(&dir.join(WEIGHTS_FILE), weights, meta.clone())?;
+    write_tensors(&dir.join(OPTIMIZER_FILE), optimizer.state(), meta)?;
+    let json = serde_json::to_vec_pretty(&StateFile { arch: model.arch(), state: state.clone() })?;
+    write_atomic(&dir.join(STATE_FILE), &json)
+}
+
+/// Loads the checkpoint in `dir` into `model` and `optimizer` (which must be
+/// of the kinds that saved it) and returns the training state.
+pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<TrainState> {
+    let state_path = dir.join(STATE_FILE);
+    let bytes = fs::read(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
+    let file: StateFile =
+        serde_json::from_slice(&bytes).with_context(|| format!("{}: not a valid state file", state_path.display()))?;
+    if file.arch != model.arch() {
+        bail!("{}: checkpoint of a {:?} net, not {:?}", state_path.display(), file.arch, model.arch());
+    }
+    let step = file.state.step;
+    let weights = dir.join(WEIGHTS_FILE);
+    check_step(&weights, load_weights_at(&weights, model)?, step)?;
+    let opt_path = dir.join(OPTIMIZER_FILE);
+    let opt_file = read_tensors(&opt_path, model.device())?;
+    check_step(&opt_path, opt_file.step, step)?;
+    optimizer.load_state(opt_file.tensors).with_context(|| format!("{}: cannot restore the optimizer", opt_path.display()))?;
+    Ok(file.state)
+}
+
+/// Writes `model`'s tensors to the safetensors file `path`.
+pub fn save_weights(path: &Path, model: &Model) -> Result<()> {
+    let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
+    write_tensors(path, weights, HashMap::new())
+}
+
+/// Sets `model`'s tensors from the safetensors file `path`, which must hold
+/// exactly the net's tensors with their shapes.
+pub fn load_weights(path: &Path, model: &Model) -> Result<()> {
+    load_weights_at(path, model).map(|_| ())
+}
+
+/// [`load_weights`], returning the step recorded in the file's metadata.
+fn load_weights_at(path: &Path, model: &Model) -> Result<Option<u64>> {
+    let TensorFile { mut tensors, step } = read_tensors(path, model.device())?;
+    for (name, var) in model.tensors() {
+        let t = tensors.remove(&name).ok_or_else(|| anyhow!("{}: no tensor {name}", path.display()))?;
+        if t.shape() != var.shape() {
+            bail!("{}: tensor {name} has shape {:?}, the net needs {:?}", path.display(), t.dims(), var.dims());
+        }
+        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{}: cannot set {name}", path.display()))?;
+    }
+    if let Some(extra) = tensors.keys().min() {
+        bail!("{}: tensor {extra} is not part of a {:?} net", path.display(), model.arch());
+    }
+    Ok(step)
+}
+
+fn check_step(path: &Path, found: Option<u64>, expected: u64) -> Result<()> {
+    match found {
+        Some(s) if s == expected => Ok(()),
+        Some(s) => bail!(
+            "{}: written at step {s}, but {STATE_FILE} is at step {expected} (was a save interrupted?)",
+            path.display()
+        ),
+        None => bail!("{}: no step in its metadata: not a checkpoint file", path.display()),
+    }
+}
+
+/// Tensors read from a safetensors file.
+struct TensorFile {
+    tensors: HashMap<String, Tensor>,
+    /// The step recorded in the metadata, if any.
+    step: Option<u64>,
+}
+
+fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
+    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
+    let step = match meta.metadata().as_ref().and_then(|m| m.get(STEP_KEY)) {
+        Some(s) => Some(s.parse().with_context(|| format!("{}: bad step {s:?} in metadata", path.display()))?),
+        None => None,
+    };
+    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
+        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
+    Ok(TensorFile { tensors, step })
+}
+
+fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: HashMap<String, String>) -> Result<()> {
+    // Contiguous CPU copies: serialising reads raw bytes, and candle's
+    // conversion for other layouts would panic rather than fail.
+    let host = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let t = t.to_device(&Device::Cpu)?;
+            let t = if t.dtype() == DType::F64 { t.to_dtype(DType::F32)? } else { t };
+            Ok((name, t.contiguous()?))
+        })
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let bytes = safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
+        .with_context(|| format!("cannot encode tensors for {}", path.display()))?;
+    write_atomic(path, &bytes)
+}
+
+/// Writes `bytes` to `path` through a temporary file that is synced and
+/// then renamed over `path`; finally syncs the folder so the rename lasts.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp_name = path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?.to_owned();
+    tmp_name.push(".tmp");
+    let tmp: PathBuf = path.with_file_name(tmp_name);
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    };
+    write().with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync folder {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::optim::OptimizerConfig;
+    use rand::SeedableRng;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("go-train-ckpt-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// A trained-a-little value net with Adam, so the optimizer has state.
+    fn trained(seed: u64) -> (Model, Box<dyn Optimizer>) {
+        let model = Model::new(Arch::Value, &Device::Cpu, seed).unwrap();
+        let mut opt = OptimizerConfig::adam(0.01).build(model.parameters());
+        let x = Tensor::ones((2, 15, 19, 19), DType::F32, &Device::Cpu).unwrap();
+        let y = Tensor::new(&[1.0f32, 0.0], &Device::Cpu).unwrap();
+        let grads = model.output().loss(&model.forward(&x, true).unwrap(), &y).unwrap().backward().unwrap();
+        opt.step(&grads).unwrap();
+        (model, opt)
+    }
+
+    fn values(m: &Model) -> Vec<(String, Vec<f32>)> {
+        m.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().flatten_all().unwrap().to_vec1().unwrap())).collect()
+    }
+
+    #[test]
+    fn save_then_load_restores_everything() {
+        let dir = temp_dir("roundtrip");
+        let (model, opt) = trained(1);
+        let state = TrainState { epoch: 2, step: 17, rng: Some(Pcg64Mcg::seed_from_u64(5)), best_metric: Some(0.5) };
+        save(&dir, &model, opt.as_ref(), &state).unwrap();
+        let (fresh, mut fresh_opt) = trained(2);
+        assert_ne!(values(&fresh), values(&model));
+        assert_eq!(load(&dir, &fresh, fresh_opt.as_mut()).unwrap(), state);
+        assert_eq!(values(&fresh), values(&model));
+        let flat = |o: &dyn Optimizer| -> Vec<(String, Vec<f32>)> {
+            let to_f32 = |t: Tensor| t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            o.state().into_iter().map(|(n, t)| (n, to_f32(t))).collect()
+        };
+        assert_eq!(flat(fresh_opt.as_ref()), flat(opt.as_ref()));
+        assert!(!dir.join("weights.safetensors.tmp").exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn damaged_checkpoints_are_refused_naming_the_file() {
+        let dir = temp_dir("damaged");
+        let (model, mut opt) = trained(1);
+        save(&dir, &model, opt.as_ref(), &TrainState::default()).unwrap();
+        let weights = dir.join(WEIGHTS_FILE);
+        let good = fs::read(&weights).unwrap();
+
+        fs::write(&weights, &good[..good.len() / 2]).unwrap();
+        let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
+        assert!(err.contains("weights.safetensors"), "{err}");
+
+        fs::write(&weights, b"garbage").unwrap();
+        let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
+        assert!(err.contains("weights.safetensors"), "{err}");
+
+        // Another net's weights: names and shapes differ.
+        let playout = Model::new(Arch::Playout, &Device::Cpu, 1).unwrap();
+        fs::write(&weights, &good).unwrap();
+        let err = format!("{:#}", load_weights(&weights, &playout).unwrap_err());
+        assert!(err.contains("weights.safetensors") && err.contains("shape"), "{err}");
+
+        // A weights file from another save.
+        save_weights(&weights, &model).unwrap();
+        let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
+        assert!(err.contains("weights.safetensors") && err.contains("step"), "{err}");
+
+        fs::remove_file(dir.join(STATE_FILE)).unwrap();
+        let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
+        assert!(err.contains("state.json"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

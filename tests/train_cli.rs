@@ -1,0 +1,128 @@
+//! `train-policy`, `train-playout` and `train-value` from the command line,
+//! on CPU, with shards made from real games.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn go_train(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = go_train(args);
+    assert!(out.status.success(), "go-train {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A dataset of about 300 real 2001 KGS games (~60,000 positions), value
+/// labels on every position.
+fn dataset(dir: &Path) -> Option<PathBuf> {
+    let games = common::datasets()?.join("kgs-6d/KGS2001");
+    let list = dir.join("games.list");
+    ok(&["filter", s(&games), "--out", s(&list)]);
+    let text = std::fs::read_to_string(&list).unwrap();
+    let short: String = text.lines().take(301).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&list, short).unwrap();
+    let data = dir.join("data");
+    ok(&["prepare", s(&list), "--out", s(&data)]);
+    Some(data)
+}
+
+fn config(kind: &str) -> String {
+    format!("{}/configs/{kind}.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn metrics(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(data) = dataset(dir.path()) else { return };
+    let common = |out: &Path, kind: &str| -> Vec<String> {
+        ["--config", &config(kind), "--data", s(&data), "--out", s(out), "--device", "cpu", "--set", "validation_positions=3000"]
+            .iter()
+            .map(|x| x.to_string())
+            .collect()
+    };
+    let run = |out: &Path, kind: &str, extra: &[&str]| {
+        let mut args = vec![format!("train-{kind}")];
+        args.extend(common(out, kind));
+        args.extend(extra.iter().map(|x| x.to_string()));
+        go_train(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+
+    // The policy net learns within a few hundred steps: the loss falls and
+    // top-1 accuracy is far above chance (about 1/200 legal moves).
+    let policy = dir.path().join("policy");
+    let out = run(&policy, "policy", &["--epochs", "3", "--steps-per-epoch", "80"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = metrics(&policy);
+    assert_eq!(m.len(), 3);
+    let loss = |e: usize, split: &str| m[e][split]["loss"].as_f64().unwrap();
+    assert!(loss(2, "train") < loss(0, "train"), "{m:?}");
+    assert!(loss(2, "validation") < loss(0, "validation"), "{m:?}");
+    assert!(m[2]["validation"]["top1"].as_f64().unwrap() > 0.10, "{m:?}");
+    assert!(m[2]["validation"]["top5"].as_f64().unwrap() > m[2]["validation"]["top1"].as_f64().unwrap());
+    for f in ["config.toml", "best.safetensors", "metrics.svg", "last/weights.safetensors", "last/optimizer.safetensors", "last/state.json"] {
+        assert!(policy.join(f).exists(), "{f}");
+    }
+    assert!(std::fs::read_to_string(policy.join("metrics.svg")).unwrap().contains("<polyline"));
+
+    // Stopped after one epoch and resumed: the same weights as straight through.
+    let straight = dir.path().join("straight");
+    let resumed = dir.path().join("resumed");
+    assert!(run(&straight, "policy", &["--epochs", "2", "--steps-per-epoch", "15"]).status.success());
+    assert!(run(&resumed, "policy", &["--epochs", "1", "--steps-per-epoch", "15"]).status.success());
+    let again = run(&resumed, "policy", &["--epochs", "1", "--steps-per-epoch", "15"]);
+    assert!(!again.status.success(), "a second fresh run must not overwrite a checkpoint");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
+    assert!(run(&resumed, "policy", &["--epochs", "2", "--steps-per-epoch", "15", "--resume"]).status.success());
+    for f in ["last/weights.safetensors", "last/optimizer.safetensors"] {
+        assert_eq!(std::fs::read(straight.join(f)).unwrap(), std::fs::read(resumed.join(f)).unwrap(), "{f}");
+    }
+
+    // A corrupted checkpoint is refused with its file named.
+    let weights = resumed.join("last/weights.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&weights, bytes).unwrap();
+    let out = run(&resumed, "policy", &["--epochs", "3", "--steps-per-epoch", "15", "--resume"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("weights.safetensors"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The playout and value nets train too; the value net reports its MSE
+    // next to the constant-0.5 baseline of 0.25.
+    let playout = dir.path().join("playout");
+    assert!(run(&playout, "playout", &["--epochs", "2", "--steps-per-epoch", "60"]).status.success());
+    let m = metrics(&playout);
+    assert!(m[1]["train"]["loss"].as_f64().unwrap() < m[0]["train"]["loss"].as_f64().unwrap(), "{m:?}");
+    let value = dir.path().join("value");
+    let out = run(&value, "value", &["--epochs", "1", "--steps-per-epoch", "60"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("baseline 0.25"));
+    let m = metrics(&value);
+    let mse = m[0]["validation"]["loss"].as_f64().unwrap();
+    assert!(mse > 0.0 && mse < 0.3, "{m:?}");
+    assert!(m[0]["validation"]["accuracy"].as_f64().is_some());
+}
+
+#[test]
+fn a_bad_config_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "net = \"policy\"\nepochs = [\n").unwrap();
+    let out = go_train(&["train-policy", "--config", s(&bad)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml"), "{err}");
+    let out = go_train(&["train-policy", "--config", &config("policy"), "--data", s(&dir.path().join("nothing"))]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("manifest.json"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -2,6 +2,7 @@
 
 mod bench;
 mod dataset;
+mod eval;
 mod filter;
 mod prepare;
 mod show;
@@ -29,6 +30,7 @@ pub struct Cli {
 enum Command {
     Filter(filter::Args),
     Prepare(prepare::Args),
+    Eval(eval::Args),
     Show(show::Args),
     /// Train the seed's policy net (or any net, by config).
     TrainPolicy(train::Args),
@@ -44,6 +46,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Filter(args) => filter::run(args),
         Command::Prepare(args) => prepare::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::Show(args) => show::run(args),
         Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
         Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),

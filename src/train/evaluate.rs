@@ -27,6 +27,23 @@ pub struct Scores {
     pub accuracy: Option<f64>,
 }
 
+/// A batch's predictions, copied to the CPU once.
+pub enum Predictions {
+    /// Move nets: log-probabilities, one row of 362 per position.
+    Moves(Vec<Vec<f32>>),
+    /// Value nets: win probabilities.
+    Values(Vec<f32>),
+}
+
+impl Predictions {
+    pub fn of(pred: &Tensor, output: Output) -> Result<Predictions> {
+        Ok(match output {
+            Output::MoveLogProbs => Predictions::Moves(pred.to_vec2()?),
+            Output::WinProb => Predictions::Values(pred.to_vec1()?),
+        })
+    }
+}
+
 /// Running sums behind [`Scores`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tally {
@@ -43,27 +60,29 @@ impl Tally {
         Tally { moves: output == Output::MoveLogProbs, ..Tally::default() }
     }
 
-    /// Adds a batch: `pred` is the net's output for it, `batch_loss` its mean loss.
-    pub fn add(&mut self, pred: &Tensor, batch: &Batch, batch_loss: f64) -> Result<()> {
-        let n = batch.len;
-        self.positions += n as u64;
-        self.loss_sum += batch_loss * n as f64;
-        if self.moves {
-            let rows: Vec<Vec<f32>> = pred.to_vec2()?;
-            for (row, &target) in rows.iter().zip(&batch.policy) {
-                // The rank of the played move: how many moves the net prefers.
-                let p = row[target as usize];
-                let better = row.iter().filter(|&&q| q > p).count();
-                self.hits1 += (better == 0) as u64;
-                self.hits5 += (better < 5) as u64;
-            }
-        } else {
-            let probs: Vec<f32> = pred.to_vec1()?;
-            for (&q, &won) in probs.iter().zip(&batch.value) {
-                self.hits1 += ((q > 0.5) == (won > 0.5)) as u64;
+    /// Adds the positions `rows` of `batch`. Losses are computed per
+    /// position (cross-entropy −log p(move), or squared error), so that any
+    /// subset of a batch, such as a game phase, is scored alike.
+    pub fn add(&mut self, pred: &Predictions, batch: &Batch, rows: impl Iterator<Item = usize>) {
+        for i in rows {
+            self.positions += 1;
+            match pred {
+                Predictions::Moves(p) => {
+                    let row = &p[i];
+                    let target = row[batch.policy[i] as usize];
+                    // The rank of the played move: how many moves the net prefers.
+                    let better = row.iter().filter(|&&q| q > target).count();
+                    self.loss_sum -= target as f64;
+                    self.hits1 += (better == 0) as u64;
+                    self.hits5 += (better < 5) as u64;
+                }
+                Predictions::Values(p) => {
+                    let (q, won) = (p[i] as f64, batch.value[i] as f64);
+                    self.loss_sum += (q - won) * (q - won);
+                    self.hits1 += ((q > 0.5) == (won > 0.5)) as u64;
+                }
             }
         }
-        Ok(())
     }
 
     pub fn scores(&self) -> Scores {
@@ -90,9 +109,50 @@ pub fn batch_tensors(model: &Model, batch: &Batch, size: usize) -> Result<(Tenso
     Ok((x, target))
 }
 
-/// Scores `model` on up to `limit` positions of `split` (0: all), in file
-/// order, without symmetries.
-pub fn evaluate(model: &Model, dataset: &Dataset, split: Split, batch_size: usize, limit: u64) -> Result<Scores> {
+/// Game phases of a detailed evaluation, by moves played before the
+/// position: moves 1–50, 51–150, 151 on.
+pub const PHASES: [(&str, std::ops::Range<u16>); 3] = [("moves 1-50", 0..50), ("moves 51-150", 50..150), ("moves 151+", 150..u16::MAX)];
+
+/// Scores overall and by game phase.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub overall: Scores,
+    /// One per [`PHASES`].
+    pub phases: Vec<(String, Scores)>,
+    /// Positions per second, net and decoding together.
+    pub positions_per_second: f64,
+}
+
+/// Scores `model` on up to `limit` positions of `split` (0: all), overall
+/// and by game phase.
+pub fn evaluate_by_phase(model: &Model, dataset: &Dataset, split: Split, batch_size: usize, limit: u64) -> Result<Report> {
+    let started = std::time::Instant::now();
+    let mut overall = Tally::new(model.output());
+    let mut phases = vec![Tally::new(model.output()); PHASES.len()];
+    for_each_batch(model, dataset, split, batch_size, limit, |pred, batch| {
+        overall.add(pred, batch, 0..batch.len);
+        for (tally, (_, range)) in phases.iter_mut().zip(PHASES.iter()) {
+            tally.add(pred, batch, (0..batch.len).filter(|&i| range.contains(&batch.move_number[i])));
+        }
+    })?;
+    let overall = overall.scores();
+    Ok(Report {
+        positions_per_second: overall.positions as f64 / started.elapsed().as_secs_f64(),
+        overall,
+        phases: PHASES.iter().zip(&phases).map(|((name, _), t)| (name.to_string(), t.scores())).collect(),
+    })
+}
+
+/// Runs `model` over up to `limit` positions of `split` in file order,
+/// calling `visit(predictions, batch)` per batch.
+fn for_each_batch(
+    model: &Model,
+    dataset: &Dataset,
+    split: Split,
+    batch_size: usize,
+    limit: u64,
+    mut visit: impl FnMut(&Predictions, &Batch),
+) -> Result<()> {
     let options = BatchOptions {
         batch_size,
         shuffle: false,
@@ -101,16 +161,23 @@ pub fn evaluate(model: &Model, dataset: &Dataset, split: Split, batch_size: usiz
         drop_last: false,
         ..BatchOptions::default()
     };
-    let mut tally = Tally::new(model.output());
+    let mut seen = 0;
     for batch in dataset.batches(split, &options) {
         let batch = batch?;
-        let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
-        let pred = model.forward(&x, false)?;
-        let loss = model.output().loss(&pred, &target)?.to_scalar::<f32>()? as f64;
-        tally.add(&pred, &batch, loss)?;
-        if limit > 0 && tally.positions >= limit {
+        let (x, _) = batch_tensors(model, &batch, dataset.board_size())?;
+        visit(&Predictions::of(&model.forward(&x, false)?, model.output())?, &batch);
+        seen += batch.len as u64;
+        if limit > 0 && seen >= limit {
             break;
         }
     }
+    Ok(())
+}
+
+/// Scores `model` on up to `limit` positions of `split` (0: all), in file
+/// order, without symmetries.
+pub fn evaluate(model: &Model, dataset: &Dataset, split: Split, batch_size: usize, limit: u64) -> Result<Scores> {
+    let mut tally = Tally::new(model.output());
+    for_each_batch(model, dataset, split, batch_size, limit, |pred, batch| tally.add(pred, batch, 0..batch.len))?;
     Ok(tally.scores())
 }

@@ -24,7 +24,7 @@ use candle_core::Device;
 
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
-use super::evaluate::{batch_tensors, evaluate, Tally};
+use super::evaluate::{batch_tensors, evaluate, Predictions, Tally};
 use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
 use crate::dataset::{BatchOptions, Dataset, Split};
@@ -162,7 +162,7 @@ fn train_epoch(
         if !loss.is_finite() {
             bail!("the loss became {loss} at step {}: lower the learning rate", state.step);
         }
-        tally.add(&pred, &batch, loss)?;
+        tally.add(&Predictions::of(&pred, model.output())?, &batch, 0..batch.len);
         progress.inc(batch.len as u64);
         progress.set_message(format!("loss {:.3}", tally.scores().loss));
     }
@@ -199,4 +199,26 @@ fn log_epoch(m: &EpochMetrics) {
         "epoch {}: lr {:.4}, train loss {:.4}, validation loss {:.4}, {detail}, {:.0} positions/s, {:.0} s",
         m.epoch, m.lr, m.train.loss, v.loss, m.samples_per_second, m.seconds
     );
+}
+
+/// A trained net from `path`: a checkpoint folder (its `best.safetensors`,
+/// else `last/weights.safetensors`) or a weights file inside one. The net's
+/// architecture comes from the folder's `config.toml`.
+pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
+    let (folder, weights) = if path.is_dir() {
+        let best = path.join("best.safetensors");
+        let weights = if best.exists() { best } else { path.join("last").join(checkpoint::WEIGHTS_FILE) };
+        (path.to_path_buf(), weights)
+    } else {
+        let parent = path.parent().unwrap_or(Path::new("."));
+        // `<out>/last/weights.safetensors` or `<out>/best.safetensors`.
+        let folder = if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
+        (folder.to_path_buf(), path.to_path_buf())
+    };
+    let config_path = folder.join("config.toml");
+    let config = TrainConfig::load(&config_path, &[])
+        .with_context(|| format!("{}: the checkpoint's config.toml says which net it is", path.display()))?;
+    let model = Model::new(config.arch()?, device, 0)?;
+    checkpoint::load_weights(&weights, &model)?;
+    Ok(model)
 }

@@ -14,11 +14,9 @@
 //! that each tap is a constant offset into the padded plane; the extra
 //! columns are garbage and dropped when the result is written out.
 
-use std::ops::Range;
-
 use rayon::prelude::*;
 
-use super::kernels::{finish_plane, with_scratch, ConvGeom};
+use super::kernels::{finish_plane, with_scratch, ConvGeom, ConvGrads};
 
 /// Lanes of one AVX-512 vector of f32.
 const LANES: usize = 16;
@@ -38,6 +36,8 @@ pub fn conv_forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]
 
 /// Layout of one sample's zero-padded input planes.
 struct Padded {
+    /// Padding on each side, k/2.
+    pad: usize,
     /// Padded row length, `w + k − 1`.
     width: usize,
     /// Floats per padded plane.
@@ -53,24 +53,72 @@ impl Padded {
         let width = g.w + g.k - 1;
         let plane = (g.h + g.k - 1) * width;
         let taps = (0..g.k).flat_map(|ky| (0..g.k).map(move |kx| ky * width + kx)).collect();
-        Padded { width, plane, taps, blocks: (g.h * width).div_ceil(LANES) }
+        Padded { pad: g.k / 2, width, plane, taps, blocks: (g.h * width).div_ceil(LANES) }
+    }
+
+    /// Floats in the output grid of one channel.
+    fn grid(&self) -> usize {
+        self.blocks * LANES
     }
 
     /// Floats of the padded copy of a sample: the planes, plus room for
     /// the last block's reads past the end (they only feed dropped points).
     fn len(&self, channels: usize) -> usize {
-        channels * self.plane + self.blocks * LANES + self.taps.last().copied().unwrap_or(0)
+        channels * self.plane + self.grid() + self.taps.last().copied().unwrap_or(0)
     }
 
-    /// Copies one sample (`channels` planes of h×w) into `dst` with a zero
-    /// border of k/2.
-    fn fill(&self, g: &ConvGeom, src: &[f32], channels: usize, dst: &mut [f32]) {
-        dst.fill(0.0);
-        let pad = g.k / 2;
-        for (plane, out) in src.chunks_exact(g.h * g.w).take(channels).zip(dst.chunks_exact_mut(self.plane)) {
-            for (row, out_row) in plane.chunks_exact(g.w).zip(out[pad * self.width..].chunks_exact_mut(self.width)) {
-                out_row[pad..pad + g.w].copy_from_slice(row);
+    /// Where a padded plane, read from offset `pad·(width + 1)`, is also the
+    /// plane on the output grid: each row's dropped columns fall on the zero
+    /// border, and so do the grid's last points when the bottom border is
+    /// long enough to hold them.
+    fn grid_inside_padding(&self, h: usize) -> bool {
+        self.pad > 0 && self.grid() - h * self.width <= self.pad * (self.width - 1)
+    }
+}
+
+/// One sample's planes copied into zero-padded planes (`pad.len(channels)`
+/// floats). With `relu_out`, values where the ReLU output is not positive
+/// become 0 (the gradient before a ReLU). Adds each plane's sum of what it
+/// wrote to `sums` when that is not empty.
+///
+/// Rows are moved with masked vector loads and stores: a `memcpy` call per
+/// 19-float row cost more than the copy.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fill_padded(
+    pad: &Padded,
+    g: &ConvGeom,
+    src: &[f32],
+    relu_out: Option<&[f32]>,
+    channels: usize,
+    dst: &mut [f32],
+    sums: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let points = g.h * g.w;
+    assert!(src.len() >= channels * points && relu_out.is_none_or(|y| y.len() >= channels * points));
+    assert!(dst.len() >= pad.len(channels) && (sums.is_empty() || sums.len() == channels) && g.w > 0);
+    dst.fill(0.0);
+    for c in 0..channels {
+        let mut total = _mm512_setzero_ps();
+        for y in 0..g.h {
+            let s = src.as_ptr().add(c * points + y * g.w);
+            let m = relu_out.map(|r| r.as_ptr().add(c * points + y * g.w));
+            let d = dst.as_mut_ptr().add(c * pad.plane + (y + pad.pad) * pad.width + pad.pad);
+            for x in (0..g.w).step_by(LANES) {
+                let left = (g.w - x).min(LANES);
+                let k: __mmask16 = if left == LANES { !0 } else { (1u16 << left) - 1 };
+                let mut v = _mm512_maskz_loadu_ps(k, s.add(x));
+                if let Some(m) = m {
+                    let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_maskz_loadu_ps(k, m.add(x)), _mm512_setzero_ps());
+                    v = _mm512_maskz_mov_ps(positive, v);
+                }
+                _mm512_mask_storeu_ps(d.add(x), k, v);
+                total = _mm512_add_ps(total, v);
             }
+        }
+        if !sums.is_empty() {
+            sums[c] += _mm512_reduce_add_ps(total);
         }
     }
 }
@@ -91,18 +139,15 @@ fn forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]>, relu: 
             }
         }
     }
-    let grid = pad.blocks * LANES;
+    let grid = pad.grid();
     let mut y = vec![0.0f32; g.batch * g.c_out * points];
     y.par_chunks_mut(g.c_out * points).zip(x.par_chunks(g.c_in * points)).for_each(|(yb, xb)| {
         let input_len = pad.len(g.c_in);
         with_scratch(input_len + g.c_out * grid, |scratch| {
             let (input, out) = scratch.split_at_mut(input_len);
-            pad.fill(g, xb, g.c_in, input);
-            let mut co = 0;
-            while co < g.c_out {
-                let n = run_block(&pad, g, input, &w_t, co, &mut out[co * grid..]);
-                co += n;
-            }
+            // SAFETY: AVX-512 was detected by the caller.
+            unsafe { fill_padded(&pad, g, xb, None, g.c_in, input, &mut []) };
+            convolve(&pad, g, input, &w_t, out);
             for (c, dst) in yb.chunks_exact_mut(points).enumerate() {
                 finish_plane(dst, &out[c * grid..], g.w, pad.width, bias.map_or(0.0, |b| b[c]), relu);
             }
@@ -111,24 +156,28 @@ fn forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]>, relu: 
     y
 }
 
-/// Computes output channels `co..co + n` for the largest supported block
-/// n ≤ the channels left; returns n.
+/// All output channels of one padded sample onto the grid, `out` holding
+/// c_out planes of `pad.grid()` floats; `w_t` is the kernel as [ci][tap][co].
 #[cfg(target_arch = "x86_64")]
-fn run_block(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], co: usize, out: &mut [f32]) -> usize {
-    let left = g.c_out - co;
-    let grid = pad.blocks * LANES;
-    assert!(input.len() >= pad.len(g.c_in) && out.len() >= left.min(LANES) * grid && w_t.len() == g.c_out * g.c_in * pad.taps.len());
-    // SAFETY: AVX-512 was detected by the caller; the assert above bounds
-    // every read (input: taps stay inside pad.len, weights: co + n ≤ c_out)
-    // and write (out: n planes of grid floats).
-    unsafe {
-        match left {
-            16.. => block::<16>(pad, g, input, w_t, co, out),
-            8.. => block::<8>(pad, g, input, w_t, co, out),
-            4.. => block::<4>(pad, g, input, w_t, co, out),
-            2.. => block::<2>(pad, g, input, w_t, co, out),
-            _ => block::<1>(pad, g, input, w_t, co, out),
-        }
+fn convolve(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], out: &mut [f32]) {
+    let grid = pad.grid();
+    assert!(input.len() >= pad.len(g.c_in) && out.len() >= g.c_out * grid);
+    assert_eq!(w_t.len(), g.c_out * g.c_in * pad.taps.len());
+    let mut co = 0;
+    while co < g.c_out {
+        let out = &mut out[co * grid..];
+        // SAFETY: AVX-512 was detected by the caller; the asserts above
+        // bound every read (input: taps stay inside pad.len, weights:
+        // co + n ≤ c_out) and write (out: the n planes from co).
+        co += unsafe {
+            match g.c_out - co {
+                16.. => block::<16>(pad, g, input, w_t, co, out),
+                8.. => block::<8>(pad, g, input, w_t, co, out),
+                4.. => block::<4>(pad, g, input, w_t, co, out),
+                2.. => block::<2>(pad, g, input, w_t, co, out),
+                _ => block::<1>(pad, g, input, w_t, co, out),
+            }
+        };
     }
 }
 
@@ -138,7 +187,7 @@ fn run_block(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], co: usize, 
 #[target_feature(enable = "avx512f")]
 unsafe fn block<const CO: usize>(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], co: usize, out: &mut [f32]) -> usize {
     use std::arch::x86_64::*;
-    let grid = pad.blocks * LANES;
+    let grid = pad.grid();
     let (inp, wp, op) = (input.as_ptr(), w_t.as_ptr().add(co), out.as_mut_ptr());
     for b in 0..pad.blocks {
         let base = b * LANES;
@@ -161,85 +210,143 @@ unsafe fn block<const CO: usize>(pad: &Padded, g: &ConvGeom, input: &[f32], w_t:
     CO
 }
 
-/// Kernel gradient `Σ_b dy[b] ⋆ x[b]` over `samples`, laid out as the
-/// kernel (c_out, c_in, k, k); `None` without AVX-512 or for kernel sizes
-/// other than 1 and 3.
-pub fn weight_grad(g: &ConvGeom, x: &[f32], dy: &[f32], samples: Range<usize>) -> Option<Vec<f32>> {
+/// Backward convolution as [`super::kernels::conv_backward`] (gradient
+/// `dy` after the ReLU whose output was `relu_out`, if any), or `None`
+/// without AVX-512 or for kernels other than 3×3-like ones whose grid fits
+/// in the padding (see [`Padded::grid_inside_padding`]).
+///
+/// One pass per sample: `dy` is masked by the ReLU and padded once (its
+/// sums give the bias gradient); the padded copy, read on the output grid,
+/// feeds the kernel gradient, and read as padded input feeds the input
+/// gradient, a forward convolution with the flipped kernel.
+pub fn conv_backward(
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    relu_out: Option<&[f32]>,
+    need_dx: bool,
+) -> Option<ConvGrads> {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") && (g.k == 1 || g.k == 3) {
-            return Some(weight_grad_avx512(g, x, dy, samples));
+        let pad = Padded::new(g);
+        if std::arch::is_x86_feature_detected!("avx512f") && g.k == 3 && pad.grid_inside_padding(g.h) {
+            return Some(backward(&pad, g, x, weight, dy, relu_out, need_dx));
         }
     }
-    let _ = (g, x, dy, samples);
+    let _ = (g, x, weight, dy, relu_out, need_dx);
     None
 }
 
-/// For each sample: pad it, lay `dy` out on the padded grid (zeros in the
-/// dropped columns, so they add nothing), and add every (output channel,
-/// input channel, tap) dot product over the grid into 16-lane partial sums;
-/// the lanes are added up once at the end.
 #[cfg(target_arch = "x86_64")]
-fn weight_grad_avx512(g: &ConvGeom, x: &[f32], dy: &[f32], samples: Range<usize>) -> Vec<f32> {
+fn backward(
+    pad: &Padded,
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    relu_out: Option<&[f32]>,
+    need_dx: bool,
+) -> ConvGrads {
+    const TAPS: usize = 9;
     let points = g.h * g.w;
-    let pad = Padded::new(g);
-    let (taps, grid) = (pad.taps.len(), pad.blocks * LANES);
-    let mut lanes = vec![0.0f32; g.c_out * g.c_in * taps * LANES];
-    let input_len = pad.len(g.c_in);
-    for b in samples {
-        let xb = &x[b * g.c_in * points..][..g.c_in * points];
-        let dyb = &dy[b * g.c_out * points..][..g.c_out * points];
-        with_scratch(input_len + g.c_out * grid, |scratch| {
-            let (input, dyg) = scratch.split_at_mut(input_len);
-            pad.fill(g, xb, g.c_in, input);
-            dyg.fill(0.0);
-            for (plane, out) in dyb.chunks_exact(points).zip(dyg.chunks_exact_mut(grid)) {
-                for (row, out_row) in plane.chunks_exact(g.w).zip(out.chunks_mut(pad.width)) {
-                    out_row[..g.w].copy_from_slice(row);
-                }
+    assert!(x.len() == g.batch * g.c_in * points && dy.len() == g.batch * g.c_out * points);
+    assert!(relu_out.is_none_or(|y| y.len() == dy.len()) && weight.len() == g.c_out * g.c_in * TAPS);
+    let reversed = ConvGeom { c_in: g.c_out, c_out: g.c_in, ..*g };
+    // The input gradient's kernel, flipped and transposed, laid out for
+    // `convolve` as [co][tap][ci].
+    let mut w_rev = vec![0.0f32; weight.len()];
+    for co in 0..g.c_out {
+        for ci in 0..g.c_in {
+            for t in 0..TAPS {
+                w_rev[(co * TAPS + t) * g.c_in + ci] = weight[(co * g.c_in + ci) * TAPS + TAPS - 1 - t];
             }
-            assert!(input.len() >= pad.len(g.c_in) && dyg.len() == g.c_out * grid);
-            let mut co = 0;
-            while co < g.c_out {
-                // SAFETY: AVX-512 was detected; reads stay inside input
-                // (pad.len) and dyg (c_out planes of grid), writes inside
-                // lanes (c_out × c_in × taps × 16), as co + CO ≤ c_out.
-                co += unsafe {
-                    match (g.k, g.c_out - co) {
-                        (3, 2..) => weight_grad_block::<2, 9>(&pad, g, input, dyg, co, &mut lanes),
-                        (3, _) => weight_grad_block::<1, 9>(&pad, g, input, dyg, co, &mut lanes),
-                        (_, 8..) => weight_grad_block::<8, 1>(&pad, g, input, dyg, co, &mut lanes),
-                        (_, _) => weight_grad_block::<1, 1>(&pad, g, input, dyg, co, &mut lanes),
-                    }
-                };
-            }
-        });
+        }
     }
-    lanes.chunks_exact(LANES).map(|l| l.iter().sum()).collect()
+    let shares = rayon::current_num_threads().clamp(1, g.batch.max(1));
+    let per_share = g.batch.div_ceil(shares).max(1);
+    let mut dx = vec![0.0f32; if need_dx { g.batch * g.c_in * points } else { 0 }];
+    let mut dx_shares: Vec<&mut [f32]> = dx.chunks_mut(per_share * g.c_in * points).collect();
+    dx_shares.resize_with(shares, Default::default);
+    let (grid, x_len, dy_len) = (pad.grid(), pad.len(g.c_in), pad.len(g.c_out));
+    let partial: Vec<(Vec<f32>, Vec<f32>)> = dx_shares
+        .into_par_iter()
+        .enumerate()
+        .map(|(share, dx_share)| {
+            let mut lanes = vec![0.0f32; g.c_out * g.c_in * TAPS * LANES];
+            let mut db = vec![0.0f32; g.c_out];
+            for (i, b) in (share * per_share..((share + 1) * per_share).min(g.batch)).enumerate() {
+                let xb = &x[b * g.c_in * points..][..g.c_in * points];
+                let dyb = &dy[b * g.c_out * points..][..g.c_out * points];
+                let yb = relu_out.map(|y| &y[b * g.c_out * points..][..g.c_out * points]);
+                with_scratch(x_len + dy_len + g.c_in * grid, |scratch| {
+                    let (px, rest) = scratch.split_at_mut(x_len);
+                    let (pdy, out) = rest.split_at_mut(dy_len);
+                    // SAFETY: AVX-512 was detected by the caller.
+                    unsafe {
+                        fill_padded(pad, g, xb, None, g.c_in, px, &mut []);
+                        fill_padded(pad, &reversed, dyb, yb, g.c_out, pdy, &mut db);
+                    }
+                    // dy on the output grid: the padded copy from its first
+                    // real point on (grid_inside_padding holds).
+                    let on_grid = &pdy[pad.pad * (pad.width + 1)..];
+                    assert!(on_grid.len() >= (g.c_out - 1) * pad.plane + grid && px.len() >= x_len);
+                    let mut co = 0;
+                    while co < g.c_out {
+                        // SAFETY: AVX-512 was detected; reads stay inside px
+                        // (pad.len) and on_grid (c_out planes, asserted), and
+                        // writes inside lanes, as co + CO ≤ c_out.
+                        co += unsafe {
+                            if g.c_out - co >= 2 {
+                                weight_grad_block::<2, TAPS>(pad, g, px, on_grid, co, &mut lanes)
+                            } else {
+                                weight_grad_block::<1, TAPS>(pad, g, px, on_grid, co, &mut lanes)
+                            }
+                        };
+                    }
+                    if need_dx {
+                        convolve(pad, &reversed, pdy, &w_rev, out);
+                        let dxb = &mut dx_share[i * g.c_in * points..][..g.c_in * points];
+                        for (c, dst) in dxb.chunks_exact_mut(points).enumerate() {
+                            finish_plane(dst, &out[c * grid..], g.w, pad.width, 0.0, false);
+                        }
+                    }
+                });
+            }
+            (lanes.chunks_exact(LANES).map(|l| l.iter().sum()).collect(), db)
+        })
+        .collect();
+    let mut parts = partial.into_iter();
+    let (mut dweight, mut dbias) = parts.next().unwrap_or_default();
+    for (dw, db) in parts {
+        add_assign(&mut dweight, &dw);
+        add_assign(&mut dbias, &db);
+    }
+    ConvGrads { dx: need_dx.then_some(dx), dweight, dbias }
 }
 
-/// Adds the dot products of output channels `co..co + CO` with every input
-/// channel under each of the `T` taps into `lanes`; 2 × 9 accumulators fit
-/// the 32 vector registers with room for the loads.
+/// Adds the dot products of output channels `co..co + CO` of `dy` (planes
+/// `pad.plane` apart, on the output grid) with every input channel of the
+/// padded `input` under each of the `T` taps into `lanes`; 2 × 9
+/// accumulators fit the 32 vector registers with room for the loads.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn weight_grad_block<const CO: usize, const T: usize>(
     pad: &Padded,
     g: &ConvGeom,
     input: &[f32],
-    dyg: &[f32],
+    dy: &[f32],
     co: usize,
     lanes: &mut [f32],
 ) -> usize {
     use std::arch::x86_64::*;
-    let grid = pad.blocks * LANES;
     let offs: [usize; T] = std::array::from_fn(|t| pad.taps[t]);
     for ci in 0..g.c_in {
         let plane = input.as_ptr().add(ci * pad.plane);
         let mut acc = [[_mm512_setzero_ps(); T]; CO];
         for b in 0..pad.blocks {
             let base = b * LANES;
-            let d: [__m512; CO] = std::array::from_fn(|j| _mm512_loadu_ps(dyg.as_ptr().add((co + j) * grid + base)));
+            let d: [__m512; CO] = std::array::from_fn(|j| _mm512_loadu_ps(dy.as_ptr().add((co + j) * pad.plane + base)));
             for (t, &off) in offs.iter().enumerate() {
                 let v = _mm512_loadu_ps(plane.add(base + off));
                 for j in 0..CO {
@@ -257,9 +364,10 @@ unsafe fn weight_grad_block<const CO: usize, const T: usize>(
     CO
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn weight_grad_avx512(_: &ConvGeom, _: &[f32], _: &[f32], _: Range<usize>) -> Vec<f32> {
-    unreachable!("weight_grad declines before calling this off x86-64")
+fn add_assign(acc: &mut [f32], v: &[f32]) {
+    for (a, b) in acc.iter_mut().zip(v) {
+        *a += b;
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -270,7 +378,7 @@ fn forward(_: &ConvGeom, _: &[f32], _: &[f32], _: Option<&[f32]>, _: bool) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::kernels::{conv_forward_gemm, weight_grad_gemm};
+    use crate::nn::kernels::{conv_backward_gemm, conv_forward_gemm};
 
     #[test]
     fn direct_matches_gemm_path() {
@@ -287,15 +395,29 @@ mod tests {
     }
 
     #[test]
-    fn direct_weight_gradient_matches_gemm_path() {
-        for (k, c_in, c_out) in [(3, 5, 3), (3, 16, 16), (1, 3, 10)] {
-            let g = ConvGeom { batch: 3, c_in, c_out, k, h: 7, w: 6 };
-            let x: Vec<f32> = (0..g.batch * c_in * 42).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
-            let dy: Vec<f32> = (0..g.batch * c_out * 42).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
-            let Some(fast) = weight_grad(&g, &x, &dy, 1..3) else { return };
-            let slow = weight_grad_gemm(&g, &x, &dy, 1..3);
-            let diff = fast.iter().zip(&slow).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
-            assert!(diff < 1e-3, "k={k} {c_in}->{c_out}: max diff {diff}");
+    fn direct_backward_matches_gemm_path() {
+        for (c_in, c_out, relu, need_dx) in [(5, 3, true, true), (16, 16, false, true), (3, 1, true, false)] {
+            // 7 rows of 9 padded points: the grid's one extra point falls on
+            // the bottom border, so the fused path applies.
+            let g = ConvGeom { batch: 3, c_in, c_out, k: 3, h: 7, w: 7 };
+            let x: Vec<f32> = (0..g.batch * c_in * 49).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
+            let w: Vec<f32> = (0..c_out * c_in * 9).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
+            let dy: Vec<f32> = (0..g.batch * c_out * 49).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
+            let y: Vec<f32> = (0..g.batch * c_out * 49).map(|i| ((i * 5) % 3) as f32 - 1.0).collect();
+            let relu_out = relu.then_some(&y[..]);
+            let Some(fast) = conv_backward(&g, &x, &w, &dy, relu_out, need_dx) else {
+                #[cfg(target_arch = "x86_64")]
+                assert!(!std::arch::is_x86_feature_detected!("avx512f"), "the fused path declined");
+                return;
+            };
+            let slow = conv_backward_gemm(&g, &x, &w, &dy, relu_out, need_dx);
+            let diff = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(diff(&fast.dweight, &slow.dweight) < 1e-3, "{c_in}->{c_out}: kernel gradient");
+            assert!(diff(&fast.dbias, &slow.dbias) < 1e-3, "{c_in}->{c_out}: bias gradient");
+            assert_eq!(fast.dx.is_some(), need_dx);
+            if let (Some(a), Some(b)) = (&fast.dx, &slow.dx) {
+                assert!(diff(a, b) < 1e-4, "{c_in}->{c_out}: input gradient");
+            }
         }
     }
 }

@@ -262,18 +262,44 @@ pub struct ConvGrads {
     pub dbias: Vec<f32>,
 }
 
-/// Backward convolution, given the gradient `dy` of the convolution's output
-/// (before any ReLU: callers apply [`relu_backward`] first).
+/// Backward convolution, given the gradient `dy` of the layer's output and,
+/// when a ReLU was fused into it, that output `relu_out` (for the mask).
 ///
-/// * kernel: `dW = Σ_b dy[b] · patches(x[b])ᵀ` (directly with AVX-512, else
-///   by im2col and gemm), each thread summing its own
+/// * kernel: `dW = Σ_b dy[b] ⋆ x[b]`, each thread summing its own
 ///   contiguous share of the batch, the shares then added in order, so the
 ///   result does not depend on scheduling;
 /// * input: a convolution of `dy` with the kernel flipped in space and with
-///   in/out channels swapped, run by [`conv_forward`] itself.
-pub fn conv_backward(g: &ConvGeom, x: &[f32], weight: &[f32], dy: &[f32], need_dx: bool) -> ConvGrads {
+///   in/out channels swapped.
+///
+/// With AVX-512 (3×3 kernels) all of it is one fused pass per sample in
+/// [`super::direct`]; otherwise im2col and gemm products.
+pub fn conv_backward(
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    relu_out: Option<&[f32]>,
+    need_dx: bool,
+) -> ConvGrads {
+    match super::direct::conv_backward(g, x, weight, dy, relu_out, need_dx) {
+        Some(grads) => grads,
+        None => conv_backward_gemm(g, x, weight, dy, relu_out, need_dx),
+    }
+}
+
+/// [`conv_backward`] by im2col and gemm.
+pub(super) fn conv_backward_gemm(
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    relu_out: Option<&[f32]>,
+    need_dx: bool,
+) -> ConvGrads {
     let points = g.points();
     assert_eq!(dy.len(), g.batch * g.c_out * points, "conv output gradient has the wrong size");
+    let masked = relu_out.map(|y| relu_backward(dy, y));
+    let dy = masked.as_deref().unwrap_or(dy);
     let shares = rayon::current_num_threads().clamp(1, g.batch.max(1));
     let per_share = g.batch.div_ceil(shares).max(1);
     let partial: Vec<(Vec<f32>, Vec<f32>)> = (0..shares)
@@ -286,11 +312,7 @@ pub fn conv_backward(g: &ConvGeom, x: &[f32], weight: &[f32], dy: &[f32], need_d
             for (i, plane) in planes.chunks_exact(points).enumerate() {
                 db[i % g.c_out] += plane.iter().sum::<f32>();
             }
-            let dw = match super::direct::weight_grad(g, x, dy, samples.clone()) {
-                Some(dw) => dw,
-                None => weight_grad_gemm(g, x, dy, samples),
-            };
-            (dw, db)
+            (weight_grad_gemm(g, x, dy, samples), db)
         })
         .collect();
     let mut parts = partial.into_iter();
@@ -304,7 +326,7 @@ pub fn conv_backward(g: &ConvGeom, x: &[f32], weight: &[f32], dy: &[f32], need_d
 }
 
 /// `Σ dy[b] · patches(x[b])ᵀ` over `samples`, by im2col and gemm.
-pub(super) fn weight_grad_gemm(g: &ConvGeom, x: &[f32], dy: &[f32], samples: std::ops::Range<usize>) -> Vec<f32> {
+fn weight_grad_gemm(g: &ConvGeom, x: &[f32], dy: &[f32], samples: std::ops::Range<usize>) -> Vec<f32> {
     let (points, patch) = (g.points(), g.patch());
     let mut dw = vec![0.0f32; g.c_out * patch];
     for b in samples {

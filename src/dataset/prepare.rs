@@ -201,6 +201,7 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     let labelled = options.value.chosen(record.moves.len(), key, options.seed);
     let winner = record.result.as_ref().and_then(|r| r.winner());
     let mut block = Block::default();
+    block.reserve(record.moves.len(), options.board_size);
     let replayed = record.replay_with(record.rules_or(rules), |i, game, mv| {
         encode_into(game, planes);
         let policy = mv.mv.policy_index(options.board_size).expect("recorded moves are points or passes") as u16;

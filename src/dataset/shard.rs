@@ -153,9 +153,30 @@ impl Block {
     /// The block as one zstd frame (with a content checksum, so corruption
     /// is caught on reading). Deterministic for a given block and level.
     pub fn compress(&self, level: i32) -> std::io::Result<Vec<u8>> {
-        let mut c = zstd::bulk::Compressor::new(level)?;
-        c.include_checksum(true)?;
-        c.compress(&self.serialize())
+        thread_local! {
+            // One context per thread and level: creating one per block
+            // allocated and freed a megabyte each time.
+            static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        COMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+                let mut c = zstd::bulk::Compressor::new(level)?;
+                c.include_checksum(true)?;
+                *slot = Some((level, c));
+            }
+            let (_, c) = slot.as_mut().expect("just set");
+            c.compress(&self.serialize())
+        })
+    }
+
+    /// Room for `n` more records of a board of `size`.
+    pub fn reserve(&mut self, n: usize, size: usize) {
+        self.planes.reserve(n * planes_bytes(size));
+        self.policy.reserve(n);
+        self.value.reserve(n);
+        self.move_number.reserve(n);
     }
 
     /// Decompresses a frame written by [`Block::compress`].

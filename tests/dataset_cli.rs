@@ -26,7 +26,8 @@ fn text(out: &Output) -> String {
 fn fixture() -> Option<(tempfile::TempDir, Vec<FixtureRecord>)> {
     let games = testkit::kgs_games(10)?;
     let dir = tempfile::tempdir().unwrap();
-    let records = testkit::write_dataset(dir.path(), &games, &Layout { block_records: 64, shard_records: 500 }).unwrap();
+    let records =
+        testkit::write_dataset(dir.path(), &games, &Layout { block_records: 64, shard_records: 500 }).unwrap();
     Some((dir, records))
 }
 
@@ -59,7 +60,8 @@ fn info_counts_what_the_shards_hold() {
     for expected in ["split", "train", "bytes/pos", "most played", "move number: 1-50", "labelled", "won"] {
         assert!(shown.contains(expected), "no `{expected}` in\n{shown}");
     }
-    let quick: serde_json::Value = serde_json::from_slice(&go_train(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();
+    let quick: serde_json::Value =
+        serde_json::from_slice(&go_train(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();
     assert!(quick["splits"]["train"]["labels"].is_null());
     assert_eq!(quick["splits"]["train"]["positions"], train.len());
 }
@@ -145,7 +147,20 @@ fn prepared(dir: &Path) -> Option<std::path::PathBuf> {
     run(&["filter", path(&games), "--out"], &all);
     let small = GameList(GameList::read(&all).unwrap().0.into_iter().take(200).collect());
     std::fs::write(&list, small.to_text()).unwrap();
-    run(&["prepare", path(&list), "--value", "per-game:2", "--block-records", "300", "--shard-records", "3000", "--out"], &data);
+    run(
+        &[
+            "prepare",
+            path(&list),
+            "--value",
+            "per-game:2",
+            "--block-records",
+            "300",
+            "--shard-records",
+            "3000",
+            "--out",
+        ],
+        &data,
+    );
     Some(data)
 }
 
@@ -161,7 +176,13 @@ fn what_prepare_writes_verifies_and_reads_back_whole() {
         let manifest = &dataset.manifest().splits[&split];
         assert_eq!(dataset.split_len(split), manifest.positions);
         for value_only in [false, true] {
-            let options = BatchOptions { batch_size: 256, shuffle: true, symmetries: true, value_only, ..BatchOptions::default() };
+            let options = BatchOptions {
+                batch_size: 256,
+                shuffle: true,
+                symmetries: true,
+                value_only,
+                ..BatchOptions::default()
+            };
             let records: usize = dataset.batches(split, &options).map(|b| b.unwrap().len).sum();
             let expected = if value_only { manifest.value_positions } else { manifest.positions };
             assert_eq!(records as u64, expected, "{split}, value only: {value_only}");

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use go_train::go::{Color, Count, Game, Move, Point, Vertex};
 use go_train::gtp::GtpClient;
-use go_train::sgf::{read_file, GameResult, GameRecord, WinBy};
+use go_train::sgf::{read_file, GameRecord, GameResult, WinBy};
 
 /// Our replay of the first game in `path`.
 fn replay(path: &Path) -> Result<(GameRecord, Game), String> {
@@ -59,7 +59,8 @@ fn compare(files: &[PathBuf], gnugo: &str) -> Vec<String> {
             let theirs = sorted_words(&engine.send(&format!("list_stones {color}")).unwrap());
             let ours = stones(&game, color);
             if theirs != ours {
-                differences.push(format!("{}: {color} stones differ: gnugo {theirs:?}, go-train {ours:?}", path.display()));
+                differences
+                    .push(format!("{}: {color} stones differ: gnugo {theirs:?}, go-train {ours:?}", path.display()));
             }
             let theirs: u32 = engine.send(&format!("captures {color}")).unwrap().parse().unwrap();
             let ours = game.board().captures(color);
@@ -88,7 +89,12 @@ fn final_positions_match_gnugo_on_every_kgs_game() {
         handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     eprintln!("compared {} games with GnuGo: {} differences", files.len(), differences.len());
-    assert!(differences.is_empty(), "{} differences, first ones:\n{}", differences.len(), differences[..differences.len().min(10)].join("\n"));
+    assert!(
+        differences.is_empty(),
+        "{} differences, first ones:\n{}",
+        differences.len(),
+        differences[..differences.len().min(10)].join("\n")
+    );
 }
 
 #[test]

@@ -72,7 +72,17 @@ fn filter_reports_bad_input_by_reason_and_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("bad.list");
     let (gnugo, pro) = (data.join("gnugo-regression"), data.join("pro-1941-1997"));
-    go_train(&["filter", path(&gnugo), path(&pro), "--out", path(&list), "--min-year", "0", "--any-komi", "--allow-handicap"]);
+    go_train(&[
+        "filter",
+        path(&gnugo),
+        path(&pro),
+        "--out",
+        path(&list),
+        "--min-year",
+        "0",
+        "--any-komi",
+        "--allow-handicap",
+    ]);
     let r = &report(&list)["report"];
     let rejected = &r["rejected"];
     assert_eq!(rejected["unreadable file"], 2, "owl42.sgf (truncated) and pending/nightmare.sgf (no SGF): {r}");
@@ -89,7 +99,14 @@ fn filter_reports_bad_input_by_reason_and_goes_on() {
     go_train(&["filter", path(&pro), "--out", path(&old)]);
     let r = &report(&old)["report"];
     assert_eq!(r["kept"], 0);
-    assert_eq!(r["rejected"]["too old"].as_u64().unwrap() + r["rejected"]["no date"].as_u64().unwrap_or(0) + r["rejected"]["illegal move"].as_u64().unwrap_or(0) + r["rejected"]["komi out of range"].as_u64().unwrap_or(0) + r["rejected"]["no komi"].as_u64().unwrap_or(0), 596);
+    assert_eq!(
+        r["rejected"]["too old"].as_u64().unwrap()
+            + r["rejected"]["no date"].as_u64().unwrap_or(0)
+            + r["rejected"]["illegal move"].as_u64().unwrap_or(0)
+            + r["rejected"]["komi out of range"].as_u64().unwrap_or(0)
+            + r["rejected"]["no komi"].as_u64().unwrap_or(0),
+        596
+    );
 }
 
 /// One record: packed planes, policy, value and move number.
@@ -219,6 +236,10 @@ fn a_killed_prepare_leaves_no_manifest_and_a_rerun_finishes_cleanly() {
     let a = Manifest::read(&out).unwrap();
     let b = Manifest::read(&clean).unwrap();
     assert_eq!(a.shards, b.shards, "the rerun equals a clean run, checksums included");
-    let stray: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().ends_with(".tmp")).collect();
+    let stray: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
     assert!(stray.is_empty(), "{stray:?}");
 }

@@ -66,10 +66,7 @@ fn records<'a>(
 
 /// The games that stop at an illegal move under `rules`: name → error.
 fn illegal_games(records: &[(&str, &GameRecord)], rules: Rules) -> BTreeMap<String, ReplayError> {
-    records
-        .par_iter()
-        .filter_map(|(name, record)| record.replay(rules).err().map(|e| (name.to_string(), e)))
-        .collect()
+    records.par_iter().filter_map(|(name, record)| record.replay(rules).err().map(|e| (name.to_string(), e))).collect()
 }
 
 /// Writing each record then reading it back gives the same record.
@@ -107,8 +104,7 @@ fn kgs_6d() {
     assert_eq!(handicapped, 15_571);
     // Five of them never placed their stones: free placement (Chinese
     // rules) in games that stopped after at most one move.
-    let without_stones =
-        records.iter().filter(|(_, r)| r.handicap.unwrap_or(0) >= 2 && r.setup.is_empty()).count();
+    let without_stones = records.iter().filter(|(_, r)| r.handicap.unwrap_or(0) >= 2 && r.setup.is_empty()).count();
     assert_eq!(without_stones, 5);
     assert_eq!(records.iter().filter(|(_, r)| r.result.is_none()).count(), 500);
     assert_eq!(records.iter().filter(|(_, r)| r.moves.is_empty()).count(), 52);
@@ -128,14 +124,8 @@ fn kgs_6d() {
             ("KGS2003/2003-11-15-12.sgf", "move 301 (B E16): repeats an earlier position (superko)"),
             ("kgs-19-2006/2006-11-12-28.sgf", "move 141 (W K15): repeats an earlier position (superko)"),
             ("kgs-19-2015/2015-07-21-16.sgf", "move 217 (W E10): repeats an earlier position (superko)"),
-            (
-                "kgs-19-2017-02-new/2017-02-18-10.sgf",
-                "move 297 (B A9): repeats an earlier position (superko)",
-            ),
-            (
-                "kgs-19-2017-04-new/2017-04-14-5.sgf",
-                "move 246 (W A18): repeats an earlier position (superko)",
-            ),
+            ("kgs-19-2017-02-new/2017-02-18-10.sgf", "move 297 (B A9): repeats an earlier position (superko)"),
+            ("kgs-19-2017-04-new/2017-04-14-5.sgf", "move 246 (W A18): repeats an earlier position (superko)"),
         ],
         IllegalMove::Superko,
     );
@@ -150,10 +140,8 @@ fn gnugo_regression() {
     let Some(root) = datasets() else { return };
     let files = read_dataset(&root, "gnugo-regression");
     assert_eq!(files.len(), 1_761);
-    let failed: BTreeMap<&str, String> = files
-        .iter()
-        .filter_map(|(name, games)| games.as_ref().err().map(|e| (name.as_str(), e.to_string())))
-        .collect();
+    let failed: BTreeMap<&str, String> =
+        files.iter().filter_map(|(name, games)| games.as_ref().err().map(|e| (name.as_str(), e.to_string()))).collect();
     assert_eq!(
         failed,
         BTreeMap::from([
@@ -164,10 +152,7 @@ fn gnugo_regression() {
             ("regression/games/pending/nightmare.sgf", "not SGF: no game tree \"(;\" found".to_string()),
         ])
     );
-    assert!(matches!(
-        files["regression/games/owl42.sgf"],
-        Err(SgfError::Malformed(SyntaxError::Truncated { .. }))
-    ));
+    assert!(matches!(files["regression/games/owl42.sgf"], Err(SgfError::Malformed(SyntaxError::Truncated { .. }))));
     assert_eq!(files["regression/games/reading10.sgf"].as_ref().unwrap().len(), 2);
 
     // sgfmill reads this game, taking the first of `B[tt]W[tt]` in one node;
@@ -261,8 +246,7 @@ fn kombilo_tests() {
 #[test]
 fn longest_games_fit_a_worker_stack() {
     let Some(root) = datasets() else { return };
-    let longest =
-        ["kombilo-tests/tests-sgfs/under-the-stones.sgf", "kgs-6d/kgs-19-2017-04-new/2017-04-10-71.sgf"];
+    let longest = ["kombilo-tests/tests-sgfs/under-the-stones.sgf", "kgs-6d/kgs-19-2017-04-new/2017-04-10-71.sgf"];
     let moves = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(move || {

@@ -27,7 +27,8 @@ fn json_lines(out: std::process::Output) -> Vec<serde_json::Value> {
 }
 
 fn sorted(v: &serde_json::Value) -> Vec<String> {
-    let mut s: Vec<String> = v.as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()).unwrap_or_default();
+    let mut s: Vec<String> =
+        v.as_array().map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect()).unwrap_or_default();
     s.sort();
     s
 }
@@ -44,9 +45,14 @@ fn final_positions_match_sgfmill() {
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sgfmill_positions.py");
     let theirs = json_lines(Command::new("python3").arg(script).args(&files).output().unwrap());
-    let ours = json_lines(Command::new(env!("CARGO_BIN_EXE_go-train")).args(["show", "--json"]).args(&files).output().unwrap());
-    let ours: HashMap<&str, &serde_json::Value> =
-        ours.iter().filter(|o| o["game"].as_u64().unwrap_or(0) == 0).map(|o| (o["file"].as_str().unwrap(), o)).collect();
+    let ours = json_lines(
+        Command::new(env!("CARGO_BIN_EXE_go-train")).args(["show", "--json"]).args(&files).output().unwrap(),
+    );
+    let ours: HashMap<&str, &serde_json::Value> = ours
+        .iter()
+        .filter(|o| o["game"].as_u64().unwrap_or(0) == 0)
+        .map(|o| (o["file"].as_str().unwrap(), o))
+        .collect();
 
     let (mut compared, mut differences) = (0, Vec::new());
     for m in &theirs {
@@ -61,9 +67,14 @@ fn final_positions_match_sgfmill() {
             continue;
         }
         compared += 1;
-        let same = m["moves"] == g["moves"] && sorted(&m["black"]) == sorted(&g["black"]) && sorted(&m["white"]) == sorted(&g["white"]);
+        let same = m["moves"] == g["moves"]
+            && sorted(&m["black"]) == sorted(&g["black"])
+            && sorted(&m["white"]) == sorted(&g["white"]);
         if !same {
-            differences.push(format!("{file}: sgfmill {} moves ({:?}), go-train {} moves ({:?})", m["moves"], m["error"], g["moves"], g["error"]));
+            differences.push(format!(
+                "{file}: sgfmill {} moves ({:?}), go-train {} moves ({:?})",
+                m["moves"], m["error"], g["moves"], g["error"]
+            ));
         }
     }
     eprintln!("compared {compared} games with sgfmill: {} differences", differences.len());

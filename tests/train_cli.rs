@@ -39,7 +39,11 @@ fn config(kind: &str) -> String {
 }
 
 fn metrics(out: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -47,10 +51,21 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let Some(data) = dataset(dir.path()) else { return };
     let common = |out: &Path, kind: &str| -> Vec<String> {
-        ["--config", &config(kind), "--data", s(&data), "--out", s(out), "--device", "cpu", "--set", "validation_positions=3000"]
-            .iter()
-            .map(|x| x.to_string())
-            .collect()
+        [
+            "--config",
+            &config(kind),
+            "--data",
+            s(&data),
+            "--out",
+            s(out),
+            "--device",
+            "cpu",
+            "--set",
+            "validation_positions=3000",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
     };
     let run = |out: &Path, kind: &str, extra: &[&str]| {
         let mut args = vec![format!("train-{kind}")];
@@ -71,7 +86,14 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(loss(2, "validation") < loss(0, "validation"), "{m:?}");
     assert!(m[2]["validation"]["top1"].as_f64().unwrap() > 0.10, "{m:?}");
     assert!(m[2]["validation"]["top5"].as_f64().unwrap() > m[2]["validation"]["top1"].as_f64().unwrap());
-    for f in ["config.toml", "best.safetensors", "metrics.svg", "last/weights.safetensors", "last/optimizer.safetensors", "last/state.json"] {
+    for f in [
+        "config.toml",
+        "best.safetensors",
+        "metrics.svg",
+        "last/weights.safetensors",
+        "last/optimizer.safetensors",
+        "last/state.json",
+    ] {
         assert!(policy.join(f).exists(), "{f}");
     }
     assert!(std::fs::read_to_string(policy.join("metrics.svg")).unwrap().contains("<polyline"));
@@ -96,7 +118,11 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     std::fs::write(&weights, bytes).unwrap();
     let out = run(&resumed, "policy", &["--epochs", "3", "--steps-per-epoch", "15", "--resume"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("weights.safetensors"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("weights.safetensors"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The playout and value nets train too; the value net reports its MSE
     // next to the constant-0.5 baseline of 0.25.

@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use go_train::dataset::filter::{filter, Criteria};
-use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
 use go_train::dataset::prepare::{prepare as prepare_dataset, PrepareOptions};
+use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
 use go_train::go::{Board, Game, Rules};
 use go_train::progress::Progress;
 use go_train::search::random::{playout, RandomAgent};
@@ -167,7 +167,8 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<
     std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();
     let options = PrepareOptions { force: true, ..PrepareOptions::default() };
-    let (manifest, _) = prepare_dataset(&list, &out, &options, &Progress::new("prepare", games.0.len() as u64, "games"))?;
+    let (manifest, _) =
+        prepare_dataset(&list, &out, &options, &Progress::new("prepare", games.0.len() as u64, "games"))?;
     let total = start.elapsed().as_secs_f64();
 
     let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
@@ -231,7 +232,12 @@ fn measured_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) 
         }
         _ => String::new(),
     };
-    println!("{:>3} thread(s): {:>9.0} records/s ({:.0} per thread){cpu_text}", threads, rate.per_second(), rate.per_thread());
+    println!(
+        "{:>3} thread(s): {:>9.0} records/s ({:.0} per thread){cpu_text}",
+        threads,
+        rate.per_second(),
+        rate.per_thread()
+    );
     Ok(rate)
 }
 

@@ -196,7 +196,8 @@ fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
         m.board_size,
         m.board_size
     );
-    out += &format!("  input: {} (CRC-32 {}), {} games listed\n", m.input.list, m.input.list_crc32, m.input.games_listed);
+    out +=
+        &format!("  input: {} (CRC-32 {}), {} games listed\n", m.input.list, m.input.list_crc32, m.input.games_listed);
     let [train, validation, test] = s.split.0;
     out += &format!(
         "  settings: seed {}, split {train:.2}/{validation:.2}/{test:.2}, value labels {}, default rules {}, \
@@ -230,9 +231,13 @@ fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
 
 fn labels_text(split: Split, l: &LabelStats) -> String {
     let percent = |n: u64, of: u64| format!("{:.1}%", 100.0 * fraction(n, of));
-    let top: Vec<String> =
-        l.top_points(5).into_iter().map(|(p, n)| format!("{} {}", point_name(p, l.size), percent(n, l.records))).collect();
-    let stages: Vec<String> = STAGES.iter().zip(l.stages).map(|(name, n)| format!("{name} {}", percent(n, l.records))).collect();
+    let top: Vec<String> = l
+        .top_points(5)
+        .into_iter()
+        .map(|(p, n)| format!("{} {}", point_name(p, l.size), percent(n, l.records)))
+        .collect();
+    let stages: Vec<String> =
+        STAGES.iter().zip(l.stages).map(|(name, n)| format!("{name} {}", percent(n, l.records))).collect();
     // The balance among labelled records is what a value net sees.
     let labelled = l.wins + l.losses;
     format!(
@@ -272,7 +277,13 @@ fn verify_dataset(dir: &Path) -> Result<()> {
     progress.finish();
     for s in &report.shards {
         let status = if s.errors.is_empty() { "ok " } else { "BAD" };
-        println!("{status} {:<28} {:<10} {:>10} records {:>9} with value", s.file, s.split.name(), s.records, s.value_records);
+        println!(
+            "{status} {:<28} {:<10} {:>10} records {:>9} with value",
+            s.file,
+            s.split.name(),
+            s.records,
+            s.value_records
+        );
     }
     for w in &report.warnings {
         eprintln!("warning: {w}");

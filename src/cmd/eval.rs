@@ -48,8 +48,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let nets: Vec<(&str, PathBuf)> =
-        [("policy", args.policy), ("value", args.value), ("playout", args.playout)].into_iter().filter_map(|(k, p)| Some((k, p?))).collect();
+    let nets: Vec<(&str, PathBuf)> = [("policy", args.policy), ("value", args.value), ("playout", args.playout)]
+        .into_iter()
+        .filter_map(|(k, p)| Some((k, p?)))
+        .collect();
     if nets.is_empty() {
         bail!("name at least one net: --policy, --value or --playout");
     }
@@ -70,9 +72,20 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn print_report(role: &str, path: &std::path::Path, split: Split, r: &Report) {
-    println!("{role} net {} on {split}: {} positions, {:.0} positions/s", path.display(), r.overall.positions, r.positions_per_second);
+    println!(
+        "{role} net {} on {split}: {} positions, {:.0} positions/s",
+        path.display(),
+        r.overall.positions,
+        r.positions_per_second
+    );
     let line = |name: &str, s: &go_train::train::evaluate::Scores| match (s.top1, s.top5, s.accuracy) {
-        (Some(t1), Some(t5), _) => println!("  {name:<14} loss {:.4}  top-1 {:>5.1}%  top-5 {:>5.1}%  ({} positions)", s.loss, 100.0 * t1, 100.0 * t5, s.positions),
+        (Some(t1), Some(t5), _) => println!(
+            "  {name:<14} loss {:.4}  top-1 {:>5.1}%  top-5 {:>5.1}%  ({} positions)",
+            s.loss,
+            100.0 * t1,
+            100.0 * t5,
+            s.positions
+        ),
         _ => println!(
             "  {name:<14} MSE {:.4} (constant 0.5: 0.25)  accuracy {:>5.1}%  ({} positions)",
             s.loss,

@@ -94,7 +94,8 @@ pub fn run(args: Args) -> Result<()> {
         report.games - report.kept
     );
     for (reason, n) in &report.rejected {
-        let example = report.examples.get(reason).and_then(|e| e.first()).map(|e| format!("  e.g. {e}")).unwrap_or_default();
+        let example =
+            report.examples.get(reason).and_then(|e| e.first()).map(|e| format!("  e.g. {e}")).unwrap_or_default();
         eprintln!("  {n:>8}  {reason}{example}");
     }
     eprintln!("list: {}\nreport: {}", args.out.display(), report_path.display());

@@ -94,7 +94,10 @@ pub fn run(args: Args) -> Result<()> {
     );
     for split in Split::ALL {
         let c = &manifest.splits[&split];
-        eprintln!("  {split:<10} {:>7} games {:>9} positions {:>9} with value", c.games, c.positions, c.value_positions);
+        eprintln!(
+            "  {split:<10} {:>7} games {:>9} positions {:>9} with value",
+            c.games, c.positions, c.value_positions
+        );
     }
     for (reason, n) in &manifest.dropped {
         eprintln!("  dropped: {n} ({reason})");

@@ -99,7 +99,12 @@ fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Opti
     }
     if let Some(g) = &game {
         writeln!(out, "  after {} of {} moves, {} to move", g.move_count(), record.moves.len(), g.to_move())?;
-        writeln!(out, "  captures: black took {}, white took {}", g.board().captures(Color::Black), g.board().captures(Color::White))?;
+        writeln!(
+            out,
+            "  captures: black took {}, white took {}",
+            g.board().captures(Color::Black),
+            g.board().captures(Color::White)
+        )?;
         writeln!(out)?;
         write!(out, "{}", super::diagram(g))?;
     }

@@ -35,7 +35,14 @@ impl Default for Criteria {
     /// players differ by a rank), and reverse komi exists too; neither is
     /// an even game.
     fn default() -> Criteria {
-        Criteria { size: 19, min_year: Some(2000), allow_handicap: false, require_result: false, min_moves: 0, komi: Some((5.0, 8.0)) }
+        Criteria {
+            size: 19,
+            min_year: Some(2000),
+            allow_handicap: false,
+            require_result: false,
+            min_moves: 0,
+            komi: Some((5.0, 8.0)),
+        }
     }
 }
 
@@ -139,16 +146,17 @@ impl GameList {
 
     /// Reads a list; errors name the file and line.
     pub fn read(path: &Path) -> Result<GameList> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
         let mut games = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.starts_with('#') || line.trim().is_empty() {
                 continue;
             }
-            let (file, index) = line
-                .rsplit_once('\t')
-                .and_then(|(f, i)| Some((f, i.trim().parse().ok()?)))
-                .with_context(|| format!("{}:{}: expected `file<TAB>game index`, found {line:?}", path.display(), n + 1))?;
+            let (file, index) =
+                line.rsplit_once('\t').and_then(|(f, i)| Some((f, i.trim().parse().ok()?))).with_context(|| {
+                    format!("{}:{}: expected `file<TAB>game index`, found {line:?}", path.display(), n + 1)
+                })?;
             games.push(GameRef { file: PathBuf::from(file), index });
         }
         Ok(GameList(games))
@@ -194,7 +202,12 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> Vec<Result<PathB
 
 /// Reads every game under `roots` in parallel and keeps those that meet
 /// `criteria`. The list is sorted, so the same tree gives the same list.
-pub fn filter(roots: &[PathBuf], follow_links: bool, criteria: &Criteria, progress: &Progress) -> (GameList, FilterReport) {
+pub fn filter(
+    roots: &[PathBuf],
+    follow_links: bool,
+    criteria: &Criteria,
+    progress: &Progress,
+) -> (GameList, FilterReport) {
     let files = find_sgf_files(roots, follow_links);
     type Outcome = (Option<GameRef>, Option<(Rejection, String)>);
     let outcomes: Vec<Vec<Outcome>> = files
@@ -276,7 +289,8 @@ mod tests {
 
     #[test]
     fn lists_round_trip() {
-        let list = GameList(vec![GameRef { file: "a b/c.sgf".into(), index: 0 }, GameRef { file: "d.sgf".into(), index: 3 }]);
+        let list =
+            GameList(vec![GameRef { file: "a b/c.sgf".into(), index: 0 }, GameRef { file: "d.sgf".into(), index: 3 }]);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("games.txt");
         std::fs::write(&path, list.to_text()).unwrap();

@@ -93,7 +93,8 @@ impl Manifest {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("{}: no dataset here (run `go-train prepare` first)", path.display()))?;
-        let m: Manifest = serde_json::from_str(&text).with_context(|| format!("{}: not a valid manifest", path.display()))?;
+        let m: Manifest =
+            serde_json::from_str(&text).with_context(|| format!("{}: not a valid manifest", path.display()))?;
         if m.dataset_version != DATASET_VERSION {
             bail!("{}: dataset version {}, this go-train reads {DATASET_VERSION}", path.display(), m.dataset_version);
         }

@@ -74,11 +74,18 @@ enum GameOutcome {
 
 /// Prepares a dataset from the game list at `list_path` into `out`.
 /// Returns the manifest, and whether the dataset was already up to date.
-pub fn prepare(list_path: &Path, out: &Path, options: &PrepareOptions, progress: &Progress) -> Result<(Manifest, bool)> {
-    let list_bytes = std::fs::read(list_path).with_context(|| format!("{}: cannot read the game list", list_path.display()))?;
+pub fn prepare(
+    list_path: &Path,
+    out: &Path,
+    options: &PrepareOptions,
+    progress: &Progress,
+) -> Result<(Manifest, bool)> {
+    let list_bytes =
+        std::fs::read(list_path).with_context(|| format!("{}: cannot read the game list", list_path.display()))?;
     let list = GameList::read(list_path)?;
-    let rules = Rules::by_name(&options.default_rules)
-        .with_context(|| format!("unknown rules `{}` (chinese, japanese, aga, nz, tromp-taylor)", options.default_rules))?;
+    let rules = Rules::by_name(&options.default_rules).with_context(|| {
+        format!("unknown rules `{}` (chinese, japanese, aga, nz, tromp-taylor)", options.default_rules)
+    })?;
     if options.block_records == 0 || options.shard_records < options.block_records as u64 {
         bail!("a shard must hold at least one block ({} records)", options.block_records);
     }
@@ -99,7 +106,8 @@ pub fn prepare(list_path: &Path, out: &Path, options: &PrepareOptions, progress:
 
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     if let Ok(existing) = Manifest::read(out) {
-        let same = existing.input == input && existing.settings == settings && existing.board_size == options.board_size;
+        let same =
+            existing.input == input && existing.settings == settings && existing.board_size == options.board_size;
         if same && !options.force {
             return Ok((existing, true));
         }

@@ -74,7 +74,11 @@ impl Dataset {
     pub fn open(dir: &Path) -> Result<Dataset> {
         let manifest = Manifest::read(dir)?;
         if !Board::valid_size(manifest.board_size) {
-            bail!("{}: board size {} is not one go-train plays (2 to 25)", dir.join(MANIFEST).display(), manifest.board_size);
+            bail!(
+                "{}: board size {} is not one go-train plays (2 to 25)",
+                dir.join(MANIFEST).display(),
+                manifest.board_size
+            );
         }
         let shards = manifest
             .shards
@@ -130,7 +134,9 @@ impl Dataset {
     /// Every block of `split`, in file order.
     pub(crate) fn block_refs(&self, split: Split) -> Vec<BlockRef> {
         self.entries(split)
-            .flat_map(|(shard, _)| (0..self.inner.shards[shard].blocks().len()).map(move |block| BlockRef { shard, block }))
+            .flat_map(|(shard, _)| {
+                (0..self.inner.shards[shard].blocks().len()).map(move |block| BlockRef { shard, block })
+            })
             .collect()
     }
 
@@ -458,7 +464,11 @@ fn decode_batch(records: &[(&Block, usize)], symmetries: &[Symmetry], permutatio
     Batch {
         len: records.len(),
         planes,
-        policy: records.iter().zip(symmetries).map(|(&(b, i), s)| s.apply_label(b.policy[i] as usize, size) as u32).collect(),
+        policy: records
+            .iter()
+            .zip(symmetries)
+            .map(|(&(b, i), s)| s.apply_label(b.policy[i] as usize, size) as u32)
+            .collect(),
         value: records.iter().map(|&(b, i)| value_f32(b.value[i])).collect(),
         move_number: records.iter().map(|&(b, i)| b.move_number[i]).collect(),
         symmetry: symmetries.iter().map(|s| s.number()).collect(),
@@ -546,14 +556,23 @@ pub fn decode_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64
     if dataset.split_len(split) == 0 {
         bail!("{}: the {split} split is empty", dataset.dir().display());
     }
-    let budget = Duration::try_from_secs_f64(seconds).ok().filter(|d| !d.is_zero()).context("give a positive number of seconds")?;
+    let budget = Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .context("give a positive number of seconds")?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
     pool.install(|| {
         let start = Instant::now();
         let (mut records, mut epoch) = (0u64, 0u64);
         loop {
-            let options =
-                BatchOptions { batch_size: 100, seed: 1, epoch, shuffle: true, symmetries: true, ..BatchOptions::default() };
+            let options = BatchOptions {
+                batch_size: 100,
+                seed: 1,
+                epoch,
+                shuffle: true,
+                symmetries: true,
+                ..BatchOptions::default()
+            };
             for batch in dataset.batches(split, &options) {
                 records += std::hint::black_box(batch?).len as u64;
                 if start.elapsed() >= budget {
@@ -578,7 +597,9 @@ mod tests {
     fn fixture() -> Option<(tempfile::TempDir, Dataset, Vec<FixtureRecord>)> {
         let games = testkit::kgs_games(12)?;
         let dir = tempfile::tempdir().unwrap();
-        let records = testkit::write_dataset(dir.path(), &games, &testkit::Layout { block_records: 50, shard_records: 400 }).unwrap();
+        let records =
+            testkit::write_dataset(dir.path(), &games, &testkit::Layout { block_records: 50, shard_records: 400 })
+                .unwrap();
         let dataset = Dataset::open(dir.path()).unwrap();
         Some((dir, dataset, records))
     }
@@ -642,7 +663,11 @@ mod tests {
     }
 
     fn fixture_keys(records: &[FixtureRecord], split: Split) -> Vec<Key> {
-        records.iter().filter(|r| r.split == split).map(|r| (r.planes.clone(), r.policy, r.value, r.move_number)).collect()
+        records
+            .iter()
+            .filter(|r| r.split == split)
+            .map(|r| (r.planes.clone(), r.policy, r.value, r.move_number))
+            .collect()
     }
 
     fn counts(keys: Vec<Key>) -> HashMap<Key, usize> {
@@ -694,7 +719,8 @@ mod tests {
         };
         let first = on(1, shuffled);
         assert_eq!(digest(&first), digest(&on(3, shuffled)));
-        let prefetched: Vec<Batch> = dataset.batches(Split::Train, &shuffled).prefetch(2).collect::<Result<_>>().unwrap();
+        let prefetched: Vec<Batch> =
+            dataset.batches(Split::Train, &shuffled).prefetch(2).collect::<Result<_>>().unwrap();
         assert_eq!(digest(&first), digest(&prefetched));
         let next_epoch = on(2, BatchOptions { epoch: 1, ..shuffled });
         assert_ne!(first[0].move_number, next_epoch[0].move_number, "another epoch, another order");

@@ -333,7 +333,9 @@ impl Shard {
                 BlockEntry { offset: u64_at(o), length: u32_at(o + 8), records: u32_at(o + 12) }
             })
             .collect();
-        let in_bounds = index.iter().all(|e| e.offset as usize >= HEADER_LEN && (e.offset + e.length as u64) as usize <= index_offset);
+        let in_bounds = index
+            .iter()
+            .all(|e| e.offset as usize >= HEADER_LEN && (e.offset + e.length as u64) as usize <= index_offset);
         let total: u64 = index.iter().map(|e| e.records as u64).sum();
         if !in_bounds || total != records {
             return Err(bad("index entries out of bounds or record counts inconsistent".into()));
@@ -383,7 +385,8 @@ mod tests {
         let mut b = Block::default();
         let words = planes_bytes(19) / 8;
         for i in 0..n {
-            let planes: Vec<u64> = (0..words).map(|w| (seed + i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (w % 7)).collect();
+            let planes: Vec<u64> =
+                (0..words).map(|w| (seed + i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (w % 7)).collect();
             b.push(&planes, (i % 362) as u16, (i % 3) as i8 - 1, i as u16);
         }
         b

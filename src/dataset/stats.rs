@@ -36,7 +36,15 @@ pub struct LabelStats {
 impl LabelStats {
     /// No records yet, on a board of `size`.
     pub fn new(size: usize) -> LabelStats {
-        LabelStats { size, records: 0, policy: vec![0; size * size + 1], stages: [0; 3], wins: 0, losses: 0, no_value: 0 }
+        LabelStats {
+            size,
+            records: 0,
+            policy: vec![0; size * size + 1],
+            stages: [0; 3],
+            wins: 0,
+            losses: 0,
+            no_value: 0,
+        }
     }
 
     /// Counts every block of `split`, decoding them in parallel (one block
@@ -44,13 +52,16 @@ impl LabelStats {
     /// blocks.
     pub fn of_split(dataset: &Dataset, split: Split, progress: &Progress) -> Result<LabelStats> {
         let size = dataset.board_size();
-        dataset.block_refs(split).into_par_iter().map(|r| {
-            let mut stats = LabelStats::new(size);
-            stats.add(&dataset.read_block(r)?);
-            progress.inc(1);
-            Ok(stats)
-        })
-        .try_reduce(|| LabelStats::new(size), |a, b| Ok(a.merge(&b)))
+        dataset
+            .block_refs(split)
+            .into_par_iter()
+            .map(|r| {
+                let mut stats = LabelStats::new(size);
+                stats.add(&dataset.read_block(r)?);
+                progress.inc(1);
+                Ok(stats)
+            })
+            .try_reduce(|| LabelStats::new(size), |a, b| Ok(a.merge(&b)))
     }
 
     /// Counts the records of `block` (its labels checked already).

@@ -76,7 +76,8 @@ pub fn verify(dir: &Path, progress: &Progress) -> Result<VerifyReport> {
 
 fn verify_shard(dir: &Path, board_size: usize, entry: &ShardEntry, progress: &Progress) -> ShardReport {
     let path = dir.join(&entry.file);
-    let mut report = ShardReport { file: entry.file.clone(), split: entry.split, records: 0, value_records: 0, errors: Vec::new() };
+    let mut report =
+        ShardReport { file: entry.file.clone(), split: entry.split, records: 0, value_records: 0, errors: Vec::new() };
     let shard = match path.try_exists() {
         Ok(false) => Err(format!("{}: missing (the manifest names it)", path.display())),
         _ => Shard::open(&path).map_err(|e| e.to_string()),
@@ -100,7 +101,9 @@ fn check_file(shard: &Shard, entry: &ShardEntry, board_size: usize) -> Vec<Strin
     let path = shard.path().display();
     let mut errors = Vec::new();
     match std::fs::metadata(shard.path()) {
-        Ok(m) if m.len() != entry.bytes => errors.push(format!("{path}: {} bytes, the manifest says {}", m.len(), entry.bytes)),
+        Ok(m) if m.len() != entry.bytes => {
+            errors.push(format!("{path}: {} bytes, the manifest says {}", m.len(), entry.bytes))
+        }
         Ok(_) => {}
         Err(e) => errors.push(format!("{path}: {e}")),
     }
@@ -177,7 +180,9 @@ fn split_totals(dir: &Path, manifest: &Manifest, shards: &[ShardReport]) -> Vec<
             continue;
         }
         let counts = manifest.splits.get(&split).cloned().unwrap_or_default();
-        for (what, said, found) in [("positions", counts.positions, records), ("value positions", counts.value_positions, values)] {
+        for (what, said, found) in
+            [("positions", counts.positions, records), ("value positions", counts.value_positions, values)]
+        {
             if said != found {
                 errors.push(format!("{}: {split} has {said} {what}, its shards hold {found}", manifest_path.display()));
             }

@@ -208,7 +208,10 @@ mod tests {
         let f = p.unpack();
         assert_eq!(f.len(), 15 * 361);
         assert_eq!(f[OWN * 361 + at("D4")], 1.0);
-        assert_eq!(f.iter().filter(|&&x| x == 1.0).count(), (0..15).map(|pl| (0..361).filter(|&i| p.get(pl, i)).count()).sum::<usize>());
+        assert_eq!(
+            f.iter().filter(|&&x| x == 1.0).count(),
+            (0..15).map(|pl| (0..361).filter(|&i| p.get(pl, i)).count()).sum::<usize>()
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@
 //! went stale for strings away from the last move). Merging strings is an OR
 //! of bit sets; a capture adds the freed points to the neighbouring strings.
 
-use super::{Color, Vertex, MAX_SIZE};
 use super::zobrist;
+use super::{Color, Vertex, MAX_SIZE};
 use thiserror::Error;
 
 /// Stride of the largest board: one border column shared between rows.
@@ -599,10 +599,8 @@ impl Board {
             }
         }
         // `merge` counted the union, where the new stone's point still was.
-        if own_dirs != 0 {
-            if self.libs.remove(root, pi) {
-                self.chains[root].lib_count -= 1;
-            }
+        if own_dirs != 0 && self.libs.remove(root, pi) {
+            self.chains[root].lib_count -= 1;
         }
 
         // Take the liberty from enemy neighbours; capture those left without.

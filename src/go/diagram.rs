@@ -33,7 +33,13 @@ pub fn diagram(board: &Board, last: Option<Vertex>) -> String {
             let is_last = Some(v) == last;
             // Each point is a separator and a stone; the separators around
             // the last move become its parentheses.
-            out.push(if is_last { '(' } else if after_last { ')' } else { ' ' });
+            out.push(if is_last {
+                '('
+            } else if after_last {
+                ')'
+            } else {
+                ' '
+            });
             out.push(match board.color_at(board.point(v)) {
                 Some(Color::Black) => 'X',
                 Some(Color::White) => 'O',

@@ -53,10 +53,8 @@ impl Count {
     pub fn new(board: &Board, dead: &[Point]) -> Count {
         let len = board.points().map(|p| p.idx()).max().unwrap_or(0) + 1;
         let mut is_dead = vec![false; len];
-        let mut count = Count {
-            captures: [board.captures(Color::Black), board.captures(Color::White)],
-            ..Count::default()
-        };
+        let mut count =
+            Count { captures: [board.captures(Color::Black), board.captures(Color::White)], ..Count::default() };
         for &p in dead {
             if let Some(c) = board.color_at(p) {
                 if !is_dead[p.idx()] {

@@ -49,12 +49,11 @@ impl GtpClient {
     /// Sends one command and returns the text of a successful answer
     /// (without the leading `=`), or the engine's `?` message as an error.
     pub fn send(&mut self, command: &str) -> Result<String, GtpError> {
-        let io_error = |detail: Option<String>| GtpError::Io {
-            engine: self.engine.clone(),
-            command: command.to_string(),
-            detail,
-        };
-        writeln!(self.stdin, "{command}").and_then(|_| self.stdin.flush()).map_err(|e| io_error(Some(e.to_string())))?;
+        let io_error =
+            |detail: Option<String>| GtpError::Io { engine: self.engine.clone(), command: command.to_string(), detail };
+        writeln!(self.stdin, "{command}")
+            .and_then(|_| self.stdin.flush())
+            .map_err(|e| io_error(Some(e.to_string())))?;
         // An answer is `=` or `?`, text, and ends with an empty line.
         let mut answer = String::new();
         loop {

@@ -110,7 +110,8 @@ unsafe fn fill_padded(
                 let k: __mmask16 = if left == LANES { !0 } else { (1u16 << left) - 1 };
                 let mut v = _mm512_maskz_loadu_ps(k, s.add(x));
                 if let Some(m) = m {
-                    let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_maskz_loadu_ps(k, m.add(x)), _mm512_setzero_ps());
+                    let positive =
+                        _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_maskz_loadu_ps(k, m.add(x)), _mm512_setzero_ps());
                     v = _mm512_maskz_mov_ps(positive, v);
                 }
                 _mm512_mask_storeu_ps(d.add(x), k, v);
@@ -185,7 +186,14 @@ fn convolve(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], out: &mut [f
 /// Accumulators stay in registers across all input channels and taps.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn block<const CO: usize>(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], co: usize, out: &mut [f32]) -> usize {
+unsafe fn block<const CO: usize>(
+    pad: &Padded,
+    g: &ConvGeom,
+    input: &[f32],
+    w_t: &[f32],
+    co: usize,
+    out: &mut [f32],
+) -> usize {
     use std::arch::x86_64::*;
     let grid = pad.grid();
     let (inp, wp, op) = (input.as_ptr(), w_t.as_ptr().add(co), out.as_mut_ptr());
@@ -346,7 +354,8 @@ unsafe fn weight_grad_block<const CO: usize, const T: usize>(
         let mut acc = [[_mm512_setzero_ps(); T]; CO];
         for b in 0..pad.blocks {
             let base = b * LANES;
-            let d: [__m512; CO] = std::array::from_fn(|j| _mm512_loadu_ps(dy.as_ptr().add((co + j) * pad.plane + base)));
+            let d: [__m512; CO] =
+                std::array::from_fn(|j| _mm512_loadu_ps(dy.as_ptr().add((co + j) * pad.plane + base)));
             for (t, &off) in offs.iter().enumerate() {
                 let v = _mm512_loadu_ps(plane.add(base + off));
                 for j in 0..CO {

@@ -428,15 +428,13 @@ pub fn channel_stats(p: &Planes, x: &[f32]) -> (Vec<f32>, Vec<f32>) {
 pub fn channel_affine(p: &Planes, x: &[f32], scale: &[f32], shift: &[f32], relu: bool) -> Vec<f32> {
     assert_eq!(x.len(), p.len(), "batch-norm input has the wrong size");
     let mut y = vec![0.0f32; x.len()];
-    y.par_chunks_mut(p.points).zip(x.par_chunks(p.points)).enumerate().with_min_len(64).for_each(
-        |(i, (yr, xr))| {
-            let (a, b) = (scale[i % p.channels], shift[i % p.channels]);
-            for (o, &v) in yr.iter_mut().zip(xr) {
-                let t = v * a + b;
-                *o = if relu { t.max(0.0) } else { t };
-            }
-        },
-    );
+    y.par_chunks_mut(p.points).zip(x.par_chunks(p.points)).enumerate().with_min_len(64).for_each(|(i, (yr, xr))| {
+        let (a, b) = (scale[i % p.channels], shift[i % p.channels]);
+        for (o, &v) in yr.iter_mut().zip(xr) {
+            let t = v * a + b;
+            *o = if relu { t.max(0.0) } else { t };
+        }
+    });
     y
 }
 
@@ -478,8 +476,11 @@ pub fn batch_norm_backward(p: &Planes, x: &[f32], dy: &[f32], relu_out: Option<&
         sums.iter().enumerate().map(|(c, s)| ((s.1 - n.mean[c] as f64 * s.0) * n.invstd[c] as f64) as f32).collect();
     let m = p.per_channel() as f32;
     let mut dx = vec![0.0f32; p.len()];
-    dx.par_chunks_mut(p.points).zip(dy.par_chunks(p.points).zip(x.par_chunks(p.points))).enumerate().with_min_len(64).for_each(
-        |(i, (o, (d, xr)))| {
+    dx.par_chunks_mut(p.points)
+        .zip(dy.par_chunks(p.points).zip(x.par_chunks(p.points)))
+        .enumerate()
+        .with_min_len(64)
+        .for_each(|(i, (o, (d, xr)))| {
             let c = i % p.channels;
             let k = n.gamma[c] * n.invstd[c];
             let (mu, is) = (n.mean[c], n.invstd[c]);
@@ -493,8 +494,7 @@ pub fn batch_norm_backward(p: &Planes, x: &[f32], dy: &[f32], relu_out: Option<&
                     *o = k * d;
                 }
             }
-        },
-    );
+        });
     NormGrads { dx, dgamma, dbeta }
 }
 

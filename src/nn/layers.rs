@@ -6,10 +6,7 @@
 //! ReLU into the matrix passes. Elsewhere (CUDA) they fall back to candle's
 //! own ops, which is also the reference the fused ops are tested against.
 
-use candle_core::{
-    CpuStorage, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var,
-    D,
-};
+use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var, D};
 use candle_nn::{Init, Module, VarBuilder};
 
 use super::kernels::{self, ConvGeom, Norm, Planes};
@@ -87,11 +84,8 @@ impl Conv {
         }
         let init = torch_default_init(c_in * k * k);
         let weight = vb.get_with_hints((c_out, c_in, k, k), "weight", init)?;
-        let bias_t = if bias {
-            vb.get_with_hints(c_out, "bias", init)?
-        } else {
-            Tensor::zeros(c_out, DType::F32, vb.device())?
-        };
+        let bias_t =
+            if bias { vb.get_with_hints(c_out, "bias", init)? } else { Tensor::zeros(c_out, DType::F32, vb.device())? };
         Ok(Conv { weight, bias: bias_t, has_bias: bias, k, relu })
     }
 
@@ -149,7 +143,8 @@ impl CustomOp3 for ConvOp {
         bl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let g = self.geometry(xl, wl)?;
-        let (x, w, b) = (cpu_slice(xs, xl, "conv input")?, cpu_slice(ws, wl, "conv kernel")?, cpu_slice(bs, bl, "conv bias")?);
+        let (x, w, b) =
+            (cpu_slice(xs, xl, "conv input")?, cpu_slice(ws, wl, "conv kernel")?, cpu_slice(bs, bl, "conv bias")?);
         let y = kernels::conv_forward(&g, x, w, Some(b), self.relu);
         Ok((CpuStorage::F32(y), Shape::from((g.batch, g.c_out, g.h, g.w))))
     }
@@ -322,10 +317,20 @@ impl CustomOp3 for BatchNormOp {
         let p = planes(x)?;
         let dy = dy.contiguous()?;
         let (xv, gv, yv, dyv) = (CpuView::new(x), CpuView::new(gamma), CpuView::new(y), CpuView::new(&dy));
-        let norm =
-            Norm { mean: &self.mean, invstd: &self.invstd, gamma: gv.slice("batch-norm weight")?, batch_stats: self.batch_stats };
+        let norm = Norm {
+            mean: &self.mean,
+            invstd: &self.invstd,
+            gamma: gv.slice("batch-norm weight")?,
+            batch_stats: self.batch_stats,
+        };
         let relu_out = if self.relu { Some(yv.slice("batch-norm output")?) } else { None };
-        let g = kernels::batch_norm_backward(&p, xv.slice("batch-norm input")?, dyv.slice("batch-norm gradient")?, relu_out, &norm);
+        let g = kernels::batch_norm_backward(
+            &p,
+            xv.slice("batch-norm input")?,
+            dyv.slice("batch-norm gradient")?,
+            relu_out,
+            &norm,
+        );
         let dx = if x.track_op() { Some(cpu_tensor(g.dx, x.shape())?) } else { None };
         Ok((dx, Some(cpu_tensor(g.dgamma, p.channels)?), Some(cpu_tensor(g.dbeta, p.channels)?)))
     }
@@ -436,7 +441,10 @@ mod tests {
             let (yf, gf) = run(|x| fast.forward(x, train), &x, &wts);
             let (yr, gr) = run(|x| reference.forward_reference(x, train), &x, &wts);
             assert!(max_diff(&yf, &yr) < 1e-5, "forward train={train}");
-            assert!(grad_diff(&gf, x.as_tensor(), &gr, x.as_tensor()) < 1e-4, "input gradient train={train} relu={relu}");
+            assert!(
+                grad_diff(&gf, x.as_tensor(), &gr, x.as_tensor()) < 1e-4,
+                "input gradient train={train} relu={relu}"
+            );
             assert!(grad_diff(&gf, &fast.weight, &gr, &reference.weight) < 1e-4, "weight gradient");
             assert!(grad_diff(&gf, &fast.bias, &gr, &reference.bias) < 1e-4, "bias gradient");
             for (a, b) in [(&fast.running_mean, &reference.running_mean), (&fast.running_var, &reference.running_var)] {

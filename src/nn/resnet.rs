@@ -97,10 +97,8 @@ impl ResNet {
         if f == 0 {
             candle_core::bail!("a residual net needs at least one filter");
         }
-        let stem = (
-            Conv::new(vb.pp("stem.conv"), PLANES, f, 3, false, false)?,
-            BatchNorm::new(vb.pp("stem.bn"), f, true)?,
-        );
+        let stem =
+            (Conv::new(vb.pp("stem.conv"), PLANES, f, 3, false, false)?, BatchNorm::new(vb.pp("stem.bn"), f, true)?);
         let blocks = (0..config.blocks).map(|i| Block::new(vb.pp(format!("blocks.{i}")), f)).collect::<Result<_>>()?;
         let (name, planes) = match config.head {
             Head::Policy => ("policy", 2),

@@ -78,14 +78,23 @@ fn value_nets_give_probabilities() {
 
 #[test]
 fn the_seed_fixes_the_initial_weights() {
-    let w = |seed| Model::new(Arch::Playout, &Device::Cpu, seed).unwrap().tensors()[0].1.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let w = |seed| {
+        Model::new(Arch::Playout, &Device::Cpu, seed).unwrap().tensors()[0]
+            .1
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
     assert_eq!(w(3), w(3));
     assert_ne!(w(3), w(4));
 }
 
 #[test]
 fn masking_leaves_legal_logits_and_pass_alone() {
-    let logits = Tensor::from_vec((0..2 * MOVES).map(|i| i as f32 * 0.01).collect::<Vec<_>>(), (2, MOVES), &Device::Cpu).unwrap();
+    let logits =
+        Tensor::from_vec((0..2 * MOVES).map(|i| i as f32 * 0.01).collect::<Vec<_>>(), (2, MOVES), &Device::Cpu)
+            .unwrap();
     let masked = mask_occupied(&logits, &planes(2)).unwrap().to_vec2::<f32>().unwrap();
     let orig = logits.to_vec2::<f32>().unwrap();
     assert_eq!(masked[1][0], MASKED_LOGIT as f32);

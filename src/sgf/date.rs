@@ -10,8 +10,7 @@ const YEARS: std::ops::RangeInclusive<u16> = 1600..=2100;
 
 /// Month names by their first three letters (English, and French or German
 /// where they agree).
-const MONTHS: [&str; 12] =
-    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 
 /// The (first) day a game was played, as precisely as the record says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,11 +40,8 @@ impl GameDate {
         let tokens = tokenize(text);
         let year_at = tokens.iter().position(|t| year(*t).is_some())?;
         let year = year(tokens[year_at])?;
-        let (month, day) = if year_at == 0 {
-            year_first(&tokens[1..])
-        } else {
-            day_or_month_first(&tokens[..year_at], text)
-        };
+        let (month, day) =
+            if year_at == 0 { year_first(&tokens[1..]) } else { day_or_month_first(&tokens[..year_at], text) };
         Some(GameDate { year, month, day: month.and(day) })
     }
 }

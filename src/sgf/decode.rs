@@ -25,8 +25,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Cow<'_, str> {
     // A file declaring UTF-8 that is not UTF-8 was mislabelled by its
     // writer, and one declaring UTF-16 (say) cannot be, as its `CA` was
     // just read as ASCII.
-    let encoding =
-        declared.filter(|e| e.is_ascii_compatible() && *e != encoding_rs::UTF_8).unwrap_or(WINDOWS_1252);
+    let encoding = declared.filter(|e| e.is_ascii_compatible() && *e != encoding_rs::UTF_8).unwrap_or(WINDOWS_1252);
     encoding.decode_without_bom_handling(bytes).0
 }
 

@@ -78,10 +78,7 @@ mod tests {
         let games = parse_str("(;SZ[9];B[aa])\n(;SZ[99])\n(;B[aa] % )\n(;SZ[13];W[bb])").unwrap();
         assert_eq!(games.len(), 4);
         assert_eq!(games[0].as_ref().unwrap().size, 9);
-        assert_eq!(
-            games[1].as_ref().unwrap_err().to_string(),
-            "unsupported board size SZ[99] (square, 2 to 25)"
-        );
+        assert_eq!(games[1].as_ref().unwrap_err().to_string(), "unsupported board size SZ[99] (square, 2 to 25)");
         assert!(matches!(games[2], Err(GameError::Syntax(SyntaxError::UnexpectedChar { found: '%', .. }))));
         assert_eq!(games[3].as_ref().unwrap().index_in_file, 3);
     }
@@ -89,17 +86,12 @@ mod tests {
     #[test]
     fn whole_file_errors_name_the_reason() {
         assert_eq!(parse_bytes(b"").unwrap_err().to_string(), "not SGF: no game tree \"(;\" found");
-        assert_eq!(
-            parse_bytes(b"just text (really)").unwrap_err().to_string(),
-            "not SGF: no game tree \"(;\" found"
-        );
+        assert_eq!(parse_bytes(b"just text (really)").unwrap_err().to_string(), "not SGF: no game tree \"(;\" found");
         assert_eq!(
             parse_bytes(b"(;GM[1]\n;B[aa];W[b").unwrap_err().to_string(),
             "malformed SGF: truncated: the text ends inside the property value opened on line 2"
         );
-        assert!(
-            matches!(parse_bytes(b"(;B[aa])(;W[bb]"), Ok(games) if games.len() == 2 && games[1].is_err())
-        );
+        assert!(matches!(parse_bytes(b"(;B[aa])(;W[bb]"), Ok(games) if games.len() == 2 && games[1].is_err()));
         let missing = read_file(Path::new("/nonexistent/game.sgf")).unwrap_err();
         assert!(missing.to_string().starts_with("cannot read: "), "{missing}");
     }

@@ -331,10 +331,7 @@ mod tests {
         assert_eq!(r.rules.as_deref(), Some("Japanese"));
         assert_eq!((r.black.as_deref(), r.black_rank.as_deref()), (Some("jim"), Some("6d")));
         assert_eq!((r.white.as_deref(), r.white_rank.as_deref()), (Some("Thick"), Some("6d")));
-        assert_eq!(
-            r.extra_properties,
-            vec![("PC".into(), vec!["KGS".into()]), ("TM".into(), vec!["1050".into()])]
-        );
+        assert_eq!(r.extra_properties, vec![("PC".into(), vec!["KGS".into()]), ("TM".into(), vec!["1050".into()])]);
         assert_eq!(r.moves, vec![play(Color::Black, 15, 3), play(Color::White, 3, 15)]);
     }
 
@@ -343,10 +340,7 @@ mod tests {
         let r = parse_game("(;KM[six]HA[]DT[someday]PB[ a \n b ]RE[])").unwrap();
         assert_eq!((r.size, r.komi, r.handicap, r.date, r.result.clone()), (19, None, None, None, None));
         assert_eq!(r.black.as_deref(), Some("a b"));
-        assert_eq!(
-            r.extra_properties,
-            vec![("KM".into(), vec!["six".into()]), ("DT".into(), vec!["someday".into()])]
-        );
+        assert_eq!(r.extra_properties, vec![("KM".into(), vec!["six".into()]), ("DT".into(), vec!["someday".into()])]);
     }
 
     #[test]
@@ -418,10 +412,7 @@ mod tests {
         assert_eq!((r.size, r.komi), (9, Some(7.5)));
         assert_eq!(r.setup, vec![(v(2, 2), Some(Color::Black))]);
         assert_eq!(r.later_setup, vec![(1, vec![(v(6, 6), Some(Color::Black))])]);
-        assert_eq!(
-            r.moves,
-            vec![play(Color::White, 4, 4), ColoredMove { color: Color::White, mv: Move::Pass }]
-        );
+        assert_eq!(r.moves, vec![play(Color::White, 4, 4), ColoredMove { color: Color::White, mv: Move::Pass }]);
         assert_eq!(r.result, Some(GameResult::parse("W+R")));
     }
 }

@@ -155,8 +155,7 @@ mod tests {
         let err = replay_error(&record, Rules::CHINESE);
         assert_eq!(err.to_string(), "move 4 (W Q16): point is occupied");
         // White retakes the ko at once.
-        let record =
-            parse_game("(;SZ[5];B[ab];W[ca];B[ba];W[db];B[bc];W[cc];B[ee];W[bb];B[cb];W[bb])").unwrap();
+        let record = parse_game("(;SZ[5];B[ab];W[ca];B[ba];W[db];B[bc];W[cc];B[ee];W[bb];B[cb];W[bb])").unwrap();
         let err = replay_error(&record, Rules::JAPANESE);
         assert_eq!(err.to_string(), "move 10 (W B4): retakes a ko immediately");
     }
@@ -199,17 +198,11 @@ mod tests {
     fn hand_built_records_fail_cleanly() {
         let mut record = GameRecord::new(9);
         record.moves.push(ColoredMove { color: Color::Black, mv: Move::Play(Vertex { x: 30, y: 2 }) });
-        assert_eq!(
-            replay_error(&record, Rules::CHINESE).to_string(),
-            "move 1 (B (30,2)): point is not on the board"
-        );
+        assert_eq!(replay_error(&record, Rules::CHINESE).to_string(), "move 1 (B (30,2)): point is not on the board");
         record.size = 1;
         assert_eq!(replay_error(&record, Rules::CHINESE), ReplayError::BadSize(1));
         let mut record = GameRecord::new(9);
         record.later_setup.push((0, vec![(Vertex { x: 9, y: 0 }, None)]));
-        assert_eq!(
-            replay_error(&record, Rules::CHINESE).to_string(),
-            "setup after 0 moves: point is not on the board"
-        );
+        assert_eq!(replay_error(&record, Rules::CHINESE).to_string(), "setup after 0 moves: point is not on the board");
     }
 }

@@ -53,9 +53,7 @@ impl GameResult {
         if matches!(lower, "void" | "no result" | "suspended" | "annulled") {
             return GameResult::Void;
         }
-        scored_form(lower)
-            .or_else(|| free_text(lower))
-            .unwrap_or_else(|| GameResult::Unknown(text.to_string()))
+        scored_form(lower).or_else(|| free_text(lower)).unwrap_or_else(|| GameResult::Unknown(text.to_string()))
     }
 
     /// The winner, if someone won.
@@ -98,10 +96,7 @@ fn free_text(lower: &str) -> Option<GameResult> {
         (color.opponent(), WinBy::Resignation)
     } else if verb.starts_with("win") || verb == "won" {
         let margin = rest.strip_prefix("by ").unwrap_or(&rest);
-        (
-            color,
-            leading_number(margin).map(WinBy::Points).or_else(|| win_method(&rest)).unwrap_or(WinBy::Unknown),
-        )
+        (color, leading_number(margin).map(WinBy::Points).or_else(|| win_method(&rest)).unwrap_or(WinBy::Unknown))
     } else if verb.starts_with("los") || verb == "lost" {
         (color.opponent(), win_method(&rest).unwrap_or(WinBy::Unknown))
     } else {

@@ -217,10 +217,7 @@ impl Scanner<'_> {
                         Err(SyntaxError::PropertyWithoutValue { ident, line: self.line(at) })
                     } else {
                         if on_main_line {
-                            nodes
-                                .last_mut()
-                                .expect("InSequence implies a node")
-                                .push(RawProperty { ident, values });
+                            nodes.last_mut().expect("InSequence implies a node").push(RawProperty { ident, values });
                         }
                         Ok(())
                     }
@@ -338,12 +335,7 @@ mod tests {
         let game = one("(;AB[pd]\n[dp]  [dd]C[a \\] b \\\\ c\\\nd]GM[1]GM[1])").unwrap();
         assert_eq!(
             game[0],
-            vec![
-                prop("AB", &["pd", "dp", "dd"]),
-                prop("C", &["a ] b \\ cd"]),
-                prop("GM", &["1"]),
-                prop("GM", &["1"])
-            ]
+            vec![prop("AB", &["pd", "dp", "dd"]), prop("C", &["a ] b \\ cd"]), prop("GM", &["1"]), prop("GM", &["1"])]
         );
     }
 
@@ -387,8 +379,7 @@ mod tests {
     #[test]
     fn deep_games_need_no_stack() {
         let text = format!("({})", ";B[aa];W[bb]".repeat(50_000));
-        let handle =
-            std::thread::Builder::new().stack_size(64 * 1024).spawn(move || one(&text).unwrap().len());
+        let handle = std::thread::Builder::new().stack_size(64 * 1024).spawn(move || one(&text).unwrap().len());
         assert_eq!(handle.unwrap().join().unwrap(), 100_000);
     }
 }

@@ -84,8 +84,7 @@ fn write_setup_node(out: &mut String, setup: &Setup) {
 
 fn write_setup(out: &mut String, setup: &Setup) {
     for (ident, color) in [("AB", Some(Color::Black)), ("AW", Some(Color::White)), ("AE", None)] {
-        let points: Vec<String> =
-            setup.iter().filter(|(_, c)| *c == color).map(|(v, _)| v.to_sgf()).collect();
+        let points: Vec<String> = setup.iter().filter(|(_, c)| *c == color).map(|(v, _)| v.to_sgf()).collect();
         if !points.is_empty() {
             write_property(out, ident, &points);
         }

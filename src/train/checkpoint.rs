@@ -85,7 +85,9 @@ pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<
     let opt_path = dir.join(OPTIMIZER_FILE);
     let opt_file = read_tensors(&opt_path, model.device())?;
     check_step(&opt_path, opt_file.step, step)?;
-    optimizer.load_state(opt_file.tensors).with_context(|| format!("{}: cannot restore the optimizer", opt_path.display()))?;
+    optimizer
+        .load_state(opt_file.tensors)
+        .with_context(|| format!("{}: cannot restore the optimizer", opt_path.display()))?;
     Ok(file.state)
 }
 

@@ -60,14 +60,15 @@ impl TrainConfig {
     /// Reads `path` and applies `overrides` (`key=value`, the value in TOML
     /// syntax or a bare string). Errors name the file or the override.
     pub fn load(path: &Path, overrides: &[String]) -> Result<TrainConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the config", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the config", path.display()))?;
         let mut table: toml::Table = text.parse().with_context(|| format!("{}: not valid TOML", path.display()))?;
         for o in overrides {
             apply_override(&mut table, o)?;
         }
-        let config: TrainConfig = toml::Value::Table(table)
-            .try_into()
-            .with_context(|| format!("{}: not a valid training config (with overrides {overrides:?})", path.display()))?;
+        let config: TrainConfig = toml::Value::Table(table).try_into().with_context(|| {
+            format!("{}: not a valid training config (with overrides {overrides:?})", path.display())
+        })?;
         config.check().with_context(|| format!("{}", path.display()))?;
         Ok(config)
     }
@@ -157,7 +158,8 @@ mod tests {
     #[test]
     fn overrides_reach_any_setting() {
         let (_d, path) = write(POLICY);
-        let c = TrainConfig::load(&path, &["optimizer.lr=0.02".into(), "epochs=3".into(), "device=cpu".into()]).unwrap();
+        let c =
+            TrainConfig::load(&path, &["optimizer.lr=0.02".into(), "epochs=3".into(), "device=cpu".into()]).unwrap();
         assert_eq!(c.epochs, 3);
         assert_eq!(c.device, "cpu");
         assert_eq!(c.step_lr().base_lr, 0.02);

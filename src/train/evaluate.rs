@@ -6,8 +6,8 @@ use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
-use crate::nn::{Model, Output};
 use crate::features::PLANES;
+use crate::nn::{Model, Output};
 
 /// What a net scores on a set of positions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -111,7 +111,8 @@ pub fn batch_tensors(model: &Model, batch: &Batch, size: usize) -> Result<(Tenso
 
 /// Game phases of a detailed evaluation, by moves played before the
 /// position: moves 1–50, 51–150, 151 on.
-pub const PHASES: [(&str, std::ops::Range<u16>); 3] = [("moves 1-50", 0..50), ("moves 51-150", 50..150), ("moves 151+", 150..u16::MAX)];
+pub const PHASES: [(&str, std::ops::Range<u16>); 3] =
+    [("moves 1-50", 0..50), ("moves 51-150", 50..150), ("moves 151+", 150..u16::MAX)];
 
 /// Scores overall and by game phase.
 #[derive(Clone, Debug, Serialize)]
@@ -125,7 +126,13 @@ pub struct Report {
 
 /// Scores `model` on up to `limit` positions of `split` (0: all), overall
 /// and by game phase.
-pub fn evaluate_by_phase(model: &Model, dataset: &Dataset, split: Split, batch_size: usize, limit: u64) -> Result<Report> {
+pub fn evaluate_by_phase(
+    model: &Model,
+    dataset: &Dataset,
+    split: Split,
+    batch_size: usize,
+    limit: u64,
+) -> Result<Report> {
     let started = std::time::Instant::now();
     let mut overall = Tally::new(model.output());
     let mut phases = vec![Tally::new(model.output()); PHASES.len()];

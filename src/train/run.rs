@@ -73,14 +73,14 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<
             check_same_job(out, config)?;
             checkpoint::load(&last, &model, optimizer.as_mut())?
         }
-        (Start::Fresh, true) => bail!(
-            "{} already holds a checkpoint: use --resume to continue it, or --force to start over",
-            out.display()
-        ),
+        (Start::Fresh, true) => {
+            bail!("{} already holds a checkpoint: use --resume to continue it, or --force to start over", out.display())
+        }
         _ => TrainState::default(),
     };
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    std::fs::write(out.join("config.toml"), config.to_toml()?).with_context(|| format!("writing {}/config.toml", out.display()))?;
+    std::fs::write(out.join("config.toml"), config.to_toml()?)
+        .with_context(|| format!("writing {}/config.toml", out.display()))?;
     let mut history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
     if state.epoch >= config.epochs {
         return Ok(Summary { epochs: history, already_done: true });
@@ -108,7 +108,11 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<
             total = total.min(config.steps_per_epoch);
         }
         let label = format!("epoch {}/{}", epoch + 1, config.epochs);
-        let progress = if show_progress { Progress::new(&label, total * config.batch as u64, "positions") } else { Progress::hidden() };
+        let progress = if show_progress {
+            Progress::new(&label, total * config.batch as u64, "positions")
+        } else {
+            Progress::hidden()
+        };
         let train = train_epoch(&model, optimizer.as_mut(), &dataset, &options, total, &progress, &mut state)?;
         progress.finish();
         let trained_for = started.elapsed().as_secs_f64();
@@ -212,7 +216,8 @@ pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
     } else {
         let parent = path.parent().unwrap_or(Path::new("."));
         // `<out>/last/weights.safetensors` or `<out>/best.safetensors`.
-        let folder = if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
+        let folder =
+            if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
         (folder.to_path_buf(), path.to_path_buf())
     };
     let config_path = folder.join("config.toml");

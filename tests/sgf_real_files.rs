@@ -5,6 +5,8 @@
 //! superko cases track every earlier position); where go-train reads more
 //! than sgfmill does, the test says so.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -13,19 +15,6 @@ use go_train::sgf::{
     parse_game, read_file, write_game, GameError, GameRecord, ParsedGame, ReplayError, SgfError, SyntaxError,
 };
 use rayon::prelude::*;
-
-/// The datasets folder, or `None` (with a message) when it is absent.
-fn datasets() -> Option<PathBuf> {
-    let dir = std::env::var_os("GO_TRAIN_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: no datasets at {} (set GO_TRAIN_DATASETS)", dir.display());
-        None
-    }
-}
 
 /// Every `.sgf` file of `dataset`, read in parallel, keyed by its path
 /// relative to the dataset.
@@ -91,7 +80,7 @@ fn assert_illegal(found: &BTreeMap<String, ReplayError>, expected: &[(&str, &str
 
 #[test]
 fn kgs_6d() {
-    let Some(root) = datasets() else { return };
+    let Some(root) = common::datasets() else { return };
     let files = read_dataset(&root, "kgs-6d");
     assert_eq!(files.len(), 36_692);
     for (name, games) in &files {
@@ -137,7 +126,7 @@ fn kgs_6d() {
 
 #[test]
 fn gnugo_regression() {
-    let Some(root) = datasets() else { return };
+    let Some(root) = common::datasets() else { return };
     let files = read_dataset(&root, "gnugo-regression");
     assert_eq!(files.len(), 1_761);
     let failed: BTreeMap<&str, String> =
@@ -196,7 +185,7 @@ fn gnugo_regression() {
 
 #[test]
 fn pro_1941_1997() {
-    let Some(root) = datasets() else { return };
+    let Some(root) = common::datasets() else { return };
     let files = read_dataset(&root, "pro-1941-1997");
     assert_eq!(files.len(), 596);
     let records = records(&files, &[]);
@@ -230,7 +219,7 @@ fn pro_1941_1997() {
 
 #[test]
 fn kombilo_tests() {
-    let Some(root) = datasets() else { return };
+    let Some(root) = common::datasets() else { return };
     let files = read_dataset(&root, "kombilo-tests");
     assert_eq!(files.len(), 37);
     let records = records(&files, &[]);
@@ -245,7 +234,7 @@ fn kombilo_tests() {
 /// (the reader has no recursion; this keeps it so).
 #[test]
 fn longest_games_fit_a_worker_stack() {
-    let Some(root) = datasets() else { return };
+    let Some(root) = common::datasets() else { return };
     let longest = ["kombilo-tests/tests-sgfs/under-the-stones.sgf", "kgs-6d/kgs-19-2017-04-new/2017-04-10-71.sgf"];
     let moves = std::thread::Builder::new()
         .stack_size(2 << 20)

@@ -98,6 +98,17 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     }
     assert!(std::fs::read_to_string(policy.join("metrics.svg")).unwrap().contains("<polyline"));
 
+    // `eval` scores the checkpoint on the test split, overall and by phase.
+    let out = ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--device", "cpu", "--limit", "3000", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let overall = &report["report"]["overall"];
+    assert!(overall["positions"].as_u64().unwrap() >= 3000);
+    assert!(overall["top1"].as_f64().unwrap() > 0.10, "{report}");
+    let phases = report["report"]["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 3);
+    let by_phase: u64 = phases.iter().map(|p| p[1]["positions"].as_u64().unwrap()).sum();
+    assert_eq!(by_phase, overall["positions"].as_u64().unwrap());
+
     // Stopped after one epoch and resumed: the same weights as straight through.
     let straight = dir.path().join("straight");
     let resumed = dir.path().join("resumed");

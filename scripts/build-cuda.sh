@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds go-train with candle's CUDA backend (`--features cuda`) on any Linux
+# machine, GPU or not, and leaves a stripped copy of the binary to carry to a
+# GPU machine:
+#
+#   scripts/build-cuda.sh [extra cargo build args]
+#   → target/cuda/release/go-train   (with line tables, about 50 MB)
+#   → target/cuda/go-train-cuda      (stripped, for the GPU machine)
+#
+# Runs scripts/setup-cuda-build.sh first (a no-op when already set up; see it
+# for GO_TRAIN_CUDA_VENV and friends), sources its env.sh, and builds into
+# CARGO_TARGET_DIR=target/cuda (override with GO_TRAIN_CUDA_TARGET_DIR), apart
+# from the CPU build, whose build-script caches would otherwise clash.
+# The first build compiles candle's CUDA kernels with nvcc: about 10 minutes on
+# 2 cores. nvcc runs CUDAFORGE_THREADS at a time (default: CARGO_BUILD_JOBS if
+# set, else half the cores).
+#
+# Run time needs of the binary (even for --device cpu, since it is linked
+# against them): libcuda.so.1 from the NVIDIA driver (580 or later: the
+# kernels are CUDA 13.0 PTX/SASS for sm_90a, H100/H200) and the CUDA 13
+# libraries libcublas.so.13 libcublasLt.so.13 libcudart.so.13 libcurand.so.10
+# (libnvrtc.so.13 for some ops), e.g. from a PyTorch CUDA-13 environment:
+#   LD_LIBRARY_PATH=<venv>/lib/python3.X/site-packages/nvidia/cu13/lib ./go-train-cuda ...
+# For another GPU generation build with CUDA_COMPUTE_CAP set (e.g. 80 for A100).
+# See docs/cuda.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+env_file=$(scripts/setup-cuda-build.sh --print-env-file)
+# shellcheck disable=SC1090
+. "$env_file"
+
+if [ -z "${CUDAFORGE_THREADS:-}" ] && [ -n "${CARGO_BUILD_JOBS:-}" ]; then
+  export CUDAFORGE_THREADS="$CARGO_BUILD_JOBS"
+fi
+export CARGO_TARGET_DIR="${GO_TRAIN_CUDA_TARGET_DIR:-target/cuda}"
+
+echo "build-cuda: cargo build --release --features cuda $* (CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+cargo build --release --features cuda "$@"
+
+bin="$CARGO_TARGET_DIR/release/go-train"
+if ! [ -x "$bin" ]; then
+  echo "build-cuda: built, but $bin is not there (another --target or --profile?): nothing stripped" >&2
+  exit 0
+fi
+out="$CARGO_TARGET_DIR/go-train-cuda"
+strip -o "$out.tmp" "$bin" && mv "$out.tmp" "$out"
+echo "build-cuda: $bin ($(du -h "$bin" | cut -f1)); stripped copy $out ($(du -h "$out" | cut -f1))" >&2
+echo "build-cuda: on the GPU machine: LD_LIBRARY_PATH=<site-packages>/nvidia/cu13/lib ./go-train-cuda ... (docs/cuda.md)" >&2

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# CI check that the `cuda` feature still compiles, on a machine without a GPU:
+# sets up the CUDA 13.0 build pieces (scripts/setup-cuda-build.sh, cached in
+# $HOME/.cache/go-train) and runs `cargo check --features cuda --all-targets`,
+# which also runs candle-kernels' build script (nvcc compiling the kernels).
+#
+#   scripts/check-cuda-build.sh           # cargo check (no link step)
+#   scripts/check-cuda-build.sh --build   # full release build + link (scripts/build-cuda.sh)
+#
+# The target folder lives outside the work tree, in
+# GO_TRAIN_CUDA_CHECK_TARGET_DIR (default $HOME/.cache/go-train/cuda-check-target),
+# so that CI's fresh clones reuse the compiled dependencies and kernels.
+# GO_TRAIN_SKIP_CUDA_CHECK=1 skips the check (prints that it did).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -n "${GO_TRAIN_SKIP_CUDA_CHECK:-}" ]; then
+  echo "check-cuda-build: skipped (GO_TRAIN_SKIP_CUDA_CHECK is set)"
+  exit 0
+fi
+target="${GO_TRAIN_CUDA_CHECK_TARGET_DIR:-$HOME/.cache/go-train/cuda-check-target}"
+t0=$(date +%s)
+
+if [ "${1:-}" = --build ]; then
+  shift
+  GO_TRAIN_CUDA_TARGET_DIR="$target" scripts/build-cuda.sh "$@"
+  echo "check-cuda-build: cuda build ok in $(($(date +%s) - t0)) s"
+  exit 0
+fi
+
+env_file=$(scripts/setup-cuda-build.sh --print-env-file)
+t1=$(date +%s)
+# shellcheck disable=SC1090
+. "$env_file"
+if [ -z "${CUDAFORGE_THREADS:-}" ] && [ -n "${CARGO_BUILD_JOBS:-}" ]; then
+  export CUDAFORGE_THREADS="$CARGO_BUILD_JOBS"
+fi
+CARGO_TARGET_DIR="$target" cargo check --features cuda --all-targets "$@"
+echo "check-cuda-build: cuda check ok in $(($(date +%s) - t0)) s (setup $((t1 - t0)) s)"

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use go_train::dataset::filter::{filter, Criteria};
+use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::dataset::prepare::{prepare as prepare_dataset, PrepareOptions};
 use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
 use go_train::go::{Board, Game, Rules};
@@ -163,7 +163,8 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<
     let all = Criteria { min_year: None, allow_handicap: true, komi: None, ..Criteria::default() };
 
     let start = Instant::now();
-    let (games, report) = filter(&[data.to_path_buf()], false, &all, &Progress::new("filter", 0, "files"));
+    let files = find_sgf_files(&[data.to_path_buf()], false);
+    let (games, report) = filter(&files, &all, &Progress::new("filter", files.len() as u64, "files"));
     std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();
     let options = PrepareOptions { force: true, ..PrepareOptions::default() };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use go_train::dataset::filter::{filter, Criteria};
+use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::progress::Progress;
 
 /// Walk folders of SGF game records and list the games fit for training.
@@ -72,10 +72,10 @@ pub fn run(args: Args) -> Result<()> {
         min_moves: args.min_moves,
         komi: (!args.any_komi).then_some((args.min_komi, args.max_komi)),
     };
-    let files = go_train::dataset::filter::find_sgf_files(&args.roots, args.follow_links).len();
-    let progress = Progress::new("filter", files as u64, "files");
+    let files = find_sgf_files(&args.roots, args.follow_links);
+    let progress = Progress::new("filter", files.len() as u64, "files");
     let started = std::time::Instant::now();
-    let (list, report) = filter(&args.roots, args.follow_links, &criteria, &progress);
+    let (list, report) = filter(&files, &criteria, &progress);
     let report_path = args.report.unwrap_or_else(|| {
         let mut name = args.out.file_name().unwrap_or_default().to_os_string();
         name.push(".report.json");

@@ -200,15 +200,10 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> Vec<Result<PathB
     out
 }
 
-/// Reads every game under `roots` in parallel and keeps those that meet
-/// `criteria`. The list is sorted, so the same tree gives the same list.
-pub fn filter(
-    roots: &[PathBuf],
-    follow_links: bool,
-    criteria: &Criteria,
-    progress: &Progress,
-) -> (GameList, FilterReport) {
-    let files = find_sgf_files(roots, follow_links);
+/// Reads every game of `files` (from [`find_sgf_files`]) in parallel and
+/// keeps those that meet `criteria`. The list is sorted, so the same tree
+/// gives the same list.
+pub fn filter(files: &[Result<PathBuf, String>], criteria: &Criteria, progress: &Progress) -> (GameList, FilterReport) {
     type Outcome = (Option<GameRef>, Option<(Rejection, String)>);
     let outcomes: Vec<Vec<Outcome>> = files
         .par_iter()

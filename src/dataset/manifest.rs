@@ -68,6 +68,20 @@ pub struct ShardEntry {
     pub crc32: String,
 }
 
+impl ShardEntry {
+    /// The entry of a finished shard named `file`.
+    pub fn new(file: String, split: Split, s: &super::shard::ShardSummary) -> ShardEntry {
+        ShardEntry {
+            file,
+            split,
+            records: s.records,
+            blocks: s.blocks,
+            bytes: s.bytes,
+            crc32: format!("{:08x}", s.crc32),
+        }
+    }
+}
+
 /// The manifest of a dataset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -319,15 +319,7 @@ impl<'a> DatasetWriter<'a> {
 
     fn close_shard(&mut self, split: Split) -> Result<()> {
         if let Some((file, writer)) = self.open.remove(&split) {
-            let s = writer.finish()?;
-            self.shards.push(ShardEntry {
-                file,
-                split,
-                records: s.records,
-                blocks: s.blocks,
-                bytes: s.bytes,
-                crc32: format!("{:08x}", s.crc32),
-            });
+            self.shards.push(ShardEntry::new(file, split, &writer.finish()?));
         }
         Ok(())
     }

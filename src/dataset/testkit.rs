@@ -112,15 +112,7 @@ fn write_shards(dir: &Path, split: Split, records: &[FixtureRecord], layout: &La
             }
             writer.write_block(&block.compress(3)?, block.len())?;
         }
-        let s = writer.finish()?;
-        entries.push(ShardEntry {
-            file,
-            split,
-            records: s.records,
-            blocks: s.blocks,
-            bytes: s.bytes,
-            crc32: format!("{:08x}", s.crc32),
-        });
+        entries.push(ShardEntry::new(file, split, &writer.finish()?));
     }
     Ok(entries)
 }

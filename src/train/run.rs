@@ -209,6 +209,9 @@ fn log_epoch(m: &EpochMetrics) {
 /// else `last/weights.safetensors`) or a weights file inside one. The net's
 /// architecture comes from the folder's `config.toml`.
 pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
+    if !path.exists() {
+        bail!("{}: no such checkpoint folder or weights file", path.display());
+    }
     let (folder, weights) = if path.is_dir() {
         let best = path.join("best.safetensors");
         let weights = if best.exists() { best } else { path.join("last").join(checkpoint::WEIGHTS_FILE) };

@@ -1,6 +1,7 @@
 //! go-train: a supervised-learning pipeline for Go, after AlphaGo's first
 //! stage. Data flows one way: SGF → game → board → planes → shard → batch → net.
 
+pub mod arena;
 pub mod dataset;
 pub mod features;
 pub mod go;

@@ -1,26 +1,76 @@
-//! `go-train eval`: how trained nets score on held-out positions.
+//! `go-train eval`: how trained nets score on held-out positions
+//! (`--data`) and in games (`--match`).
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use go_train::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
 use go_train::dataset::{Dataset, Split};
+use go_train::progress::Progress;
 use go_train::train::evaluate::{evaluate_by_phase, Report};
 use go_train::train::run::{config_device, load_model};
 
-/// Measure trained nets on a split of a dataset: loss, top-1 and top-5
-/// accuracy (move nets) or squared error and accuracy (value nets), overall
-/// and by game phase, and the evaluation speed.
+/// Measure trained nets on held-out positions or in games.
+///
+/// With --data: loss, top-1 and top-5 accuracy (move nets) or squared error
+/// and accuracy (value nets) on a split of a dataset, overall and by game
+/// phase, and the evaluation speed.
+///
+/// With --match A B: games between two players, colours alternating. A
+/// player is a go-train agent (random, policy, playout, mcts, optionally
+/// with settings: `mcts:iterations=400,selection=puct`, `policy:temperature=1`;
+/// nets come from --policy/--value/--playout unless the spec names them) or
+/// any GTP engine's command line (`gnugo --mode gtp --level 10`). Games are
+/// refereed under Chinese rules and scored by area, dead stones found by
+/// random-playout ownership. Every game is saved as SGF in --out; the
+/// summary gives wins, the win rate with a 95% interval and the Elo
+/// difference.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train eval --data datasets/kgs --policy checkpoints/policy
   go-train eval --data datasets/kgs-value --value checkpoints/value --split validation
-  go-train eval --data datasets/kgs --playout checkpoints/playout/last/weights.safetensors --json")]
+  go-train eval --data datasets/kgs --playout checkpoints/playout/last/weights.safetensors --json
+  go-train eval --match policy random --policy checkpoints/policy --games 100
+  go-train eval --match mcts policy --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
+  go-train eval --match policy 'gnugo --mode gtp --level 10' --policy checkpoints/policy --games 20
+  go-train eval --match mcts:leaf=stones,iterations=400 'gnugo --mode gtp --level 1' --size 9 --games 10")]
 pub struct Args {
-    /// Dataset folder.
+    /// Dataset folder (evaluate on positions).
+    #[arg(long, required_unless_present = "players", conflicts_with = "players")]
+    data: Option<PathBuf>,
+    /// Play a match between two players A and B.
+    #[arg(long = "match", num_args = 2, value_names = ["A", "B"], id = "players")]
+    players: Option<Vec<String>>,
+    /// Match: games to play.
+    #[arg(long, default_value_t = 10)]
+    games: usize,
+    /// Match: board size (nets play 19x19 only).
+    #[arg(long, default_value_t = 19)]
+    size: usize,
+    /// Match: komi.
+    #[arg(long, default_value_t = 7.5)]
+    komi: f32,
+    /// Match: moves after which a game is scored as it stands [default: 3 x size²].
     #[arg(long)]
-    data: PathBuf,
+    max_moves: Option<usize>,
+    /// Match: games played at once [default: one per core].
+    #[arg(long)]
+    parallel: Option<usize>,
+    /// Match: folder for the SGF files, games.jsonl and summary.json.
+    #[arg(long, default_value = "matches/latest")]
+    out: PathBuf,
+    /// Match: replace the games already in --out.
+    #[arg(long)]
+    force: bool,
+    /// Match: seeds the agents and the scoring.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Match: compare our score of each counted game with this engine's
+    /// final_score, e.g. '/usr/games/gnugo --mode gtp --chinese-rules'.
+    #[arg(long)]
+    cross_check: Option<String>,
     /// Which split.
     #[arg(long, default_value = "test")]
     split: Split,
@@ -48,6 +98,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(players) = &args.players {
+        return run_match_command(&args, players);
+    }
+    let Some(data) = &args.data else { bail!("give --data DIR or --match A B") };
     let nets: Vec<(&str, PathBuf)> = [("policy", args.policy), ("value", args.value), ("playout", args.playout)]
         .into_iter()
         .filter_map(|(k, p)| Some((k, p?)))
@@ -57,7 +111,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     go_train::nn::init_threads(None)?;
     let device = config_device(&args.device)?;
-    let dataset = Dataset::open(&args.data)?;
+    let dataset = Dataset::open(data)?;
+    let nets: Vec<(&str, PathBuf)> = nets.into_iter().map(|(r, p)| (r, p.clone())).collect();
     for (role, path) in nets {
         let model = load_model(&path, &device)?;
         let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit)?;
@@ -97,4 +152,102 @@ fn print_report(role: &str, path: &std::path::Path, split: Split, r: &Report) {
     for (name, s) in &r.phases {
         line(name, s);
     }
+}
+
+fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
+    let spec = |text: &str| -> Result<PlayerSpec> {
+        Ok(match PlayerSpec::parse(text)? {
+            PlayerSpec::Agent(agent) => PlayerSpec::Agent(agent.with_default_nets(
+                args.policy.as_ref(),
+                args.value.as_ref(),
+                args.playout.as_ref(),
+            )),
+            gtp => gtp,
+        })
+    };
+    if args.games == 0 {
+        bail!("--games must be at least 1");
+    }
+    if !go_train::go::Board::valid_size(args.size) {
+        bail!("--size {}: boards are 2 to 25 points a side", args.size);
+    }
+    let has_games = std::fs::read_dir(&args.out)
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sgf")))
+        .unwrap_or(false);
+    if has_games && !args.force {
+        bail!("{} already holds games of a match: give another --out, or --force to replace them", args.out.display());
+    }
+    if has_games {
+        for entry in std::fs::read_dir(&args.out)?.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.ends_with(".sgf") || name == "games.jsonl" || name == "summary.json" {
+                std::fs::remove_file(entry.path()).with_context(|| format!("removing {}", entry.path().display()))?;
+            }
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parallel = args.parallel.unwrap_or(cores).max(1);
+    // Each game's nets run on one thread: games, not layers, are the
+    // parallel work here.
+    go_train::nn::init_threads(Some(1))?;
+    let device = config_device(&args.device)?;
+    let config = MatchConfig {
+        a: spec(&players[0])?,
+        b: spec(&players[1])?,
+        games: args.games,
+        game: GameConfig {
+            size: args.size,
+            komi: args.komi,
+            max_moves: args.max_moves.unwrap_or(3 * args.size * args.size),
+            ownership_playouts: go_train::search::ownership::DEFAULT_PLAYOUTS,
+        },
+        parallel,
+        out: args.out.clone(),
+        seed: args.seed,
+        cross_check: args.cross_check.clone(),
+    };
+    eprintln!(
+        "match: A = {}, B = {}, {} games on {}x{}, komi {}, {} at once",
+        players[0], players[1], args.games, args.size, args.size, args.komi, parallel
+    );
+    let progress = Progress::new("match", args.games as u64, "games");
+    let summary = run_match(&config, &device, &progress)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_match(&summary, &args.out);
+    }
+    Ok(())
+}
+
+fn print_match(s: &MatchSummary, out: &std::path::Path) {
+    let pct = |x: f64| 100.0 * x;
+    println!("A: {}\nB: {}", s.a, s.b);
+    println!(
+        "games {}: A won {} ({} as Black, {} as White), B won {}, draws {}",
+        s.games, s.a_wins, s.a_wins_by_color[0], s.a_wins_by_color[1], s.b_wins, s.draws
+    );
+    println!(
+        "A's win rate {:.1}% (95% interval {:.1}%–{:.1}%), Elo A − B {:+.0} (95% interval {:+.0} to {:+.0})",
+        pct(s.a_win_rate),
+        pct(s.a_win_rate_95.0),
+        pct(s.a_win_rate_95.1),
+        s.elo,
+        s.elo_95.0,
+        s.elo_95.1
+    );
+    if s.forfeits.iter().any(|&f| f > 0) {
+        println!("forfeits: A {}, B {} (reasons in games.jsonl and each SGF's comment)", s.forfeits[0], s.forfeits[1]);
+    }
+    if s.cross_checked > 0 {
+        println!(
+            "scoring agrees with the cross-check engine on {} of {} counted games",
+            s.cross_check_agreed, s.cross_checked
+        );
+    }
+    println!(
+        "{:.0} moves per game; seconds per move: A {:.3}, B {:.3}",
+        s.mean_moves, s.seconds_per_move[0], s.seconds_per_move[1]
+    );
+    println!("games in {}", out.display());
 }

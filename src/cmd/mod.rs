@@ -4,6 +4,7 @@ mod bench;
 mod dataset;
 mod eval;
 mod filter;
+mod gtp;
 mod prepare;
 mod show;
 mod train;
@@ -32,6 +33,7 @@ enum Command {
     Prepare(prepare::Args),
     Eval(eval::Args),
     Show(show::Args),
+    Gtp(gtp::Args),
     /// Train the seed's policy net (or any net, by config).
     TrainPolicy(train::Args),
     /// Train the fast playout (rollout) net.
@@ -48,6 +50,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Prepare(args) => prepare::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Show(args) => show::run(args),
+        Command::Gtp(args) => gtp::run(args),
         Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
         Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),
         Command::TrainValue(args) => train::run(train::Kind::Value, args),

@@ -1,6 +1,9 @@
-//! The Go Text Protocol: a client for driving other engines (GnuGo in the
-//! tests and in matches).
+//! The Go Text Protocol: the engine behind `go-train gtp`, its framing, and
+//! a client for driving other engines (GnuGo in tests and matches).
 
 pub mod client;
+pub mod engine;
+pub mod protocol;
 
 pub use client::{GtpClient, GtpError};
+pub use engine::{Engine, Flow, COMMANDS};

@@ -1,0 +1,139 @@
+//! The two kinds of match player: a go-train agent in this process, or any
+//! GTP engine run as a child process.
+
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+
+use crate::go::{Color, Game, Move, Rules};
+use crate::gtp::GtpClient;
+use crate::search::{Agent, AgentSpec};
+
+/// One side of a match game.
+pub trait Player {
+    /// Starts a new game.
+    fn new_game(&mut self, size: usize, komi: f32) -> Result<()>;
+    /// Tells the player about the opponent's move.
+    fn play(&mut self, color: Color, mv: Move) -> Result<()>;
+    /// Asks for `color`'s move, which the player plays on its own board (as
+    /// GTP's `genmove` does); a move the referee refuses ends the game.
+    fn genmove(&mut self, color: Color) -> Result<Move>;
+}
+
+/// Who plays one side of a match.
+#[derive(Clone, Debug)]
+pub enum PlayerSpec {
+    /// A go-train agent.
+    Agent(AgentSpec),
+    /// An external GTP engine's command line, e.g. `gnugo --mode gtp --level 10`.
+    Gtp(String),
+}
+
+impl PlayerSpec {
+    /// A go-train agent spec (`random`, `policy`, `mcts:iterations=400`),
+    /// else, when the text names no agent kind, an engine command line.
+    pub fn parse(text: &str) -> Result<PlayerSpec> {
+        let text = text.trim();
+        if text.is_empty() {
+            bail!("empty player: name an agent (random, policy, playout, mcts) or a GTP command line");
+        }
+        let kind_word = text.split(':').next().unwrap_or("");
+        if kind_word.parse::<crate::search::AgentKind>().is_ok() {
+            return Ok(PlayerSpec::Agent(text.parse()?));
+        }
+        Ok(PlayerSpec::Gtp(text.to_string()))
+    }
+
+    /// A short name for reports and SGF player names.
+    pub fn label(&self) -> String {
+        match self {
+            PlayerSpec::Agent(spec) => format!("{:?}", spec.kind).to_lowercase(),
+            PlayerSpec::Gtp(command) => command.split_whitespace().next().map_or_else(String::new, |program| {
+                let name = std::path::Path::new(program).file_name().map_or(program.into(), |n| n.to_string_lossy());
+                let rest: Vec<&str> =
+                    command.split_whitespace().skip(1).filter(|w| *w != "--mode" && *w != "gtp").collect();
+                if rest.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{name} {}", rest.join(" "))
+                }
+            }),
+        }
+    }
+
+    /// Starts the player; `seed` varies agents' random choices per game.
+    pub fn build(&self, device: &Device, seed: u64) -> Result<Box<dyn Player>> {
+        Ok(match self {
+            PlayerSpec::Agent(spec) => {
+                let spec = AgentSpec { seed: spec.seed.wrapping_add(seed), ..spec.clone() };
+                Box::new(LocalPlayer::new(spec.build(device)?))
+            }
+            PlayerSpec::Gtp(command) => Box::new(GtpPlayer { client: GtpClient::spawn(command)?, size: 19 }),
+        })
+    }
+}
+
+/// A go-train agent with its own copy of the game.
+pub struct LocalPlayer {
+    agent: Box<dyn Agent>,
+    game: Game,
+}
+
+impl LocalPlayer {
+    pub fn new(agent: Box<dyn Agent>) -> LocalPlayer {
+        LocalPlayer { agent, game: Game::new(19, Rules::CHINESE) }
+    }
+}
+
+impl Player for LocalPlayer {
+    fn new_game(&mut self, size: usize, komi: f32) -> Result<()> {
+        if !self.agent.supports_size(size) {
+            bail!("{} cannot play on {size}x{size}", self.agent.name());
+        }
+        self.game = Game::new(size, Rules { komi, ..Rules::CHINESE });
+        Ok(())
+    }
+
+    fn play(&mut self, color: Color, mv: Move) -> Result<()> {
+        self.game
+            .play(color, mv)
+            .map(|_| ())
+            .with_context(|| format!("{} refused {color} {}", self.agent.name(), mv.to_gtp(self.game.size())))
+    }
+
+    fn genmove(&mut self, color: Color) -> Result<Move> {
+        self.game.set_to_move(color);
+        let mv = self.agent.genmove(&self.game, None)?;
+        if mv != Move::Resign {
+            self.game.play(color, mv).with_context(|| format!("{} chose an illegal move", self.agent.name()))?;
+        }
+        Ok(mv)
+    }
+}
+
+/// An external engine over GTP.
+pub struct GtpPlayer {
+    client: GtpClient,
+    /// Board side, for reading its vertices.
+    size: usize,
+}
+
+impl Player for GtpPlayer {
+    fn new_game(&mut self, size: usize, komi: f32) -> Result<()> {
+        self.client.send(&format!("boardsize {size}"))?;
+        self.client.send("clear_board")?;
+        self.client.send(&format!("komi {komi}"))?;
+        self.size = size;
+        Ok(())
+    }
+
+    fn play(&mut self, color: Color, mv: Move) -> Result<()> {
+        self.client.send(&format!("play {} {}", color.letter(), mv.to_gtp(self.size)))?;
+        Ok(())
+    }
+
+    fn genmove(&mut self, color: Color) -> Result<Move> {
+        let answer = self.client.send(&format!("genmove {}", color.letter()))?;
+        Move::parse_gtp(&answer, self.size)
+            .with_context(|| format!("engine `{}` answered genmove with {answer:?}", self.client.engine()))
+    }
+}

@@ -1,0 +1,144 @@
+//! One match game: the referee keeps the official game with go-train's
+//! rules, asks each player for moves in turn, and scores the end.
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::player::Player;
+use crate::go::{Color, Game, Move, Rules, Score};
+use crate::search::ownership::Ownership;
+use crate::sgf::{GameRecord, GameResult, WinBy};
+
+/// How match games are played and scored.
+#[derive(Clone, Copy, Debug)]
+pub struct GameConfig {
+    /// Board side.
+    pub size: usize,
+    /// Komi (area scoring, Chinese rules: positional superko, no suicide).
+    pub komi: f32,
+    /// Moves after which the game stops and is scored as it stands.
+    pub max_moves: usize,
+    /// Random playouts that decide dead stones at the end.
+    pub ownership_playouts: usize,
+}
+
+impl GameConfig {
+    pub fn rules(&self) -> Rules {
+        Rules { komi: self.komi, ..Rules::CHINESE }
+    }
+}
+
+/// Why a game ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// Two passes in a row; scored.
+    Passes,
+    /// A player resigned.
+    Resignation,
+    /// The move limit; scored as it stood.
+    MoveLimit,
+    /// A player made an illegal move or failed (crashed, answered nonsense).
+    Forfeit,
+}
+
+/// A finished game.
+#[derive(Clone)]
+pub struct GameOutcome {
+    /// The official game.
+    pub game: Game,
+    /// The winner (`None`: a draw).
+    pub winner: Option<Color>,
+    /// How it ended.
+    pub reason: EndReason,
+    /// The score, for games that were counted.
+    pub score: Option<Score>,
+    /// What went wrong, for forfeits.
+    pub error: Option<String>,
+    /// Seconds each colour spent choosing moves.
+    pub seconds: [f64; 2],
+}
+
+impl GameOutcome {
+    /// The SGF record, with player names and the result.
+    pub fn record(&self, black: &str, white: &str) -> GameRecord {
+        let mut record = GameRecord::from_game(&self.game);
+        record.black = Some(black.to_string());
+        record.white = Some(white.to_string());
+        record.rules = Some("Chinese".to_string());
+        record.result = Some(match (self.winner, self.reason, self.score) {
+            (None, _, _) => GameResult::Draw,
+            (Some(w), EndReason::Resignation, _) => GameResult::Win { winner: w, by: WinBy::Resignation },
+            (Some(w), EndReason::Forfeit, _) => GameResult::Win { winner: w, by: WinBy::Forfeit },
+            (Some(w), _, Some(s)) => GameResult::Win { winner: w, by: WinBy::Points(s.black_lead.abs()) },
+            (Some(w), _, None) => GameResult::Win { winner: w, by: WinBy::Unknown },
+        });
+        record.extra_properties.push(("AP".into(), vec![format!("go-train:{}", env!("CARGO_PKG_VERSION"))]));
+        if let Some(e) = &self.error {
+            record.extra_properties.push(("C".into(), vec![e.clone()]));
+        }
+        record
+    }
+}
+
+/// Plays one game between `black` and `white`; `seed` fixes the dead-stone
+/// estimate. Errors of the players end the game as forfeits; only a failure
+/// to start the game at all is an error.
+pub fn play_game(
+    black: &mut dyn Player,
+    white: &mut dyn Player,
+    config: &GameConfig,
+    seed: u64,
+) -> Result<GameOutcome> {
+    let mut game = Game::new(config.size, config.rules());
+    black.new_game(config.size, config.komi)?;
+    white.new_game(config.size, config.komi)?;
+    let mut seconds = [0.0; 2];
+    let forfeit = |game: Game, loser: Color, error: String, seconds| GameOutcome {
+        game,
+        winner: Some(loser.opponent()),
+        reason: EndReason::Forfeit,
+        score: None,
+        error: Some(error),
+        seconds,
+    };
+    let mut reason = EndReason::MoveLimit;
+    while game.move_count() < config.max_moves {
+        let color = game.to_move();
+        let (mover, other): (&mut dyn Player, &mut dyn Player) =
+            if color == Color::Black { (&mut *black, &mut *white) } else { (&mut *white, &mut *black) };
+        let started = Instant::now();
+        let mv = mover.genmove(color);
+        seconds[color.index()] += started.elapsed().as_secs_f64();
+        let mv = match mv {
+            Ok(mv) => mv,
+            Err(e) => return Ok(forfeit(game, color, format!("{color} failed: {e:#}"), seconds)),
+        };
+        if mv == Move::Resign {
+            game.play_unchecked(color, mv);
+            return Ok(GameOutcome {
+                game,
+                winner: Some(color.opponent()),
+                reason: EndReason::Resignation,
+                score: None,
+                error: None,
+                seconds,
+            });
+        }
+        if let Err(e) = game.play(color, mv) {
+            let error = format!("{color} played an illegal move {}: {e}", mv.to_gtp(config.size));
+            return Ok(forfeit(game, color, error, seconds));
+        }
+        if let Err(e) = other.play(color, mv) {
+            let error = format!("{} failed to take {color} {}: {e:#}", color.opponent(), mv.to_gtp(config.size));
+            return Ok(forfeit(game, color.opponent(), error, seconds));
+        }
+        if game.is_over() {
+            reason = EndReason::Passes;
+            break;
+        }
+    }
+    let score = Ownership::estimate(&game, config.ownership_playouts, seed).score(&game);
+    Ok(GameOutcome { winner: score.winner(), game, reason, score: Some(score), error: None, seconds })
+}

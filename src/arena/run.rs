@@ -1,0 +1,259 @@
+//! Running a whole match: games in parallel, SGF files as they finish, a
+//! summary with the win rate, its 95% interval and the Elo difference.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use candle_core::Device;
+use serde::Serialize;
+
+use super::player::PlayerSpec;
+use super::referee::{play_game, EndReason, GameConfig, GameOutcome};
+use super::stats::{elo_difference, wilson_interval, Z95};
+use crate::go::{Color, Move};
+use crate::gtp::GtpClient;
+use crate::progress::Progress;
+use crate::sgf::{write_game, GameResult};
+
+/// Everything a match needs.
+#[derive(Clone, Debug)]
+pub struct MatchConfig {
+    /// Player A (Black in even-numbered games).
+    pub a: PlayerSpec,
+    /// Player B.
+    pub b: PlayerSpec,
+    /// Games to play.
+    pub games: usize,
+    /// Board, komi, move limit, scoring.
+    pub game: GameConfig,
+    /// Games played at once.
+    pub parallel: usize,
+    /// Folder for the SGF files, `games.jsonl` and `summary.json`.
+    pub out: PathBuf,
+    /// Seeds the agents (game `i` uses `seed + i`) and the scoring.
+    pub seed: u64,
+    /// A GnuGo command line whose `final_score` is compared with ours on
+    /// every game that ended by two passes or the move limit.
+    pub cross_check: Option<String>,
+}
+
+/// One game of a match, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct GameSummary {
+    /// From 0.
+    pub index: usize,
+    /// The SGF file.
+    pub file: String,
+    /// Whether A played Black.
+    pub a_black: bool,
+    /// `a`, `b` or `draw`.
+    pub winner: String,
+    /// The result as SGF writes it (`B+12.5`, `W+R`, `B+F`).
+    pub result: String,
+    pub reason: EndReason,
+    /// Moves played, passes included.
+    pub moves: usize,
+    /// Seconds A and B spent choosing moves.
+    pub seconds: [f64; 2],
+    /// Why a forfeit happened.
+    pub error: Option<String>,
+    /// GnuGo's `final_score` of the same game, when cross-checked.
+    pub gnugo_score: Option<String>,
+    /// Whether GnuGo names the same winner.
+    pub gnugo_agrees: Option<bool>,
+}
+
+/// The outcome of a match.
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchSummary {
+    pub a: String,
+    pub b: String,
+    pub games: usize,
+    pub a_wins: usize,
+    pub b_wins: usize,
+    pub draws: usize,
+    /// A's wins with Black and with White.
+    pub a_wins_by_color: [usize; 2],
+    /// Games lost by forfeit (illegal move, engine failure), by A and by B.
+    pub forfeits: [usize; 2],
+    /// A's score (wins plus half the draws) over the games.
+    pub a_win_rate: f64,
+    /// Its 95% Wilson interval.
+    pub a_win_rate_95: (f64, f64),
+    /// The Elo difference A − B the win rate implies, and its interval
+    /// (infinite at a rate of 0 or 1).
+    pub elo: f64,
+    pub elo_95: (f64, f64),
+    /// Games compared with GnuGo's `final_score`, and how many agreed.
+    pub cross_checked: usize,
+    pub cross_check_agreed: usize,
+    pub mean_moves: f64,
+    /// Mean seconds per move of A and of B.
+    pub seconds_per_move: [f64; 2],
+    pub details: Vec<GameSummary>,
+}
+
+/// Plays the match, writing into `config.out` (created if needed), and
+/// reports each finished game to `progress`.
+pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> Result<MatchSummary> {
+    fs::create_dir_all(&config.out).with_context(|| format!("creating {}", config.out.display()))?;
+    // Start each player once up front, so that a missing checkpoint or a
+    // wrong engine command fails now rather than in every game.
+    config.a.build(device, config.seed).context("player A")?;
+    config.b.build(device, config.seed).context("player B")?;
+
+    let names = [config.a.label(), config.b.label()];
+    let log_path = config.out.join("games.jsonl");
+    let log = Mutex::new(File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<GameSummary>> = Mutex::new(Vec::new());
+    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..config.parallel.clamp(1, config.games.max(1)) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= config.games || first_error.lock().map_or(true, |e| e.is_some()) {
+                    return;
+                }
+                match play_one(config, device, index, &names) {
+                    Ok(summary) => {
+                        if let Ok(mut log) = log.lock() {
+                            let line = serde_json::to_string(&summary).unwrap_or_default();
+                            let _ = writeln!(log, "{line}").and_then(|_| log.flush());
+                        }
+                        progress.set_message(format!("last: game {} {}", index, summary.result));
+                        progress.inc(1);
+                        results.lock().expect("no panics while holding the lock").push(summary);
+                    }
+                    Err(e) => {
+                        let mut slot = first_error.lock().expect("no panics while holding the lock");
+                        slot.get_or_insert(e.context(format!("game {index}")));
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    progress.finish();
+    if let Some(e) = first_error.into_inner().unwrap_or(None) {
+        return Err(e);
+    }
+    let mut details = results.into_inner().unwrap_or_default();
+    details.sort_by_key(|g| g.index);
+    let summary = summarize(names, details);
+    let path = config.out.join("summary.json");
+    fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+    Ok(summary)
+}
+
+/// Plays game `index` and writes its SGF.
+fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String; 2]) -> Result<GameSummary> {
+    let seed = config.seed.wrapping_add(index as u64);
+    let mut a = config.a.build(device, seed).context("starting player A")?;
+    let mut b = config.b.build(device, seed).context("starting player B")?;
+    let a_black = index % 2 == 0;
+    let outcome = if a_black {
+        play_game(a.as_mut(), b.as_mut(), &config.game, seed)?
+    } else {
+        play_game(b.as_mut(), a.as_mut(), &config.game, seed)?
+    };
+    drop((a, b)); // ends external engines before the next game starts
+    let (black, white) = if a_black { (&names[0], &names[1]) } else { (&names[1], &names[0]) };
+    let record = outcome.record(&format!("A: {black}"), &format!("B: {white}"));
+    let file = config.out.join(format!("game-{index:04}.sgf"));
+    write_atomically(&file, &write_game(&record))?;
+
+    let a_color = if a_black { Color::Black } else { Color::White };
+    let winner = match outcome.winner {
+        None => "draw",
+        Some(c) if c == a_color => "a",
+        Some(_) => "b",
+    };
+    let (gnugo_score, gnugo_agrees) = match (&config.cross_check, outcome.reason) {
+        (Some(command), EndReason::Passes | EndReason::MoveLimit) => {
+            let theirs = gnugo_final_score(command, &outcome, config.game.komi)?;
+            let agrees = GameResult::parse(&theirs).winner() == outcome.winner;
+            (Some(theirs), Some(agrees))
+        }
+        _ => (None, None),
+    };
+    let [black_seconds, white_seconds] = outcome.seconds;
+    Ok(GameSummary {
+        index,
+        file: file.display().to_string(),
+        a_black,
+        winner: winner.to_string(),
+        result: record.result.map(|r| r.to_string()).unwrap_or_default(),
+        reason: outcome.reason,
+        moves: outcome.game.move_count(),
+        seconds: if a_black { [black_seconds, white_seconds] } else { [white_seconds, black_seconds] },
+        error: outcome.error,
+        gnugo_score,
+        gnugo_agrees,
+    })
+}
+
+/// GnuGo's `final_score` of the game's final position, its moves replayed
+/// into a fresh engine.
+fn gnugo_final_score(command: &str, outcome: &GameOutcome, komi: f32) -> Result<String> {
+    let size = outcome.game.size();
+    let mut gnugo = GtpClient::spawn(command)?;
+    gnugo.send(&format!("boardsize {size}"))?;
+    gnugo.send("clear_board")?;
+    gnugo.send(&format!("komi {komi}"))?;
+    for m in outcome.game.moves().filter(|m| m.mv != Move::Resign) {
+        gnugo.send(&format!("play {} {}", m.color.letter(), m.mv.to_gtp(size)))?;
+    }
+    Ok(gnugo.send("final_score")?)
+}
+
+/// Writes `text` to `path` through a temporary file, so a crash never
+/// leaves half a game record.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("sgf.tmp");
+    let mut f = OpenOptions::new().create(true).truncate(true).write(true).open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
+
+fn summarize(names: [String; 2], details: Vec<GameSummary>) -> MatchSummary {
+    let games = details.len();
+    let count = |f: &dyn Fn(&GameSummary) -> bool| details.iter().filter(|g| f(g)).count();
+    let a_wins = count(&|g| g.winner == "a");
+    let b_wins = count(&|g| g.winner == "b");
+    let draws = games - a_wins - b_wins;
+    let score = a_wins as f64 + 0.5 * draws as f64;
+    let n = games as f64;
+    let rate = if games > 0 { score / n } else { 0.5 };
+    let (lo, hi) = wilson_interval(score, n, Z95);
+    let forfeit_by = |loser: &str| count(&|g| g.reason == EndReason::Forfeit && g.winner != loser);
+    let moves: usize = details.iter().map(|g| g.moves).sum();
+    let mut seconds = [0.0; 2];
+    details.iter().for_each(|g| (0..2).for_each(|i| seconds[i] += g.seconds[i]));
+    // Each side makes about half the moves.
+    let per_side_moves = (moves as f64 / 2.0).max(1.0);
+    MatchSummary {
+        a: names[0].clone(),
+        b: names[1].clone(),
+        games,
+        a_wins,
+        b_wins,
+        draws,
+        a_wins_by_color: [count(&|g| g.winner == "a" && g.a_black), count(&|g| g.winner == "a" && !g.a_black)],
+        forfeits: [forfeit_by("a"), forfeit_by("b")],
+        a_win_rate: rate,
+        a_win_rate_95: (lo, hi),
+        elo: elo_difference(rate),
+        elo_95: (elo_difference(lo), elo_difference(hi)),
+        cross_checked: count(&|g| g.gnugo_agrees.is_some()),
+        cross_check_agreed: count(&|g| g.gnugo_agrees == Some(true)),
+        mean_moves: if games > 0 { moves as f64 / n } else { 0.0 },
+        seconds_per_move: [seconds[0] / per_side_moves, seconds[1] / per_side_moves],
+        details,
+    }
+}

@@ -1,0 +1,127 @@
+//! `go-train gtp`: a GTP engine on stdin/stdout.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use go_train::go::{Board, Rules};
+use go_train::gtp::Engine;
+use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
+use go_train::train::run::config_device;
+
+/// Play Go over the Go Text Protocol (version 2) on stdin and stdout, for
+/// Sabaki, GoGui, gomill, GnuGo's twogtp and other controllers. Logs go to
+/// stderr only.
+///
+/// The engine is the random agent, the policy net (its best legal move),
+/// the playout net, or MCTS (policy-net priors and top-k expansion, playout
+/// net rollouts, value-net leaves; without nets it expands every move and
+/// values leaves by stone count). By default: mcts when --policy and --value
+/// are given, policy when only --policy is, random otherwise.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train gtp --policy checkpoints/policy
+  go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
+  go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
+  gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'")]
+pub struct Args {
+    /// random, policy, playout or mcts.
+    #[arg(long)]
+    engine: Option<AgentKind>,
+    /// Policy net checkpoint (a folder or a weights file in one).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Value net checkpoint (MCTS leaf evaluation).
+    #[arg(long)]
+    value: Option<PathBuf>,
+    /// Fast playout net checkpoint (playout engine; MCTS rollouts).
+    #[arg(long)]
+    playout: Option<PathBuf>,
+    /// MCTS iterations per move.
+    #[arg(long, default_value_t = 200)]
+    iterations: u32,
+    /// MCTS: children per expanded node (the policy's top k).
+    #[arg(long, short = 'k', default_value_t = 2)]
+    expand: usize,
+    /// MCTS: moves per rollout.
+    #[arg(long, default_value_t = 5)]
+    rollout_depth: usize,
+    /// MCTS exploration constant [default: 1.4 for ucb, 2.0 for puct].
+    #[arg(long)]
+    c: Option<f32>,
+    /// MCTS selection: ucb or puct.
+    #[arg(long, default_value = "ucb")]
+    selection: Selection,
+    /// MCTS leaf evaluation: value or stones [default: value with --value].
+    #[arg(long)]
+    leaf: Option<LeafEval>,
+    /// MCTS leaves evaluated together.
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// Seconds per move at most (a GTP clock may shorten it).
+    #[arg(long)]
+    time: Option<f64>,
+    /// Policy/playout engines: 0 plays the most likely move, above 0 samples.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Seed for every random choice.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Board size at start.
+    #[arg(long, default_value_t = 19)]
+    size: usize,
+    /// Komi at start.
+    #[arg(long, default_value_t = 7.5)]
+    komi: f32,
+    /// Rules: chinese, japanese, aga, nz or tromp-taylor.
+    #[arg(long, default_value = "chinese")]
+    rules: String,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Threads for the nets (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Describe each move choice on stderr.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let kind = args.engine.unwrap_or(match (&args.policy, &args.value) {
+        (Some(_), Some(_)) => AgentKind::Mcts,
+        (Some(_), None) => AgentKind::Policy,
+        _ => AgentKind::Random,
+    });
+    let spec = AgentSpec {
+        policy: args.policy,
+        value: args.value,
+        playout: args.playout,
+        temperature: args.temperature,
+        iterations: args.iterations,
+        expand: args.expand,
+        rollout_depth: args.rollout_depth,
+        c: args.c,
+        selection: args.selection,
+        leaf: args.leaf,
+        batch: args.batch,
+        time: args.time,
+        seed: args.seed,
+        ..AgentSpec::new(kind)
+    };
+    let mut rules = Rules::by_name(&args.rules).with_context(|| format!("unknown rules {:?}", args.rules))?;
+    rules.komi = args.komi;
+    if !Board::valid_size(args.size) {
+        anyhow::bail!("--size {}: boards are 2 to 25 points a side", args.size);
+    }
+    go_train::nn::init_threads(args.threads)?;
+    let device = config_device(&args.device)?;
+    let agent = spec.build(&device)?;
+    let size = if agent.supports_size(args.size) { args.size } else { go_train::nn::BOARD };
+    eprintln!("go-train gtp: {}", agent.name());
+    let mut engine = Engine::new(agent, rules, size);
+    engine.set_verbose(args.verbose);
+    let stdin = std::io::stdin();
+    engine.run(stdin.lock(), std::io::stdout().lock()).context("talking GTP on stdin/stdout")
+}

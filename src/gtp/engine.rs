@@ -1,0 +1,481 @@
+//! The GTP engine behind `go-train gtp`: a game, an agent and a clock,
+//! driven one command at a time. Answers follow GnuGo's formats wherever
+//! GnuGo has the command, so tools written against GnuGo read ours.
+
+use std::io::{self, BufRead, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::time::Duration;
+
+use super::protocol::{format_answer, parse_line, Command};
+use crate::go::{fixed_handicap, Board, Color, Game, Move, Point, Rules, Vertex};
+use crate::search::ownership::{estimate_default, Ownership};
+use crate::search::{acceptable_points, Agent};
+use crate::sgf::{read_file, write_game, GameRecord};
+
+/// Every command the engine knows, in `list_commands` order.
+pub const COMMANDS: &[&str] = &[
+    "protocol_version",
+    "name",
+    "version",
+    "known_command",
+    "list_commands",
+    "quit",
+    "boardsize",
+    "clear_board",
+    "komi",
+    "play",
+    "genmove",
+    "reg_genmove",
+    "kgs-genmove_cleanup",
+    "undo",
+    "showboard",
+    "fixed_handicap",
+    "place_free_handicap",
+    "set_free_handicap",
+    "final_score",
+    "final_status_list",
+    "time_settings",
+    "time_left",
+    "loadsgf",
+    "printsgf",
+    "list_stones",
+    "captures",
+];
+
+/// Whether the session goes on after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// The time controls a controller announced (`time_settings`) and the time
+/// it says each side has left (`time_left`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Clock {
+    /// Main time, seconds.
+    main: f64,
+    /// Byo-yomi period, seconds (0: none).
+    byo_yomi: f64,
+    /// Stones per byo-yomi period (0: absolute time).
+    byo_stones: u32,
+    /// Whether `time_settings` was given at all.
+    set: bool,
+    /// Per colour: seconds left and stones left in the period (0: main time).
+    left: [Option<(f64, u32)>; 2],
+}
+
+impl Clock {
+    /// A time budget for `color`'s next move on `board`, or `None` when no
+    /// clock is set (or time is unlimited: main and byo-yomi both 0 with
+    /// stones 0, as GTP defines "no time limit"... only when announced).
+    fn budget(&self, color: Color, board: &Board) -> Option<Duration> {
+        if !self.set || (self.byo_yomi > 0.0 && self.byo_stones == 0) {
+            return None; // no clock, or the GTP "no time limits" form
+        }
+        let (left, stones) = self.left[color.index()].unwrap_or((self.main, 0));
+        let seconds = if stones > 0 {
+            // In byo-yomi: share the period, keeping a margin for overhead.
+            0.8 * left / stones as f64
+        } else {
+            // Main time: spread it over the moves likely left (about half
+            // the empty points), then byo-yomi can take over.
+            let moves_left = (board.empty_count() as f64 / 2.0).max(20.0);
+            left / moves_left + if self.byo_stones > 0 { 0.5 * self.byo_yomi / self.byo_stones as f64 } else { 0.0 }
+        };
+        Some(Duration::from_secs_f64(seconds.max(0.05)))
+    }
+}
+
+/// A GTP engine over one agent.
+pub struct Engine {
+    /// The game on the board.
+    game: Game,
+    /// Rules for new games (komi follows the `komi` command).
+    rules: Rules,
+    /// Who chooses moves.
+    agent: Box<dyn Agent>,
+    clock: Clock,
+    /// Whether to describe each move choice on stderr.
+    verbose: bool,
+}
+
+impl Engine {
+    /// An engine playing `agent` under `rules` on a `size` board.
+    pub fn new(agent: Box<dyn Agent>, rules: Rules, size: usize) -> Engine {
+        Engine { game: Game::new(size, rules), rules, agent, clock: Clock::default(), verbose: false }
+    }
+
+    /// Logs each generated move and its time to stderr.
+    pub fn set_verbose(&mut self, verbose: bool) {
+        self.verbose = verbose;
+    }
+
+    /// The game as it stands.
+    pub fn game(&self) -> &Game {
+        &self.game
+    }
+
+    /// Answers commands from `input` on `output` until `quit` or the end of
+    /// the input. Only GTP goes to `output`.
+    pub fn run(&mut self, mut input: impl BufRead, mut output: impl Write) -> io::Result<()> {
+        let mut bytes = Vec::new();
+        loop {
+            bytes.clear();
+            if input.read_until(b'\n', &mut bytes)? == 0 {
+                return Ok(());
+            }
+            // Bytes that are not UTF-8 cannot be part of a valid command;
+            // they become U+FFFD and the command is refused normally.
+            let line = String::from_utf8_lossy(&bytes);
+            let (id, answer, flow) = match parse_line(&line) {
+                None => continue,
+                Some(Err(id)) => (id, Err("missing command".to_string()), Flow::Continue),
+                Some(Ok(command)) => {
+                    let (answer, flow) = self.handle_guarded(&command);
+                    (command.id, answer, flow)
+                }
+            };
+            output.write_all(format_answer(id, &answer).as_bytes())?;
+            output.flush()?;
+            if flow == Flow::Quit {
+                return Ok(());
+            }
+        }
+    }
+
+    /// [`Engine::handle`], with a panic turned into a `?` answer: a bug in
+    /// one command must not end a game a controller has running.
+    fn handle_guarded(&mut self, command: &Command) -> (Result<String, String>, Flow) {
+        match catch_unwind(AssertUnwindSafe(|| self.handle(command))) {
+            Ok(result) => result,
+            Err(_) => (Err(format!("internal error in {}", command.name)), Flow::Continue),
+        }
+    }
+
+    /// Carries out one command: the answer's text (or error message) and
+    /// whether to go on.
+    pub fn handle(&mut self, command: &Command) -> (Result<String, String>, Flow) {
+        let args: Vec<&str> = command.args.iter().map(String::as_str).collect();
+        let answer = match command.name.as_str() {
+            "protocol_version" => Ok("2".to_string()),
+            "name" => Ok("go-train".to_string()),
+            "version" => Ok(env!("CARGO_PKG_VERSION").to_string()),
+            "known_command" => Ok(args.first().is_some_and(|c| COMMANDS.contains(c)).to_string()),
+            "list_commands" => Ok(COMMANDS.join("\n")),
+            "quit" => return (Ok(String::new()), Flow::Quit),
+            "boardsize" => self.boardsize(&args),
+            "clear_board" => {
+                self.game = Game::new(self.game.size(), self.rules);
+                Ok(String::new())
+            }
+            "komi" => match args.first().and_then(|k| k.parse::<f32>().ok()).filter(|k| k.is_finite()) {
+                Some(komi) => {
+                    self.rules.komi = komi;
+                    self.game.set_komi(komi);
+                    Ok(String::new())
+                }
+                None => Err("komi not a float".to_string()),
+            },
+            "play" => self.play(&args),
+            "genmove" => self.genmove(&args, Mode::Play),
+            "reg_genmove" => self.genmove(&args, Mode::Regression),
+            "kgs-genmove_cleanup" => self.genmove(&args, Mode::Cleanup),
+            "undo" => self.game.undo().map(|_| String::new()).ok_or_else(|| "cannot undo".to_string()),
+            "showboard" => Ok(self.showboard()),
+            "fixed_handicap" => self.handicap(&args, HandicapKind::Fixed),
+            "place_free_handicap" => self.handicap(&args, HandicapKind::Free),
+            "set_free_handicap" => self.set_free_handicap(&args),
+            "final_score" => Ok(estimate_default(&self.game).score(&self.game).to_string()),
+            "final_status_list" => self.final_status_list(&args),
+            "time_settings" => self.time_settings(&args),
+            "time_left" => self.time_left(&args),
+            "loadsgf" => self.loadsgf(&args),
+            "printsgf" => self.printsgf(&args),
+            "list_stones" => match args.first().and_then(|c| Color::parse(c)) {
+                Some(color) => Ok(self.stones(color).join(" ")),
+                None => Err("invalid color".to_string()),
+            },
+            "captures" => match args.first().and_then(|c| Color::parse(c)) {
+                Some(color) => Ok(self.game.board().captures(color).to_string()),
+                None => Err("invalid color".to_string()),
+            },
+            _ => Err("unknown command".to_string()),
+        };
+        (answer, Flow::Continue)
+    }
+
+    fn boardsize(&mut self, args: &[&str]) -> Result<String, String> {
+        let size: usize = args.first().and_then(|s| s.parse().ok()).ok_or("boardsize not an integer")?;
+        if !Board::valid_size(size) || !self.agent.supports_size(size) {
+            return Err("unacceptable size".to_string());
+        }
+        self.game = Game::new(size, self.rules);
+        Ok(String::new())
+    }
+
+    fn play(&mut self, args: &[&str]) -> Result<String, String> {
+        let invalid = || "invalid color or coordinate".to_string();
+        let [color, mv] = args else { return Err(invalid()) };
+        let color = Color::parse(color).ok_or_else(invalid)?;
+        let mv = Move::parse_gtp(mv, self.game.size()).filter(|m| *m != Move::Resign).ok_or_else(invalid)?;
+        self.game.play(color, mv).map(|_| String::new()).map_err(|_| "illegal move".to_string())
+    }
+
+    fn genmove(&mut self, args: &[&str], mode: Mode) -> Result<String, String> {
+        let color = args.first().and_then(|c| Color::parse(c)).ok_or("invalid color")?;
+        // GTP lets a controller ask either colour to move.
+        let mut position = self.game.clone();
+        position.set_to_move(color);
+        let budget = self.clock.budget(color, position.board());
+        let started = std::time::Instant::now();
+        let mut mv = self.agent.genmove(&position, budget).map_err(|e| format!("{e:#}"))?;
+        if mode == Mode::Cleanup && mv == Move::Pass {
+            mv = cleanup_move(&position).unwrap_or(Move::Pass);
+        }
+        if self.verbose {
+            eprintln!(
+                "{} {}: {} in {:.2}s",
+                self.agent.name(),
+                color,
+                mv.to_gtp(self.game.size()),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        if mode != Mode::Regression && mv != Move::Resign {
+            self.game.set_to_move(color);
+            // Agents promise legal moves; a broken promise is an error
+            // answer, never an illegal position.
+            self.game
+                .play(color, mv)
+                .map_err(|e| format!("engine chose an illegal move {}: {e}", mv.to_gtp(self.game.size())))?;
+        }
+        Ok(mv.to_gtp(self.game.size()))
+    }
+
+    fn showboard(&self) -> String {
+        let board = self.game.board();
+        let last = self.game.recent_moves(1).next().and_then(|m| match m.mv {
+            Move::Play(v) => Some(v),
+            _ => None,
+        });
+        format!(
+            "\n{}\nBlack (X) has captured {} stones, White (O) has captured {} stones; {} to move",
+            crate::go::diagram(board, last),
+            board.captures(Color::Black),
+            board.captures(Color::White),
+            self.game.to_move()
+        )
+    }
+
+    /// Whether nothing has happened on the board yet (handicap may be set).
+    fn board_is_empty(&self) -> bool {
+        self.game.board().empty_count() == self.game.size() * self.game.size()
+    }
+
+    fn handicap(&mut self, args: &[&str], kind: HandicapKind) -> Result<String, String> {
+        let n: usize = args.first().and_then(|s| s.parse().ok()).ok_or("handicap not an integer")?;
+        if !self.board_is_empty() {
+            return Err("board not empty".to_string());
+        }
+        let size = self.game.size();
+        let stones = match kind {
+            HandicapKind::Fixed => fixed_handicap(size, n).map_err(|_| "invalid handicap".to_string())?,
+            HandicapKind::Free => free_handicap(size, n).ok_or("invalid handicap")?,
+        };
+        self.place_handicap(&stones)?;
+        // Listed in board order, rows from the top, as GnuGo lists them.
+        let mut listed = stones;
+        listed.sort_by_key(|v| v.index(size));
+        Ok(listed.iter().map(|v| v.to_gtp(size)).collect::<Vec<_>>().join(" "))
+    }
+
+    fn set_free_handicap(&mut self, args: &[&str]) -> Result<String, String> {
+        if !self.board_is_empty() {
+            return Err("board not empty".to_string());
+        }
+        let size = self.game.size();
+        let mut stones = Vec::new();
+        for a in args {
+            let v = Vertex::parse_gtp(a, size).ok_or("invalid coordinate")?;
+            if stones.contains(&v) {
+                return Err("repeated vertex".to_string());
+            }
+            stones.push(v);
+        }
+        if stones.len() < 2 || stones.len() >= size * size {
+            return Err("invalid handicap".to_string());
+        }
+        self.place_handicap(&stones)?;
+        Ok(String::new())
+    }
+
+    fn place_handicap(&mut self, stones: &[Vertex]) -> Result<(), String> {
+        let changes: Vec<(Vertex, Option<Color>)> = stones.iter().map(|&v| (v, Some(Color::Black))).collect();
+        self.game.setup(&changes).map_err(|e| e.to_string())?;
+        self.game.set_to_move(Color::White);
+        Ok(())
+    }
+
+    fn final_status_list(&self, args: &[&str]) -> Result<String, String> {
+        let status = args.first().copied().unwrap_or("");
+        let board = self.game.board();
+        let dead: Vec<Point> = match status {
+            "dead" | "alive" => estimate_default(&self.game).dead_stones(board),
+            // Seki is not told apart from life: its stones are listed alive.
+            "seki" => return Ok(String::new()),
+            _ => return Err("invalid status".to_string()),
+        };
+        let wanted = |p: Point| board.color_at(p).is_some() && (dead.contains(&p) == (status == "dead"));
+        // One string per line, as GnuGo lists them.
+        let mut done = vec![false; board.points().map(|p| p.idx()).max().unwrap_or(0) + 1];
+        let mut lines = Vec::new();
+        for p in board.points().filter(|&p| wanted(p)) {
+            if done[p.idx()] {
+                continue;
+            }
+            let mut string = board.string_stones(p);
+            string.iter().for_each(|q| done[q.idx()] = true);
+            string.sort_by_key(|&q| board.vertex(q).index(board.size()));
+            lines.push(string.iter().map(|&q| board.vertex(q).to_gtp(board.size())).collect::<Vec<_>>().join(" "));
+        }
+        Ok(lines.join("\n"))
+    }
+
+    fn time_settings(&mut self, args: &[&str]) -> Result<String, String> {
+        let [main, byo, stones] = args else { return Err("syntax error".to_string()) };
+        let (Ok(main), Ok(byo), Ok(stones)) = (main.parse::<f64>(), byo.parse::<f64>(), stones.parse::<u32>()) else {
+            return Err("syntax error".to_string());
+        };
+        if main < 0.0 || byo < 0.0 {
+            return Err("syntax error".to_string());
+        }
+        self.clock = Clock { main, byo_yomi: byo, byo_stones: stones, set: true, left: [None; 2] };
+        Ok(String::new())
+    }
+
+    fn time_left(&mut self, args: &[&str]) -> Result<String, String> {
+        let [color, time, stones] = args else { return Err("syntax error".to_string()) };
+        let color = Color::parse(color).ok_or("invalid color")?;
+        let (Ok(time), Ok(stones)) = (time.parse::<f64>(), stones.parse::<u32>()) else {
+            return Err("syntax error".to_string());
+        };
+        self.clock.left[color.index()] = Some((time.max(0.0), stones));
+        Ok(String::new())
+    }
+
+    fn loadsgf(&mut self, args: &[&str]) -> Result<String, String> {
+        let path = args.first().ok_or("missing filename")?;
+        let parsed = read_file(Path::new(path)).map_err(|_| format!("cannot open or parse '{path}'"))?;
+        let record =
+            parsed.into_iter().next().and_then(|g| g.ok()).ok_or_else(|| format!("cannot open or parse '{path}'"))?;
+        if !self.agent.supports_size(record.size) {
+            return Err("unacceptable size".to_string());
+        }
+        // `loadsgf FILE N` stops before move N; `loadsgf FILE VERTEX`
+        // before the first move there (GnuGo's reading).
+        let stop = match args.get(1) {
+            None => record.moves.len(),
+            Some(a) => match a.parse::<usize>() {
+                Ok(n) => n.saturating_sub(1),
+                Err(_) => {
+                    let v = Vertex::parse_gtp(a, record.size).ok_or("invalid coordinate")?;
+                    record.moves.iter().position(|m| m.mv == Move::Play(v)).unwrap_or(record.moves.len())
+                }
+            },
+        };
+        let rules = record.rules_or(self.rules);
+        let game = record.replay_until(rules, stop).map_err(|e| format!("{path}: {e}"))?;
+        self.rules = rules;
+        self.game = game;
+        Ok(if self.game.to_move() == Color::Black { "black" } else { "white" }.to_string())
+    }
+
+    fn printsgf(&self, args: &[&str]) -> Result<String, String> {
+        let mut record = GameRecord::from_game(&self.game);
+        record.rules = Some(if self.rules.scoring == crate::go::Scoring::Area { "Chinese" } else { "Japanese" }.into());
+        record.extra_properties.push(("AP".into(), vec![format!("go-train:{}", env!("CARGO_PKG_VERSION"))]));
+        let sgf = write_game(&record);
+        match args.first() {
+            None => Ok(sgf),
+            Some(file) => {
+                std::fs::write(file, sgf).map(|_| String::new()).map_err(|e| format!("cannot write {file}: {e}"))
+            }
+        }
+    }
+
+    /// The stones of `color` in GTP names, in board order (rows from the
+    /// top, GnuGo's order).
+    fn stones(&self, color: Color) -> Vec<String> {
+        let board = self.game.board();
+        board
+            .points()
+            .filter(|&p| board.color_at(p) == Some(color))
+            .map(|p| board.vertex(p).to_gtp(board.size()))
+            .collect()
+    }
+}
+
+/// Which genmove variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `genmove`: choose and play.
+    Play,
+    /// `reg_genmove`: choose only.
+    Regression,
+    /// `kgs-genmove_cleanup`: choose and play, never passing while the
+    /// opponent has dead stones left on the board.
+    Cleanup,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HandicapKind {
+    Fixed,
+    Free,
+}
+
+/// A move that helps remove the opponent's dead stones, for the cleanup
+/// phase: a liberty of a dead opponent stone, else any acceptable point
+/// (playing on is how dead stones get taken off under area rules).
+fn cleanup_move(game: &Game) -> Option<Move> {
+    let board = game.board();
+    let color = game.to_move();
+    let dead: Vec<Point> = Ownership::estimate(game, 100, board.hash())
+        .dead_stones(board)
+        .into_iter()
+        .filter(|&p| board.color_at(p) == Some(color.opponent()))
+        .collect();
+    if dead.is_empty() {
+        return None;
+    }
+    let acceptable = acceptable_points(game);
+    let near_dead = acceptable.iter().copied().find(|&p| board.neighbors(p).iter().any(|n| dead.contains(n)));
+    near_dead.or(acceptable.first().copied()).map(|p| Move::Play(board.vertex(p)))
+}
+
+/// `n` free handicap stones: the fixed points while they last, then the
+/// empty points of the 3rd and 4th lines (or any) farthest from the stones
+/// already placed. `None` when `n` is not 2 to `size² − 1`.
+fn free_handicap(size: usize, n: usize) -> Option<Vec<Vertex>> {
+    if n < 2 || n >= size * size {
+        return None;
+    }
+    let max_fixed = (2..=9).rev().find(|&k| fixed_handicap(size, k).is_ok()).unwrap_or(0);
+    let mut stones = if max_fixed >= 2 { fixed_handicap(size, n.min(max_fixed)).ok()? } else { Vec::new() };
+    let line = |c: u8| (c as usize).min(size - 1 - c as usize);
+    let on_good_line = |v: &Vertex| (2..=3).contains(&line(v.x)) && (2..=3).contains(&line(v.y));
+    while stones.len() < n {
+        let empty: Vec<Vertex> =
+            (0..size * size).map(|i| Vertex::from_index(i, size)).filter(|v| !stones.contains(v)).collect();
+        let pool: Vec<Vertex> = empty.iter().copied().filter(on_good_line).collect();
+        let pool = if pool.is_empty() { empty } else { pool };
+        let distance = |v: &Vertex| {
+            stones.iter().map(|s| s.x.abs_diff(v.x) as usize + s.y.abs_diff(v.y) as usize).min().unwrap_or(usize::MAX)
+        };
+        // Farthest first; ties to the earliest point, so it is deterministic.
+        let best = pool.iter().copied().rev().max_by_key(distance)?;
+        stones.push(best);
+    }
+    Some(stones)
+}

@@ -1,0 +1,77 @@
+//! GTP version 2 framing: reading command lines and writing answers
+//! (specification sections 2.2–2.11 and 3.1).
+
+/// One command as sent by a controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// The optional numeric id, echoed in the answer.
+    pub id: Option<u32>,
+    /// The command name (case as sent).
+    pub name: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// A line as the controller sent it, cleaned as GTP asks: control
+/// characters other than tab and newline removed, tabs turned into spaces,
+/// everything from `#` on dropped. `None` for a line with nothing left
+/// (which gets no answer).
+pub fn parse_line(line: &str) -> Option<Result<Command, Option<u32>>> {
+    let cleaned: String = line
+        .chars()
+        .filter(|&c| !c.is_control() || c == '\t' || c == '\n')
+        .map(|c| if c == '\t' { ' ' } else { c })
+        .take_while(|&c| c != '#')
+        .collect();
+    let mut words = cleaned.split_whitespace();
+    let first = words.next()?;
+    let (id, name) = match first.parse::<u32>() {
+        Ok(id) => match words.next() {
+            Some(name) => (Some(id), name),
+            // An id alone: answered with an error under that id.
+            None => return Some(Err(Some(id))),
+        },
+        Err(_) => (None, first),
+    };
+    Some(Ok(Command { id, name: name.to_string(), args: words.map(str::to_string).collect() }))
+}
+
+/// The text of an answer: `=` or `?`, the id, the message, and the empty
+/// line that ends every answer. A message of several lines keeps them
+/// (with empty lines removed, since one would end the answer early).
+pub fn format_answer(id: Option<u32>, answer: &Result<String, String>) -> String {
+    let (status, text) = match answer {
+        Ok(text) => ('=', text),
+        Err(text) => ('?', text),
+    };
+    let id = id.map(|i| i.to_string()).unwrap_or_default();
+    let text: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // A multi-line answer that starts with a newline (a board diagram)
+    // keeps it, as GnuGo's `showboard` does.
+    let lead = if answer.as_ref().map_or_else(|e| e, |t| t).starts_with('\n') { "\n" } else { "" };
+    format!("{status}{id} {lead}{}\n\n", text.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cleaned_as_gtp_says() {
+        let c = parse_line("12 play\tb  D4 # a comment\r\n").unwrap().unwrap();
+        assert_eq!(c, Command { id: Some(12), name: "play".into(), args: vec!["b".into(), "D4".into()] });
+        assert_eq!(parse_line("   # only a comment"), None);
+        assert_eq!(parse_line("\x01\x02"), None);
+        assert_eq!(parse_line("7"), Some(Err(Some(7))));
+        assert_eq!(parse_line("name").unwrap().unwrap().id, None);
+    }
+
+    #[test]
+    fn answers_end_with_an_empty_line_and_echo_the_id() {
+        assert_eq!(format_answer(Some(3), &Ok("2".into())), "=3 2\n\n");
+        assert_eq!(format_answer(None, &Err("unknown command".into())), "? unknown command\n\n");
+        assert_eq!(format_answer(None, &Ok(String::new())), "= \n\n");
+        assert_eq!(format_answer(None, &Ok("a\n\nb".into())), "= a\nb\n\n");
+        assert_eq!(format_answer(None, &Ok("\n A B\n 1 .".into())), "= \n A B\n 1 .\n\n");
+    }
+}

@@ -1,0 +1,651 @@
+//! Monte Carlo tree search as the seed design (and AlphaGo's first paper)
+//! describes it.
+//!
+//! Each iteration:
+//! 1. **Select** a path from the root, at each node the child with the best
+//!    score: UCB1, `Q + c·sqrt(ln N / n)`, or PUCT with policy priors,
+//!    `Q + c·P·sqrt(N) / (1 + n)`.
+//! 2. **Expand** the leaf: its children are the policy net's `k` most likely
+//!    acceptable moves (legal, not filling an own eye; pass included).
+//!    Without a policy net every acceptable move is a child, with equal
+//!    priors.
+//! 3. **Simulate** a few moves (5 by default) from the leaf with the fast
+//!    playout net (or the random agent when there is none).
+//! 4. **Evaluate** the position reached with the value net, or by the
+//!    stone-count fallback the seed used after its value net overfitted
+//!    (area margin with komi, squashed to 0..1).
+//! 5. **Back up** the value along the path.
+//!
+//! The move played is the root's most visited child. Iterations run in
+//! batches: a batch selects several leaves at once (a virtual loss on each
+//! path spreads them out) so that each net runs once per batch step rather
+//! than once per leaf. After a move the subtree under it is kept for the
+//! next search when the game went on through moves the tree has.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+
+use super::net_agent::{choose_move, scored_moves};
+use super::nets::NetEval;
+use super::random::RandomAgent;
+use super::{acceptable_points, Agent};
+use crate::go::{Color, Count, Event, Game, Move};
+use crate::nn::BOARD;
+
+/// How a child is chosen during selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// UCB1: mean value plus `c·sqrt(ln N / n)`; unvisited children first.
+    Ucb,
+    /// PUCT: mean value plus `c·P·sqrt(N) / (1 + n)`, P the policy prior.
+    Puct,
+}
+
+impl std::str::FromStr for Selection {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Selection> {
+        match s.to_ascii_lowercase().as_str() {
+            "ucb" | "ucb1" => Ok(Selection::Ucb),
+            "puct" => Ok(Selection::Puct),
+            _ => bail!("unknown selection {s:?}: use ucb or puct"),
+        }
+    }
+}
+
+/// How a simulated position is valued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafEval {
+    /// The value net's win probability.
+    Value,
+    /// The stone-count fallback: `0.5 + 0.5·tanh(margin / 10)`, the margin
+    /// being the area count (stones and surrounded points) with komi, from
+    /// the mover's side.
+    Stones,
+}
+
+impl std::str::FromStr for LeafEval {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<LeafEval> {
+        match s.to_ascii_lowercase().as_str() {
+            "value" => Ok(LeafEval::Value),
+            "stones" | "stone-count" => Ok(LeafEval::Stones),
+            _ => bail!("unknown leaf evaluation {s:?}: use value or stones"),
+        }
+    }
+}
+
+/// Search settings.
+#[derive(Clone, Debug)]
+pub struct MctsConfig {
+    /// Iterations (simulations) per move.
+    pub iterations: u32,
+    /// Children per expanded node (the policy's top k). Ignored without a
+    /// policy net, where every acceptable move is a child.
+    pub expand: usize,
+    /// Moves simulated from a leaf before it is valued.
+    pub rollout_depth: usize,
+    /// Exploration constant of [`Selection`].
+    pub c: f32,
+    /// UCB1 or PUCT.
+    pub selection: Selection,
+    /// Value net or stone count.
+    pub leaf: LeafEval,
+    /// Leaves selected (and nets run) together.
+    pub batch: usize,
+    /// Wall-clock limit per move, on top of the iterations (a GTP clock
+    /// can shorten it further).
+    pub time: Option<Duration>,
+    /// Seeds rollouts.
+    pub seed: u64,
+}
+
+impl Default for MctsConfig {
+    /// The seed design: 200 iterations, top-2 expansion, 5-move rollouts,
+    /// UCB1 with c = 1.4, value-net leaves, batches of 8.
+    fn default() -> MctsConfig {
+        MctsConfig {
+            iterations: 200,
+            expand: 2,
+            rollout_depth: 5,
+            c: 1.4,
+            selection: Selection::Ucb,
+            leaf: LeafEval::Value,
+            batch: 8,
+            time: None,
+            seed: 0,
+        }
+    }
+}
+
+/// One node of the tree: the position after `mv`.
+#[derive(Clone, Debug)]
+struct Node {
+    /// The move that leads here from the parent.
+    mv: Move,
+    /// Who played it; values are from this player's side.
+    mover: Color,
+    /// The parent's policy probability of `mv`.
+    prior: f32,
+    /// Completed simulations through this node.
+    visits: u32,
+    /// Sum of their values for `mover` (a win is 1).
+    value_sum: f32,
+    /// Simulations in flight through this node, each counted as a loss
+    /// until it is backed up.
+    in_flight: u32,
+    /// Children, once expanded.
+    children: Vec<u32>,
+    /// Whether `children` has been filled (it may stay empty: no move).
+    expanded: bool,
+}
+
+impl Node {
+    fn new(mv: Move, mover: Color, prior: f32) -> Node {
+        Node { mv, mover, prior, visits: 0, value_sum: 0.0, in_flight: 0, children: Vec::new(), expanded: false }
+    }
+
+    /// The mean value for `mover`, in-flight simulations counted as losses.
+    fn q(&self) -> Option<f32> {
+        let n = self.visits + self.in_flight;
+        (n > 0).then(|| self.value_sum / n as f32)
+    }
+}
+
+/// The tree and the game position at its root.
+struct Tree {
+    nodes: Vec<Node>,
+    root: u32,
+    /// The game at the root.
+    game: Game,
+}
+
+/// A leaf chosen in a batch: the path to it and its position.
+struct Leaf {
+    path: Vec<u32>,
+    game: Game,
+}
+
+/// The tree-search agent.
+pub struct Mcts {
+    config: MctsConfig,
+    policy: Option<NetEval>,
+    value: Option<NetEval>,
+    playout: Option<NetEval>,
+    /// The tree of the last search, kept for reuse.
+    tree: Option<Tree>,
+    /// Rollout moves without a playout net.
+    random: RandomAgent,
+    rng: Pcg64Mcg,
+}
+
+/// What a search found, for logs and tests.
+#[derive(Clone, Debug)]
+pub struct SearchReport {
+    /// The chosen move.
+    pub best: Move,
+    /// Root children: move, visits, mean value for the side to move, prior.
+    pub children: Vec<(Move, u32, f32, f32)>,
+    /// Simulations done in this search.
+    pub iterations: u32,
+    /// Simulations the root already had from an earlier search.
+    pub reused: u32,
+}
+
+/// Trees past this many nodes are dropped rather than reused (a few hundred
+/// MB), so a long game cannot grow memory without bound.
+const MAX_NODES: usize = 2_000_000;
+
+impl Mcts {
+    /// A search with `config`. A policy net gives priors and top-k
+    /// expansion; a playout net drives rollouts; a value net values leaves
+    /// (needed when `config.leaf` is [`LeafEval::Value`]).
+    pub fn new(
+        config: MctsConfig,
+        policy: Option<NetEval>,
+        value: Option<NetEval>,
+        playout: Option<NetEval>,
+    ) -> Result<Mcts> {
+        if config.leaf == LeafEval::Value && value.is_none() {
+            bail!("MCTS with value-net leaves needs a value net (give one, or use stone-count leaves)");
+        }
+        if config.iterations == 0 || config.batch == 0 {
+            bail!("MCTS needs at least one iteration and a batch of at least one");
+        }
+        let seed = config.seed;
+        Ok(Mcts {
+            config,
+            policy,
+            value,
+            playout,
+            tree: None,
+            random: RandomAgent::new(seed ^ 0x9e37_79b9_7f4a_7c15),
+            rng: Pcg64Mcg::seed_from_u64(seed),
+        })
+    }
+
+    /// Searches from `game` and reports what it found; the tree stays for
+    /// the next call.
+    pub fn search(&mut self, game: &Game, budget: Option<Duration>) -> Result<SearchReport> {
+        let start = Instant::now();
+        let limit = match (self.config.time, budget) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.reuse_or_reset(game);
+        let reused = self.tree.as_ref().map_or(0, |t| t.nodes[t.root as usize].visits);
+        let mut done = 0;
+        while done < self.config.iterations {
+            // Until the root has children every leaf of a batch would be the
+            // root itself: expand it alone first.
+            let root_expanded = self.tree.as_ref().is_some_and(|t| t.nodes[t.root as usize].expanded);
+            let batch = if root_expanded { self.config.batch } else { 1 };
+            let n = batch.min((self.config.iterations - done) as usize);
+            self.run_batch(n)?;
+            done += n as u32;
+            if limit.is_some_and(|l| start.elapsed() >= l) {
+                break;
+            }
+        }
+        Ok(self.report(done, reused))
+    }
+
+    /// Keeps the subtree for `game` when the game is the tree's root game
+    /// plus moves the tree has expanded; otherwise starts a new tree.
+    fn reuse_or_reset(&mut self, game: &Game) {
+        let reusable = self.tree.take().and_then(|mut tree| {
+            let old = tree.game.history();
+            let new = game.history();
+            if new.len() < old.len() || new[..old.len()] != *old || tree.game.rules() != game.rules() {
+                return None;
+            }
+            for event in &new[old.len()..] {
+                let Event::Move(m) = event else { return None };
+                let node = &tree.nodes[tree.root as usize];
+                let child = node.children.iter().copied().find(|&c| {
+                    let c = &tree.nodes[c as usize];
+                    c.mv == m.mv && c.mover == m.color
+                })?;
+                tree.root = child;
+            }
+            // GTP may let a colour move twice, which the tree cannot follow.
+            let root_mover = tree.nodes[tree.root as usize].mover;
+            (tree.nodes.len() < MAX_NODES && game.to_move() == root_mover.opponent()).then_some(())?;
+            tree.game = game.clone();
+            Some(tree)
+        });
+        self.tree = Some(reusable.unwrap_or_else(|| {
+            // The root's "move" is the opponent's last: values at the root
+            // are from their side, as everywhere else.
+            let root = Node::new(Move::Pass, game.to_move().opponent(), 1.0);
+            Tree { nodes: vec![root], root: 0, game: game.clone() }
+        }));
+    }
+
+    /// One batch: select `n` leaves, simulate and value them together,
+    /// expand them, back the values up.
+    fn run_batch(&mut self, n: usize) -> Result<()> {
+        let mut leaves = Vec::with_capacity(n);
+        for _ in 0..n {
+            leaves.push(self.select_leaf());
+        }
+        let games: Vec<&Game> = leaves.iter().map(|l| &l.game).collect();
+        let priors = self.priors(&games)?;
+        let values = self.simulate_and_value(&games)?;
+        for ((leaf, priors), value) in leaves.iter().zip(priors).zip(values) {
+            self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors);
+            self.backup(&leaf.path, &leaf.game, value);
+        }
+        Ok(())
+    }
+
+    /// Walks from the root to a node not yet expanded (or one where the game
+    /// is over), adding a virtual loss on the way.
+    fn select_leaf(&mut self) -> Leaf {
+        let tree = self.tree.as_mut().expect("a tree exists during a search");
+        let mut game = tree.game.clone();
+        let mut path = vec![tree.root];
+        let mut node = tree.root;
+        tree.nodes[node as usize].in_flight += 1;
+        while tree.nodes[node as usize].expanded && !game.is_over() {
+            let Some(child) = best_child(&tree.nodes, node, &self.config) else { break };
+            let c = &tree.nodes[child as usize];
+            game.play_unchecked(c.mover, c.mv);
+            node = child;
+            path.push(node);
+            tree.nodes[node as usize].in_flight += 1;
+        }
+        Leaf { path, game }
+    }
+
+    /// The priors over the scored moves of each leaf: the policy net's, or
+    /// equal ones. Finished games get none.
+    fn priors(&self, games: &[&Game]) -> Result<Vec<Vec<(Move, f32)>>> {
+        let live: Vec<&Game> = games.iter().copied().filter(|g| !g.is_over()).collect();
+        let mut probs = match &self.policy {
+            Some(net) => net.move_probs(&live)?.into_iter(),
+            None => Vec::new().into_iter(),
+        };
+        Ok(games
+            .iter()
+            .map(|g| {
+                if g.is_over() {
+                    return Vec::new();
+                }
+                match probs.next() {
+                    Some(p) => {
+                        let mut moves = scored_moves(g, &p);
+                        moves.sort_by(|a, b| b.1.total_cmp(&a.1));
+                        moves.truncate(self.config.expand.max(1));
+                        moves
+                    }
+                    None => {
+                        let mut moves: Vec<Move> =
+                            acceptable_points(g).into_iter().map(|p| Move::Play(g.board().vertex(p))).collect();
+                        moves.push(Move::Pass);
+                        let prior = 1.0 / moves.len() as f32;
+                        moves.into_iter().map(|m| (m, prior)).collect()
+                    }
+                }
+            })
+            .collect())
+    }
+
+    /// Plays `rollout_depth` moves from each leaf (all rollouts advance
+    /// together, so the playout net sees one batch per step) and values
+    /// the positions reached, each for the player who moved into its leaf.
+    fn simulate_and_value(&mut self, leaves: &[&Game]) -> Result<Vec<f32>> {
+        let mut games: Vec<Game> = leaves.iter().map(|&g| g.clone()).collect();
+        for _ in 0..self.config.rollout_depth {
+            let live: Vec<usize> = (0..games.len()).filter(|&i| !games[i].is_over()).collect();
+            if live.is_empty() {
+                break;
+            }
+            let moves: Vec<Move> = match &self.playout {
+                Some(net) => {
+                    let refs: Vec<&Game> = live.iter().map(|&i| &games[i]).collect();
+                    let probs = net.move_probs(&refs)?;
+                    live.iter().zip(&probs).map(|(&i, p)| choose_move(&games[i], p, 1.0, &mut self.rng)).collect()
+                }
+                None => live.iter().map(|&i| self.random.select(&games[i])).collect(),
+            };
+            for (&i, mv) in live.iter().zip(moves) {
+                let color = games[i].to_move();
+                games[i].play_unchecked(color, mv);
+            }
+        }
+        // Value each end position for its side to move, then turn it to the
+        // side of the leaf's mover.
+        let for_side_to_move: Vec<f32> = match (self.config.leaf, &self.value) {
+            (LeafEval::Value, Some(net)) => {
+                let mut values: Vec<f32> =
+                    games.iter().map(|g| if g.is_over() { final_value(g) } else { 0.0 }).collect();
+                let live: Vec<usize> = (0..games.len()).filter(|&i| !games[i].is_over()).collect();
+                let refs: Vec<&Game> = live.iter().map(|&i| &games[i]).collect();
+                for (&i, v) in live.iter().zip(net.win_probs(&refs)?) {
+                    values[i] = v;
+                }
+                values
+            }
+            _ => games.iter().map(|g| if g.is_over() { final_value(g) } else { stone_count_value(g) }).collect(),
+        };
+        Ok(leaves
+            .iter()
+            .zip(&games)
+            .zip(for_side_to_move)
+            .map(|((leaf, end), v)| if end.to_move() == leaf.to_move() { 1.0 - v } else { v })
+            .collect())
+    }
+
+    /// Gives `node` its children (once; a leaf selected twice in one batch
+    /// is expanded by the first).
+    fn expand(&mut self, node: u32, game: &Game, priors: Vec<(Move, f32)>) {
+        let tree = self.tree.as_mut().expect("a tree exists during a search");
+        if tree.nodes[node as usize].expanded || game.is_over() {
+            return;
+        }
+        let mover = game.to_move();
+        let first = tree.nodes.len() as u32;
+        let count = priors.len() as u32;
+        tree.nodes.extend(priors.into_iter().map(|(mv, p)| Node::new(mv, mover, p)));
+        let n = &mut tree.nodes[node as usize];
+        n.children = (first..first + count).collect();
+        n.expanded = true;
+    }
+
+    /// Adds `value` (for the leaf's mover) to every node on `path` and
+    /// takes back the virtual losses.
+    fn backup(&mut self, path: &[u32], leaf: &Game, value: f32) {
+        let tree = self.tree.as_mut().expect("a tree exists during a search");
+        let leaf_mover = leaf.to_move().opponent();
+        for &i in path {
+            let n = &mut tree.nodes[i as usize];
+            n.in_flight -= 1;
+            n.visits += 1;
+            n.value_sum += if n.mover == leaf_mover { value } else { 1.0 - value };
+        }
+    }
+
+    fn report(&self, iterations: u32, reused: u32) -> SearchReport {
+        let tree = self.tree.as_ref().expect("a tree exists after a search");
+        let root = &tree.nodes[tree.root as usize];
+        let mut children: Vec<(Move, u32, f32, f32)> = root
+            .children
+            .iter()
+            .map(|&c| {
+                let c = &tree.nodes[c as usize];
+                (c.mv, c.visits, c.q().unwrap_or(0.0), c.prior)
+            })
+            .collect();
+        // Most visited first; the prior breaks ties.
+        children.sort_by(|a, b| b.1.cmp(&a.1).then(b.3.total_cmp(&a.3)));
+        let best = children.first().map_or(Move::Pass, |c| c.0);
+        // Tree moves were legal when expanded in this very position; the
+        // check costs nothing and guards the promise.
+        let best = if tree.game.is_legal(tree.game.to_move(), best) { best } else { Move::Pass };
+        SearchReport { best, children, iterations, reused }
+    }
+}
+
+/// The child of `node` with the best selection score (`None`: no children).
+fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
+    let parent = &nodes[node as usize];
+    let parent_n = (parent.visits + parent.in_flight).max(1) as f32;
+    // An unvisited child under PUCT is valued as its parent is, from the
+    // child's side (first-play urgency).
+    let fpu = 1.0 - parent.q().unwrap_or(0.5);
+    let score = |c: &Node| -> f32 {
+        let n = (c.visits + c.in_flight) as f32;
+        match config.selection {
+            Selection::Ucb => match c.q() {
+                // Unvisited children first, the most likely among them.
+                None => 1e6 + c.prior,
+                Some(q) => q + config.c * (parent_n.ln() / n).sqrt(),
+            },
+            Selection::Puct => c.q().unwrap_or(fpu) + config.c * c.prior * parent_n.sqrt() / (1.0 + n),
+        }
+    };
+    parent.children.iter().copied().max_by(|&a, &b| score(&nodes[a as usize]).total_cmp(&score(&nodes[b as usize])))
+}
+
+/// The value of a finished game for its side to move: 1 win, 0 loss, ½ a
+/// draw, by area count with no dead stones (rollouts end with only eyes
+/// left, and a tree leaf that ended by two passes is scored as it stands).
+fn final_value(game: &Game) -> f32 {
+    if let Some(loser) = game.resigned() {
+        return if loser == game.to_move() { 0.0 } else { 1.0 };
+    }
+    let lead = Count::new(game.board(), &[]).area_margin() as f32 - game.rules().komi;
+    let lead = if game.to_move() == Color::Black { lead } else { -lead };
+    match lead.partial_cmp(&0.0) {
+        Some(std::cmp::Ordering::Greater) => 1.0,
+        Some(std::cmp::Ordering::Less) => 0.0,
+        _ => 0.5,
+    }
+}
+
+/// The seed's stone-count fallback for the side to move.
+fn stone_count_value(game: &Game) -> f32 {
+    let lead = Count::new(game.board(), &[]).area_margin() as f32 - game.rules().komi;
+    let lead = if game.to_move() == Color::Black { lead } else { -lead };
+    0.5 + 0.5 * (lead / 10.0).tanh()
+}
+
+impl Agent for Mcts {
+    fn genmove(&mut self, game: &Game, budget: Option<Duration>) -> Result<Move> {
+        Ok(self.search(game, budget)?.best)
+    }
+
+    fn supports_size(&self, size: usize) -> bool {
+        let uses_nets = self.policy.is_some() || self.value.is_some() || self.playout.is_some();
+        !uses_nets || size == BOARD
+    }
+
+    fn name(&self) -> String {
+        let c = &self.config;
+        let mut name =
+            format!("mcts {} iterations, {:?} c={}, rollout {}, ", c.iterations, c.selection, c.c, c.rollout_depth);
+        match &self.policy {
+            Some(p) => name.push_str(&format!("top-{} of {}", c.expand, p.source())),
+            None => name.push_str("all moves"),
+        }
+        if let Some(p) = &self.playout {
+            name.push_str(&format!(", playout {}", p.source()));
+        }
+        match (&self.value, c.leaf) {
+            (Some(v), LeafEval::Value) => name.push_str(&format!(", value {}", v.source())),
+            _ => name.push_str(", stone-count leaves"),
+        }
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go::{Rules, Vertex};
+    use crate::nn::{Arch, Model};
+    use candle_core::Device;
+
+    fn v(s: &str, size: usize) -> Move {
+        Move::parse_gtp(s, size).unwrap()
+    }
+
+    fn stones_config(iterations: u32) -> MctsConfig {
+        MctsConfig { iterations, leaf: LeafEval::Stones, ..MctsConfig::default() }
+    }
+
+    fn random_net(arch: Arch, seed: u64) -> NetEval {
+        NetEval::new(Model::new(arch, &Device::Cpu, seed).unwrap(), format!("untrained {arch:?}"))
+    }
+
+    #[test]
+    fn captures_a_big_group_in_atari() {
+        // White's four stones on the D column have one liberty left, at D6.
+        let mut game = Game::new(9, Rules::CHINESE);
+        for (c, m) in [
+            (Color::Black, "C2"),
+            (Color::White, "D2"),
+            (Color::Black, "C3"),
+            (Color::White, "D3"),
+            (Color::Black, "C4"),
+            (Color::White, "D4"),
+            (Color::Black, "C5"),
+            (Color::White, "D5"),
+            (Color::Black, "E2"),
+            (Color::White, "H8"),
+            (Color::Black, "E3"),
+            (Color::White, "H7"),
+            (Color::Black, "E4"),
+            (Color::White, "G8"),
+            (Color::Black, "E5"),
+            (Color::White, "G7"),
+            (Color::Black, "D1"),
+            (Color::White, "J9"),
+        ] {
+            game.play(c, v(m, 9)).unwrap();
+        }
+        let mut mcts = Mcts::new(stones_config(300), None, None, None).unwrap();
+        let report = mcts.search(&game, None).unwrap();
+        assert_eq!(report.best, v("D6", 9), "{:?}", &report.children[..4]);
+    }
+
+    #[test]
+    fn self_play_on_a_small_board_only_ever_plays_legal_moves() {
+        let mut game = Game::new(7, Rules::CHINESE);
+        let mut black = Mcts::new(MctsConfig { rollout_depth: 100, ..stones_config(40) }, None, None, None).unwrap();
+        let mut white = Mcts::new(
+            MctsConfig { selection: Selection::Puct, c: 2.0, seed: 9, ..stones_config(40) },
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        while !game.is_over() && game.move_count() < 300 {
+            let color = game.to_move();
+            let agent = if color == Color::Black { &mut black } else { &mut white };
+            let mv = agent.genmove(&game, None).unwrap();
+            if let Move::Play(vx) = mv {
+                assert!(!game.board().is_eye(game.board().point(vx), color), "filled its own eye at {vx}");
+            }
+            game.play(color, mv).unwrap_or_else(|e| panic!("move {}: {e}", game.move_count()));
+        }
+        assert!(game.is_over(), "the game ends by two passes");
+    }
+
+    #[test]
+    fn with_a_policy_net_it_expands_the_top_k_and_reuses_the_subtree() {
+        let policy = random_net(Arch::Policy, 1);
+        let config = MctsConfig { iterations: 24, expand: 3, batch: 4, ..stones_config(24) };
+        let mut mcts = Mcts::new(config, Some(policy), None, Some(random_net(Arch::Playout, 2))).unwrap();
+        let mut game = Game::new(19, Rules::CHINESE);
+        let report = mcts.search(&game, None).unwrap();
+        assert_eq!(report.children.len(), 3);
+        assert_eq!(report.children.iter().map(|c| c.1).sum::<u32>(), 24 - 1); // the first visit expands the root
+                                                                              // The children are the net's three most likely acceptable moves.
+        let probs = random_net(Arch::Policy, 1).move_probs(&[&game]).unwrap().remove(0);
+        let mut ranked = scored_moves(&game, &probs);
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut top: Vec<Move> = ranked[..3].iter().map(|m| m.0).collect();
+        let mut chosen: Vec<Move> = report.children.iter().map(|c| c.0).collect();
+        top.sort_by_key(|m| format!("{m:?}"));
+        chosen.sort_by_key(|m| format!("{m:?}"));
+        assert_eq!(top, chosen);
+        // Play the chosen move and the reply the tree explored most: the
+        // next search starts from the visits already under that reply.
+        game.play(Color::Black, report.best).unwrap();
+        let tree = mcts.tree.as_ref().unwrap();
+        let child = tree.nodes[tree.root as usize]
+            .children
+            .iter()
+            .copied()
+            .find(|&c| tree.nodes[c as usize].mv == report.best)
+            .unwrap();
+        let reply = tree.nodes[child as usize].children.iter().copied().max_by_key(|&c| tree.nodes[c as usize].visits);
+        if let Some(reply) = reply {
+            let (mv, visits) = (tree.nodes[reply as usize].mv, tree.nodes[reply as usize].visits);
+            game.play(Color::White, mv).unwrap();
+            let next = mcts.search(&game, None).unwrap();
+            assert_eq!(next.reused, visits);
+        }
+    }
+
+    #[test]
+    fn a_time_budget_stops_the_search_early() {
+        let game = Game::new(9, Rules::CHINESE);
+        let mut mcts = Mcts::new(stones_config(u32::MAX), None, None, None).unwrap();
+        let report = mcts.search(&game, Some(Duration::from_millis(100))).unwrap();
+        assert!(report.iterations > 0 && report.iterations < u32::MAX);
+        assert!(game.is_legal(Color::Black, report.best));
+    }
+
+    #[test]
+    fn value_leaves_need_a_value_net() {
+        assert!(Mcts::new(MctsConfig::default(), None, None, None).is_err());
+        let mcts = Mcts::new(MctsConfig::default(), None, Some(random_net(Arch::Value, 3)), None).unwrap();
+        assert!(!mcts.supports_size(9));
+        let _ = Vertex::new(0, 0);
+    }
+}

@@ -1,0 +1,88 @@
+//! Running a trained net on game positions, many at a time.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{Device, Tensor};
+
+use crate::features::{encode, PLANES};
+use crate::go::Game;
+use crate::nn::{Model, Output, BOARD, MOVES, POINTS};
+use crate::train::run::load_model;
+
+/// A net ready to evaluate positions: planes in, move probabilities or a
+/// win probability out. Positions are batched into one forward pass, which
+/// is where nets get their speed.
+pub struct NetEval {
+    model: Model,
+    /// Where the net was loaded from, for names and messages.
+    source: String,
+}
+
+impl NetEval {
+    /// Wraps a model already in memory.
+    pub fn new(model: Model, source: impl Into<String>) -> NetEval {
+        NetEval { model, source: source.into() }
+    }
+
+    /// Loads the checkpoint at `path` (a folder or a weights file in one)
+    /// and checks that it gives `want`.
+    pub fn load(path: &Path, device: &Device, want: Output) -> Result<NetEval> {
+        let model = load_model(path, device)?;
+        if model.output() != want {
+            let what = |o: Output| match o {
+                Output::MoveLogProbs => "a move net (policy or playout)",
+                Output::WinProb => "a value net",
+            };
+            bail!("{}: is {}, but {} is needed here", path.display(), what(model.output()), what(want));
+        }
+        Ok(NetEval::new(model, path.display().to_string()))
+    }
+
+    /// What the net gives.
+    pub fn output(&self) -> Output {
+        self.model.output()
+    }
+
+    /// Where it was loaded from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The input tensor (n, 15, 19, 19) of `games`, each from its side to move.
+    fn input(&self, games: &[&Game]) -> Result<Tensor> {
+        let per_position = PLANES * POINTS;
+        let mut data = vec![0f32; games.len() * per_position];
+        for (game, chunk) in games.iter().zip(data.chunks_exact_mut(per_position)) {
+            if game.size() != BOARD {
+                bail!("the nets play on {BOARD}x{BOARD} only, not {}x{}", game.size(), game.size());
+            }
+            encode(game).unpack_into(chunk);
+        }
+        Ok(Tensor::from_vec(data, (games.len(), PLANES, BOARD, BOARD), self.model.device())?)
+    }
+
+    /// Move probabilities (362 each: points in row-major order, then pass)
+    /// for the side to move in each of `games`. Occupied points get 0.
+    pub fn move_probs(&self, games: &[&Game]) -> Result<Vec<Vec<f32>>> {
+        if games.is_empty() {
+            return Ok(Vec::new());
+        }
+        debug_assert_eq!(self.output(), Output::MoveLogProbs);
+        let x = self.input(games)?;
+        let probs = self.model.forward(&x, false)?.exp()?;
+        let probs: Vec<Vec<f32>> = probs.to_vec2().context("reading the move net's output")?;
+        debug_assert!(probs.iter().all(|p| p.len() == MOVES));
+        Ok(probs)
+    }
+
+    /// The probability that the side to move wins, for each of `games`.
+    pub fn win_probs(&self, games: &[&Game]) -> Result<Vec<f32>> {
+        if games.is_empty() {
+            return Ok(Vec::new());
+        }
+        debug_assert_eq!(self.output(), Output::WinProb);
+        let x = self.input(games)?;
+        Ok(self.model.forward(&x, false)?.flatten_all()?.to_vec1().context("reading the value net's output")?)
+    }
+}

@@ -1,0 +1,238 @@
+//! Naming an agent on the command line and building it.
+//!
+//! A spec is a kind with optional settings: `random`, `policy`,
+//! `policy:temperature=0.5`, `mcts:iterations=400,selection=puct,c=2`,
+//! `mcts:policy=checkpoints/policy,value=checkpoints/value,leaf=value`.
+//! `go-train gtp` builds the same spec from its flags, so both spell every
+//! setting the same way.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+
+use super::mcts::{LeafEval, Mcts, MctsConfig, Selection};
+use super::net_agent::NetAgent;
+use super::nets::NetEval;
+use super::random::RandomAgent;
+use super::Agent;
+use crate::nn::Output;
+
+/// Which agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentKind {
+    /// Uniform among acceptable moves.
+    Random,
+    /// The policy net's move.
+    Policy,
+    /// The fast playout net's move.
+    Playout,
+    /// Tree search.
+    Mcts,
+}
+
+impl FromStr for AgentKind {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<AgentKind> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "random" => AgentKind::Random,
+            "policy" => AgentKind::Policy,
+            "playout" => AgentKind::Playout,
+            "mcts" => AgentKind::Mcts,
+            _ => bail!("unknown agent {s:?}: use random, policy, playout or mcts"),
+        })
+    }
+}
+
+/// An agent and everything needed to build it.
+#[derive(Clone, Debug)]
+pub struct AgentSpec {
+    pub kind: AgentKind,
+    /// Policy net checkpoint (policy agent; MCTS priors).
+    pub policy: Option<PathBuf>,
+    /// Value net checkpoint (MCTS leaves).
+    pub value: Option<PathBuf>,
+    /// Playout net checkpoint (playout agent; MCTS rollouts).
+    pub playout: Option<PathBuf>,
+    /// Net agents: 0 plays the most likely move, above 0 samples.
+    pub temperature: f32,
+    /// MCTS iterations.
+    pub iterations: u32,
+    /// MCTS top-k expansion.
+    pub expand: usize,
+    /// MCTS rollout moves.
+    pub rollout_depth: usize,
+    /// MCTS exploration constant; by default 1.4 for UCB1, 2.0 for PUCT.
+    pub c: Option<f32>,
+    /// MCTS selection rule.
+    pub selection: Selection,
+    /// MCTS leaf evaluation; by default the value net when one is given,
+    /// else the stone count.
+    pub leaf: Option<LeafEval>,
+    /// MCTS leaves per batch.
+    pub batch: usize,
+    /// MCTS seconds per move at most.
+    pub time: Option<f64>,
+    /// Seeds every random choice.
+    pub seed: u64,
+}
+
+impl AgentSpec {
+    /// `kind` with the seed design's settings.
+    pub fn new(kind: AgentKind) -> AgentSpec {
+        let mcts = MctsConfig::default();
+        AgentSpec {
+            kind,
+            policy: None,
+            value: None,
+            playout: None,
+            temperature: 0.0,
+            iterations: mcts.iterations,
+            expand: mcts.expand,
+            rollout_depth: mcts.rollout_depth,
+            c: None,
+            selection: mcts.selection,
+            leaf: None,
+            batch: mcts.batch,
+            time: None,
+            seed: 0,
+        }
+    }
+
+    /// Sets one setting by its name in a spec string.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let bad = || format!("agent setting {key}={value:?}");
+        match key.trim() {
+            "policy" => self.policy = Some(PathBuf::from(value)),
+            "value" => self.value = Some(PathBuf::from(value)),
+            "playout" => self.playout = Some(PathBuf::from(value)),
+            "temperature" => self.temperature = value.parse().with_context(bad)?,
+            "iterations" => self.iterations = value.parse().with_context(bad)?,
+            "expand" | "k" => self.expand = value.parse().with_context(bad)?,
+            "rollout" | "rollout-depth" => self.rollout_depth = value.parse().with_context(bad)?,
+            "c" => self.c = Some(value.parse().with_context(bad)?),
+            "selection" => self.selection = value.parse().with_context(bad)?,
+            "leaf" => self.leaf = Some(value.parse().with_context(bad)?),
+            "batch" => self.batch = value.parse().with_context(bad)?,
+            "time" => self.time = Some(value.parse().with_context(bad)?),
+            "seed" => self.seed = value.parse().with_context(bad)?,
+            other => bail!(
+                "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
+                 rollout, c, selection, leaf, batch, time or seed"
+            ),
+        }
+        Ok(())
+    }
+
+    /// Fills the nets the spec does not name from defaults (the command
+    /// line's `--policy`, `--value`, `--playout`).
+    pub fn with_default_nets(
+        mut self,
+        policy: Option<&PathBuf>,
+        value: Option<&PathBuf>,
+        playout: Option<&PathBuf>,
+    ) -> Self {
+        self.policy = self.policy.or_else(|| policy.cloned());
+        self.value = self.value.or_else(|| value.cloned());
+        self.playout = self.playout.or_else(|| playout.cloned());
+        self
+    }
+
+    /// The MCTS settings this spec gives.
+    pub fn mcts_config(&self) -> MctsConfig {
+        MctsConfig {
+            iterations: self.iterations,
+            expand: self.expand,
+            rollout_depth: self.rollout_depth,
+            c: self.c.unwrap_or(match self.selection {
+                Selection::Ucb => 1.4,
+                Selection::Puct => 2.0,
+            }),
+            selection: self.selection,
+            leaf: self.leaf.unwrap_or(if self.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
+            batch: self.batch,
+            time: self.time.map(Duration::from_secs_f64),
+            seed: self.seed,
+        }
+    }
+
+    /// Loads the nets and builds the agent on `device`.
+    pub fn build(&self, device: &Device) -> Result<Box<dyn Agent>> {
+        let load =
+            |path: &Option<PathBuf>, output| path.as_deref().map(|p| NetEval::load(p, device, output)).transpose();
+        let kind = self.kind;
+        let need = |path: Option<&PathBuf>, flag: &str| -> Result<PathBuf> {
+            path.cloned().with_context(|| format!("the {kind:?} agent needs a net: give {flag}"))
+        };
+        Ok(match self.kind {
+            AgentKind::Random => Box::new(RandomAgent::new(self.seed)),
+            AgentKind::Policy => {
+                let net = NetEval::load(
+                    &need(self.policy.as_ref(), "--policy CKPT (or policy=CKPT)")?,
+                    device,
+                    Output::MoveLogProbs,
+                )?;
+                Box::new(NetAgent::new(net, "policy", self.temperature, self.seed))
+            }
+            AgentKind::Playout => {
+                let net = NetEval::load(
+                    &need(self.playout.as_ref(), "--playout CKPT (or playout=CKPT)")?,
+                    device,
+                    Output::MoveLogProbs,
+                )?;
+                Box::new(NetAgent::new(net, "playout", self.temperature, self.seed))
+            }
+            AgentKind::Mcts => Box::new(Mcts::new(
+                self.mcts_config(),
+                load(&self.policy, Output::MoveLogProbs)?,
+                load(&self.value, Output::WinProb)?,
+                load(&self.playout, Output::MoveLogProbs)?,
+            )?),
+        })
+    }
+}
+
+impl FromStr for AgentSpec {
+    type Err = anyhow::Error;
+
+    /// `kind` or `kind:key=value,key=value`.
+    fn from_str(s: &str) -> Result<AgentSpec> {
+        let (kind, settings) = s.split_once(':').unwrap_or((s, ""));
+        let mut spec = AgentSpec::new(kind.parse()?);
+        for pair in settings.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) =
+                pair.split_once('=').with_context(|| format!("agent {s:?}: {pair:?} is not key=value"))?;
+            spec.set(key, value).with_context(|| format!("agent {s:?}"))?;
+        }
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_settings_and_reject_unknown_ones() {
+        let spec: AgentSpec = "mcts:iterations=50,selection=puct,k=3,leaf=stones".parse().unwrap();
+        assert_eq!(spec.kind, AgentKind::Mcts);
+        let config = spec.mcts_config();
+        assert_eq!((config.iterations, config.expand, config.selection), (50, 3, Selection::Puct));
+        assert_eq!(config.c, 2.0);
+        assert_eq!(config.leaf, LeafEval::Stones);
+        assert_eq!("random".parse::<AgentSpec>().unwrap().kind, AgentKind::Random);
+        assert!("mcts:depth=3".parse::<AgentSpec>().is_err());
+        assert!("mcts:iterations".parse::<AgentSpec>().is_err());
+        assert!("gnugo --mode gtp".parse::<AgentSpec>().is_err());
+    }
+
+    #[test]
+    fn net_agents_without_their_net_are_refused_with_the_flag_to_give() {
+        let err = AgentSpec::new(AgentKind::Policy).build(&Device::Cpu).err().unwrap().to_string();
+        assert!(err.contains("--policy"), "{err}");
+        let err = "mcts:leaf=value".parse::<AgentSpec>().unwrap().build(&Device::Cpu).err().unwrap().to_string();
+        assert!(err.contains("value net"), "{err}");
+    }
+}

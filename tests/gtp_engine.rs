@@ -1,0 +1,241 @@
+//! `go-train gtp` as controllers see it: a scripted session with malformed
+//! lines, `loadsgf`/`list_stones`/`captures` against GnuGo on real games,
+//! and go-train's engine playing GnuGo through the match referee.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use go_train::gtp::GtpClient;
+
+const BIN: &str = env!("CARGO_BIN_EXE_go-train");
+
+/// Runs `go-train gtp ARGS` on `script` and returns the answers (each
+/// without its final empty line), and what it wrote to stderr.
+fn session(args: &[&str], script: &str) -> (Vec<String>, String) {
+    let mut child = Command::new(BIN)
+        .arg("gtp")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start go-train gtp");
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "go-train gtp failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).expect("GTP output is UTF-8");
+    assert!(stdout.ends_with("\n\n"), "every answer ends with an empty line: {stdout:?}");
+    let answers = stdout.trim_end_matches('\n').split("\n\n").map(str::to_string).collect();
+    (answers, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn scripted_session_answers_every_line_as_gtp_says() {
+    // (line sent, answer expected; None: no answer for this line)
+    let script: &[(&str, Option<&str>)] = &[
+        ("protocol_version", Some("= 2")),
+        ("1 name", Some("=1 go-train")),
+        ("# a comment line gets no answer", None),
+        ("", None),
+        ("2 known_command genmove", Some("=2 true")),
+        ("known_command frobnicate", Some("= false")),
+        ("frobnicate", Some("? unknown command")),
+        ("42", Some("?42 missing command")),
+        ("boardsize 9", Some("= ")),
+        ("boardsize 30", Some("? unacceptable size")),
+        ("boardsize nine", Some("? boardsize not an integer")),
+        ("komi abc", Some("? komi not a float")),
+        ("komi 6.5", Some("= ")),
+        ("play b e5", Some("= ")),
+        ("play w e5", Some("? illegal move")),
+        ("play x e5", Some("? invalid color or coordinate")),
+        ("play b z9", Some("? invalid color or coordinate")),
+        ("play b", Some("? invalid color or coordinate")),
+        ("play w\td5   # tab and comment", Some("= ")),
+        ("\u{1}play b c3\u{7}", Some("= ")),
+        ("list_stones black", Some("= E5 C3")),
+        ("list_stones white", Some("= D5")),
+        ("list_stones", Some("? invalid color")),
+        ("captures black", Some("= 0")),
+        ("undo", Some("= ")),
+        ("list_stones black", Some("= E5")),
+        ("fixed_handicap 2", Some("? board not empty")),
+        ("clear_board", Some("= ")),
+        ("fixed_handicap 10", Some("? invalid handicap")),
+        ("fixed_handicap 3", Some("= C7 G7 C3")),
+        ("clear_board", Some("= ")),
+        ("set_free_handicap a1", Some("? invalid handicap")),
+        ("set_free_handicap a1 a1", Some("? repeated vertex")),
+        ("set_free_handicap a1 b2", Some("= ")),
+        ("undo", Some("? cannot undo")),
+        ("clear_board", Some("= ")),
+        ("place_free_handicap 12", None), // checked below: 12 distinct vertices
+        ("clear_board", Some("= ")),
+        ("final_status_list foo", Some("? invalid status")),
+        ("final_status_list seki", Some("= ")),
+        ("time_settings 10 5", Some("? syntax error")),
+        ("time_settings 60 10 5", Some("= ")),
+        ("time_left b 30 0", Some("= ")),
+        ("time_left purple 30 0", Some("? invalid color")),
+        ("genmove purple", Some("? invalid color")),
+        ("genmove b", None), // a vertex: checked below
+        ("reg_genmove w", None),
+        ("loadsgf /no/such/file.sgf", Some("? cannot open or parse '/no/such/file.sgf'")),
+        ("9 quit", Some("=9 ")),
+        ("name", None), // after quit: never answered
+    ];
+    let text: String = script.iter().map(|(line, _)| format!("{line}\n")).collect();
+    let (answers, stderr) = session(&["--seed", "3"], &text);
+    let expected: Vec<(&str, Option<&str>)> =
+        script.iter().filter(|(line, _)| !matches!(*line, "" | "name") && !line.starts_with('#')).copied().collect();
+    assert_eq!(answers.len(), expected.len(), "one answer per command up to quit: {answers:#?}");
+    for ((line, want), got) in expected.iter().zip(&answers) {
+        match want {
+            Some(want) => assert_eq!(got, want, "answer to {line:?}"),
+            None if line.starts_with("place_free_handicap") => {
+                let stones: std::collections::HashSet<&str> = got.trim_start_matches("= ").split(' ').collect();
+                assert_eq!(stones.len(), 12, "{got}");
+            }
+            None => {
+                let vertex = got.strip_prefix("= ").unwrap_or_else(|| panic!("{line}: {got}"));
+                assert!(vertex == "pass" || go_train::go::Vertex::parse_gtp(vertex, 9).is_some(), "{line}: {got}");
+            }
+        }
+    }
+    assert!(stderr.starts_with("go-train gtp: random"), "logs go to stderr: {stderr}");
+}
+
+#[test]
+fn list_commands_and_known_command_agree_and_cover_the_issue() {
+    let (answers, _) = session(&[], "list_commands\n");
+    let listed: Vec<&str> = answers[0].trim_start_matches("= ").lines().collect();
+    for required in [
+        "protocol_version",
+        "name",
+        "version",
+        "known_command",
+        "list_commands",
+        "quit",
+        "boardsize",
+        "clear_board",
+        "komi",
+        "play",
+        "genmove",
+        "undo",
+        "showboard",
+        "fixed_handicap",
+        "place_free_handicap",
+        "set_free_handicap",
+        "final_score",
+        "final_status_list",
+        "time_settings",
+        "time_left",
+        "loadsgf",
+        "printsgf",
+        "list_stones",
+        "captures",
+        "kgs-genmove_cleanup",
+        "reg_genmove",
+    ] {
+        assert!(listed.contains(&required), "{required} missing from list_commands");
+    }
+    let script: String = listed.iter().map(|c| format!("known_command {c}\n")).collect();
+    let (answers, _) = session(&[], &script);
+    assert!(answers.iter().all(|a| a == "= true"), "{answers:?}");
+}
+
+#[test]
+fn showboard_printsgf_and_a_replayed_game_agree() {
+    let (answers, _) =
+        session(&["--seed", "5"], "boardsize 7\nplay b d4\ngenmove w\ngenmove b\nshowboard\nprintsgf\nfinal_score\n");
+    assert!(answers[4].starts_with("= \n   A B C D E F G"), "{}", answers[4]);
+    let sgf = answers[5].trim_start_matches("= ");
+    let games = go_train::sgf::parse_str(sgf).unwrap();
+    let record = games.into_iter().next().unwrap().unwrap();
+    assert_eq!(record.size, 7);
+    assert_eq!(record.moves.len(), 3);
+    let game = record.replay(go_train::go::Rules::CHINESE).unwrap();
+    // The board diagram shows the replayed stones.
+    let stones = game.board().stone_counts();
+    assert_eq!(answers[4].matches('X').count() - 1, stones[0] as usize, "{}", answers[4]); // minus the legend's X
+    let score = answers[6].trim_start_matches("= ");
+    assert!(score.starts_with("B+") || score.starts_with("W+") || score == "0", "{score}");
+}
+
+#[test]
+fn loadsgf_list_stones_and_captures_agree_with_gnugo_on_real_games() {
+    let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
+    let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp")).unwrap();
+    let mut ours = GtpClient::spawn(&format!("{BIN} gtp")).unwrap();
+    let step = files.len() / 60;
+    let mut compared = 0;
+    for (i, path) in files.iter().step_by(step.max(1)).take(60).enumerate() {
+        // The whole game, and a cut part-way that lands on various moves.
+        for cut in [String::new(), format!(" {}", 20 + 37 * i % 200)] {
+            let command = format!("loadsgf {}{cut}", path.display());
+            let (a, b) = (theirs.send(&command), ours.send(&command));
+            match (&a, &b) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{command}: side to move"),
+                _ => panic!("{command}: gnugo {a:?}, go-train {b:?}"),
+            }
+            for query in ["list_stones black", "list_stones white", "captures black", "captures white"] {
+                assert_eq!(theirs.send(query).unwrap(), ours.send(query).unwrap(), "{command}: {query}");
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 120);
+}
+
+#[test]
+fn go_train_engines_play_complete_games_against_gnugo() {
+    let Some(gnugo) = common::gnugo() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // go-train's GTP engine (MCTS with random playouts, no nets) as the
+    // external engine A, against GnuGo at level 0 on 9x9: both go through
+    // the referee's GTP client, so this is the engine as Sabaki or gomill
+    // would drive it.
+    let a = format!("{BIN} gtp --engine mcts --iterations 150 --rollout-depth 200 --selection puct --seed 2");
+    let out = Command::new(BIN)
+        .args(["eval", "--match", &a, &format!("{gnugo} --mode gtp --level 0"), "--size", "9", "--games", "2"])
+        .args(["--parallel", "2", "--json", "--out"])
+        .arg(dir.path())
+        .args(["--cross-check", &format!("{gnugo} --mode gtp --chinese-rules")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["games"], 2);
+    assert_eq!(summary["forfeits"], serde_json::json!([0, 0]), "{summary}");
+    for game in summary["details"].as_array().unwrap() {
+        let path = game["file"].as_str().unwrap();
+        let record = go_train::sgf::read_file(std::path::Path::new(path)).unwrap().remove(0).unwrap();
+        assert_eq!(record.size, 9);
+        // Every move of the record is legal under the referee's rules.
+        let replayed = record.replay(go_train::go::Rules { komi: 7.5, ..go_train::go::Rules::CHINESE });
+        let replayed = replayed.unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(replayed.move_count(), game["moves"].as_u64().unwrap() as usize);
+        assert!(record.result.is_some());
+        assert!(game["moves"].as_u64().unwrap() > 20, "{game}");
+    }
+}
+
+#[test]
+fn handicap_placement_matches_gnugo() {
+    let Some(gnugo) = common::gnugo() else { return };
+    let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp")).unwrap();
+    let mut ours = GtpClient::spawn(&format!("{BIN} gtp")).unwrap();
+    for size in [7, 9, 13, 19] {
+        for n in 2..=10 {
+            let mut answers = Vec::new();
+            for engine in [&mut theirs, &mut ours] {
+                engine.send(&format!("boardsize {size}")).unwrap();
+                engine.send("clear_board").unwrap();
+                answers.push(engine.send(&format!("fixed_handicap {n}")).map_err(|_| "refused"));
+            }
+            assert_eq!(answers[0], answers[1], "fixed_handicap {n} on {size}x{size}");
+        }
+    }
+}

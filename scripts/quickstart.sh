@@ -2,7 +2,8 @@
 # The main job on real games a fresh machine can get: Debian's
 # goban-original-games (596 professional games), laid out under datasets/,
 # filtered, prepared into a dataset, checked, then a short training of the
-# policy net and its evaluation on the held-out games (about a minute on a
+# policy net, its evaluation on the held-out games and a short match against
+# the random agent (about a minute on a
 # CPU; drop --steps-per-epoch and raise --epochs for a real run).
 #
 # Usage: scripts/quickstart.sh
@@ -25,3 +26,6 @@ $bin show --move 60 "$first"
 $bin train-policy --data datasets/pro --out checkpoints/quickstart-policy --force \
   --epochs 2 --steps-per-epoch 150 --set validation_positions=5000
 $bin eval --data datasets/pro --policy checkpoints/quickstart-policy --limit 5000
+
+# The trained net plays: four games against the random agent, saved as SGF.
+$bin eval --match policy random --policy checkpoints/quickstart-policy --games 4 --out matches/quickstart --force

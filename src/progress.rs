@@ -70,8 +70,11 @@ impl Progress {
             let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
             if last.elapsed() >= PLAIN_EVERY {
                 *last = Instant::now();
-                let rate = done as f64 / self.start.elapsed().as_secs_f64();
-                eprintln!("{}: {done}/{} ({rate:.0}/s)", self.label, self.total);
+                let elapsed = self.start.elapsed().as_secs_f64();
+                let rate = done as f64 / elapsed;
+                // Slow units (match games) read better as seconds each.
+                let speed = if rate >= 1.0 { format!("{rate:.0}/s") } else { format!("{:.1} s each", 1.0 / rate) };
+                eprintln!("{}: {done}/{} ({speed}, {elapsed:.0} s)", self.label, self.total);
             }
         }
     }

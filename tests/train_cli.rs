@@ -149,6 +149,85 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let mse = m[0]["validation"]["loss"].as_f64().unwrap();
     assert!(mse > 0.0 && mse < 0.3, "{m:?}");
     assert!(m[0]["validation"]["accuracy"].as_f64().is_some());
+
+    // Averaged over the 8 symmetries, the policy net is scored too.
+    let out = ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--limit", "500", "--symmetries", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["report"]["overall"]["top1"].as_f64().unwrap() > 0.10, "{report}");
+
+    play_with_the_trained_nets(dir.path(), &policy, &playout, &value);
+}
+
+/// The agents built on the nets just trained: the policy agent beats the
+/// random one, MCTS plays complete legal games, and `go-train gtp` answers
+/// with its nets loaded.
+fn play_with_the_trained_nets(dir: &Path, policy: &Path, playout: &Path, value: &Path) {
+    let summary = |out: &Output| -> serde_json::Value { serde_json::from_slice(&out.stdout).unwrap() };
+    let games = dir.join("policy-vs-random");
+    let out = ok(&[
+        "eval",
+        "--match",
+        "policy",
+        "random",
+        "--policy",
+        s(policy),
+        "--games",
+        "4",
+        "--out",
+        s(&games),
+        "--json",
+    ]);
+    let m = summary(&out);
+    assert!(m["a_wins"].as_u64().unwrap() >= 3, "{m}");
+    assert_eq!(m["a_wins_by_color"].as_array().unwrap().len(), 2);
+    // A second match into the same folder is refused without --force.
+    let again = go_train(&["eval", "--match", "policy", "random", "--policy", s(policy), "--out", s(&games)]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("--force"));
+
+    let games = dir.join("mcts-vs-policy");
+    let mcts = "mcts:iterations=24,batch=4,leaf=value";
+    let out = ok(&[
+        "eval",
+        "--match",
+        mcts,
+        "policy",
+        "--policy",
+        s(policy),
+        "--value",
+        s(value),
+        "--playout",
+        s(playout),
+        "--games",
+        "2",
+        "--max-moves",
+        "120",
+        "--out",
+        s(&games),
+        "--json",
+    ]);
+    let m = summary(&out);
+    assert_eq!(m["games"], 2);
+    assert_eq!(m["forfeits"], serde_json::json!([0, 0]), "{m}");
+    for g in m["details"].as_array().unwrap() {
+        let record = go_train::sgf::read_file(Path::new(g["file"].as_str().unwrap())).unwrap().remove(0).unwrap();
+        let game = record.replay(go_train::go::Rules::CHINESE).expect("every move legal");
+        assert_eq!(game.move_count(), g["moves"].as_u64().unwrap() as usize);
+        assert!(game.move_count() <= 120);
+    }
+
+    let mut gtp = go_train::gtp::GtpClient::spawn(&format!(
+        "{} gtp --engine mcts --iterations 16 --policy {} --value {} --playout {}",
+        env!("CARGO_BIN_EXE_go-train"),
+        s(policy),
+        s(value),
+        s(playout)
+    ))
+    .unwrap();
+    assert!(gtp.send("boardsize 9").is_err(), "the nets play 19x19 only");
+    gtp.send("play b Q16").unwrap();
+    let reply = gtp.send("genmove w").unwrap();
+    assert!(go_train::go::Vertex::parse_gtp(&reply, 19).is_some() || reply == "pass", "{reply}");
+    assert_eq!(gtp.send("list_stones white").unwrap(), reply.to_uppercase().replace("PASS", ""));
 }
 
 #[test]

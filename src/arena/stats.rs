@@ -14,7 +14,11 @@ pub fn wilson_interval(wins: f64, n: f64, z: f64) -> (f64, f64) {
     let z2 = z * z;
     let center = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
     let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
-    ((center - half).max(0.0), (center + half).min(1.0))
+    // At a rate of exactly 0 or 1 the interval touches that end; say so
+    // exactly rather than leave a rounding sliver (an Elo bound of +6000).
+    let lo = if wins <= 0.0 { 0.0 } else { (center - half).max(0.0) };
+    let hi = if wins >= n { 1.0 } else { (center + half).min(1.0) };
+    (lo, hi)
 }
 
 /// The Elo difference that makes `p` the expected score:
@@ -34,7 +38,7 @@ mod tests {
         assert!((lo - 0.2553).abs() < 1e-3 && (hi - 0.3662).abs() < 1e-3, "{lo} {hi}");
         // All wins: the upper end is 1, the lower end n/(n+z²).
         let (lo, hi) = wilson_interval(10.0, 10.0, Z95);
-        assert!((hi - 1.0).abs() < 1e-12);
+        assert_eq!(hi, 1.0);
         assert!((lo - 10.0 / (10.0 + Z95 * Z95)).abs() < 1e-9);
     }
 

@@ -92,7 +92,10 @@ pub struct Args {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     device: String,
-    /// One JSON object per net on stdout.
+    /// Average each prediction over the 8 symmetries of the board (8x slower).
+    #[arg(long)]
+    symmetries: bool,
+    /// One JSON object per net (or the match summary) on stdout.
     #[arg(long)]
     json: bool,
 }
@@ -115,7 +118,7 @@ pub fn run(args: Args) -> Result<()> {
     let nets: Vec<(&str, PathBuf)> = nets.into_iter().map(|(r, p)| (r, p.clone())).collect();
     for (role, path) in nets {
         let model = load_model(&path, &device)?;
-        let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit)?;
+        let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit, args.symmetries)?;
         if args.json {
             let value = serde_json::json!({"net": role, "checkpoint": path.display().to_string(), "split": args.split, "report": report});
             println!("{value}");
@@ -232,9 +235,9 @@ fn print_match(s: &MatchSummary, out: &std::path::Path) {
         pct(s.a_win_rate),
         pct(s.a_win_rate_95.0),
         pct(s.a_win_rate_95.1),
-        s.elo,
-        s.elo_95.0,
-        s.elo_95.1
+        s.elo + 0.0, // no "-0"
+        s.elo_95.0 + 0.0,
+        s.elo_95.1 + 0.0
     );
     if s.forfeits.iter().any(|&f| f > 0) {
         println!("forfeits: A {}, B {} (reasons in games.jsonl and each SGF's comment)", s.forfeits[0], s.forfeits[1]);

@@ -60,9 +60,11 @@ impl std::str::FromStr for Selection {
 pub enum LeafEval {
     /// The value net's win probability.
     Value,
-    /// The stone-count fallback: `0.5 + 0.5·tanh(margin / 10)`, the margin
-    /// being the area count (stones and surrounded points) with komi, from
-    /// the mover's side.
+    /// The stone-count fallback: `0.5 + 0.5·tanh(gain / 5)`, the gain being
+    /// how much the area count (stones and surrounded points) moved in the
+    /// player's favour since the root. Measured from the root, one captured
+    /// stone (2 points of area) is worth about 0.2 whatever the score, where
+    /// an absolute count with komi would squash every value towards one end.
     Stones,
 }
 
@@ -160,6 +162,8 @@ struct Tree {
     root: u32,
     /// The game at the root.
     game: Game,
+    /// Black's area margin at the root (no komi), the stone count's zero.
+    root_margin: i32,
 }
 
 /// A leaf chosen in a batch: the path to it and its position.
@@ -274,13 +278,14 @@ impl Mcts {
             let root_mover = tree.nodes[tree.root as usize].mover;
             (tree.nodes.len() < MAX_NODES && game.to_move() == root_mover.opponent()).then_some(())?;
             tree.game = game.clone();
+            tree.root_margin = area_margin(game);
             Some(tree)
         });
         self.tree = Some(reusable.unwrap_or_else(|| {
             // The root's "move" is the opponent's last: values at the root
             // are from their side, as everywhere else.
             let root = Node::new(Move::Pass, game.to_move().opponent(), 1.0);
-            Tree { nodes: vec![root], root: 0, game: game.clone() }
+            Tree { nodes: vec![root], root: 0, game: game.clone(), root_margin: area_margin(game) }
         }));
     }
 
@@ -389,7 +394,10 @@ impl Mcts {
                 }
                 values
             }
-            _ => games.iter().map(|g| if g.is_over() { final_value(g) } else { stone_count_value(g) }).collect(),
+            _ => {
+                let root_margin = self.tree.as_ref().map_or(0, |t| t.root_margin);
+                games.iter().map(|g| if g.is_over() { final_value(g) } else { stone_count_value(g, root_margin) }).collect()
+            }
         };
         Ok(leaves
             .iter()
@@ -486,11 +494,17 @@ fn final_value(game: &Game) -> f32 {
     }
 }
 
-/// The seed's stone-count fallback for the side to move.
-fn stone_count_value(game: &Game) -> f32 {
-    let lead = Count::new(game.board(), &[]).area_margin() as f32 - game.rules().komi;
-    let lead = if game.to_move() == Color::Black { lead } else { -lead };
-    0.5 + 0.5 * (lead / 10.0).tanh()
+/// Black's area margin of the position as it stands (no dead stones, no komi).
+fn area_margin(game: &Game) -> i32 {
+    Count::new(game.board(), &[]).area_margin()
+}
+
+/// The seed's stone-count fallback for the side to move: what it gained in
+/// area since the root (see [`LeafEval::Stones`]).
+fn stone_count_value(game: &Game, root_margin: i32) -> f32 {
+    let gain = (area_margin(game) - root_margin) as f32;
+    let gain = if game.to_move() == Color::Black { gain } else { -gain };
+    0.5 + 0.5 * (gain / 5.0).tanh()
 }
 
 impl Agent for Mcts {

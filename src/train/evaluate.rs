@@ -6,7 +6,7 @@ use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
-use crate::features::PLANES;
+use crate::features::{Symmetry, PLANES};
 use crate::nn::{Model, Output};
 
 /// What a net scores on a set of positions.
@@ -125,18 +125,20 @@ pub struct Report {
 }
 
 /// Scores `model` on up to `limit` positions of `split` (0: all), overall
-/// and by game phase.
+/// and by game phase; with `average_symmetries`, each prediction is the
+/// mean over the 8 symmetries of the position (8 times the work).
 pub fn evaluate_by_phase(
     model: &Model,
     dataset: &Dataset,
     split: Split,
     batch_size: usize,
     limit: u64,
+    average_symmetries: bool,
 ) -> Result<Report> {
     let started = std::time::Instant::now();
     let mut overall = Tally::new(model.output());
     let mut phases = vec![Tally::new(model.output()); PHASES.len()];
-    for_each_batch(model, dataset, split, batch_size, limit, |pred, batch| {
+    for_each_batch(model, dataset, split, batch_size, limit, average_symmetries, |pred, batch| {
         overall.add(pred, batch, 0..batch.len);
         for (tally, (_, range)) in phases.iter_mut().zip(PHASES.iter()) {
             tally.add(pred, batch, (0..batch.len).filter(|&i| range.contains(&batch.move_number[i])));
@@ -158,6 +160,7 @@ fn for_each_batch(
     split: Split,
     batch_size: usize,
     limit: u64,
+    average_symmetries: bool,
     mut visit: impl FnMut(&Predictions, &Batch),
 ) -> Result<()> {
     let options = BatchOptions {
@@ -171,8 +174,13 @@ fn for_each_batch(
     let mut seen = 0;
     for batch in dataset.batches(split, &options) {
         let batch = batch?;
-        let (x, _) = batch_tensors(model, &batch, dataset.board_size())?;
-        visit(&Predictions::of(&model.forward(&x, false)?, model.output())?, &batch);
+        let predictions = if average_symmetries {
+            symmetry_average(model, &batch, dataset.board_size())?
+        } else {
+            let (x, _) = batch_tensors(model, &batch, dataset.board_size())?;
+            Predictions::of(&model.forward(&x, false)?, model.output())?
+        };
+        visit(&predictions, &batch);
         seen += batch.len as u64;
         if limit > 0 && seen >= limit {
             break;
@@ -185,6 +193,39 @@ fn for_each_batch(
 /// order, without symmetries.
 pub fn evaluate(model: &Model, dataset: &Dataset, split: Split, batch_size: usize, limit: u64) -> Result<Scores> {
     let mut tally = Tally::new(model.output());
-    for_each_batch(model, dataset, split, batch_size, limit, |pred, batch| tally.add(pred, batch, 0..batch.len))?;
+    for_each_batch(model, dataset, split, batch_size, limit, false, |pred, batch| {
+        tally.add(pred, batch, 0..batch.len)
+    })?;
     Ok(tally.scores())
+}
+
+/// The predictions for `batch` averaged over the 8 symmetries: each
+/// transformed copy is run through the net and its answer mapped back
+/// (move probabilities, not log-probabilities, are averaged).
+fn symmetry_average(model: &Model, batch: &Batch, size: usize) -> Result<Predictions> {
+    let points = size * size;
+    let mut moves = vec![vec![0f32; points + 1]; batch.len];
+    let mut values = vec![0f32; batch.len];
+    let mut planes = vec![0f32; batch.planes.len()];
+    for symmetry in Symmetry::all() {
+        symmetry.apply_f32(&batch.planes, &mut planes, size);
+        let x = Tensor::from_slice(&planes, (batch.len, PLANES, size, size), model.device())?;
+        match Predictions::of(&model.forward(&x, false)?, model.output())? {
+            Predictions::Moves(rows) => {
+                for (sum, row) in moves.iter_mut().zip(rows) {
+                    // Move `label` of the position is move `apply_label(label)` of its copy.
+                    for (label, s) in sum.iter_mut().enumerate() {
+                        *s += row[symmetry.apply_label(label, size)].exp() / 8.0;
+                    }
+                }
+            }
+            Predictions::Values(v) => values.iter_mut().zip(v).for_each(|(s, v)| *s += v / 8.0),
+        }
+    }
+    Ok(match model.output() {
+        Output::MoveLogProbs => {
+            Predictions::Moves(moves.into_iter().map(|r| r.into_iter().map(f32::ln).collect()).collect())
+        }
+        Output::WinProb => Predictions::Values(values),
+    })
 }

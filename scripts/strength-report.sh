@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The playing-strength matches reported in the README: policy net against
+# the random agent, MCTS against the policy net alone, and both against
+# GnuGo 3.8 at level 10, on 19x19 with komi 7.5. Each match writes its SGF
+# files, games.jsonl and summary.json under matches/<name>/.
+#
+# Usage: scripts/strength-report.sh POLICY PLAYOUT VALUE [GAMES_SCALE]
+#   POLICY, PLAYOUT, VALUE: checkpoint folders of the three nets.
+#   GAMES_SCALE: multiplies every match's number of games (default 1).
+# Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 3 ] || { sed -n 2,10p "$0"; exit 2; }
+policy=$1 playout=$2 value=$3 scale=${4:-1}
+gnugo=${GNUGO:-/usr/games/gnugo}
+parallel=${PARALLEL:-$(nproc)}
+bin=target/release/go-train
+cargo build --release
+nets=(--policy "$policy" --playout "$playout" --value "$value")
+
+match() { # name games A B [more eval flags]
+  local name=$1 games=$(( $2 * scale )) a=$3 b=$4; shift 4
+  echo "== $name: $a vs $b, $games games"
+  $bin eval --match "$a" "$b" "${nets[@]}" --games "$games" --parallel "$parallel" \
+    --out "matches/$name" --force "$@"
+}
+
+match policy-vs-random 100 policy random
+match mcts-stones-vs-policy 40 mcts:leaf=stones policy
+match mcts-value-vs-policy 20 mcts:leaf=value policy
+match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+match mcts-vs-gnugo10 10 mcts:leaf=stones "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

@@ -155,7 +155,7 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     let seed = config.seed.wrapping_add(index as u64);
     let mut a = config.a.build(device, seed).context("starting player A")?;
     let mut b = config.b.build(device, seed).context("starting player B")?;
-    let a_black = index % 2 == 0;
+    let a_black = index.is_multiple_of(2);
     let outcome = if a_black {
         play_game(a.as_mut(), b.as_mut(), &config.game, seed)?
     } else {

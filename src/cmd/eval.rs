@@ -74,15 +74,8 @@ pub struct Args {
     /// Which split.
     #[arg(long, default_value = "test")]
     split: Split,
-    /// Policy net: a checkpoint folder or a weights file in one.
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    /// Value net.
-    #[arg(long)]
-    value: Option<PathBuf>,
-    /// Fast playout net.
-    #[arg(long)]
-    playout: Option<PathBuf>,
+    #[command(flatten)]
+    nets: super::NetPaths,
     /// Positions at most (0: the whole split).
     #[arg(long, default_value_t = 0)]
     limit: u64,
@@ -105,9 +98,10 @@ pub fn run(args: Args) -> Result<()> {
         return run_match_command(&args, players);
     }
     let Some(data) = &args.data else { bail!("give --data DIR or --match A B") };
-    let nets: Vec<(&str, PathBuf)> = [("policy", args.policy), ("value", args.value), ("playout", args.playout)]
+    let n = &args.nets;
+    let nets: Vec<(&str, &PathBuf)> = [("policy", &n.policy), ("value", &n.value), ("playout", &n.playout)]
         .into_iter()
-        .filter_map(|(k, p)| Some((k, p?)))
+        .filter_map(|(k, p)| Some((k, p.as_ref()?)))
         .collect();
     if nets.is_empty() {
         bail!("name at least one net: --policy, --value or --playout");
@@ -115,9 +109,8 @@ pub fn run(args: Args) -> Result<()> {
     go_train::nn::init_threads(None)?;
     let device = config_device(&args.device)?;
     let dataset = Dataset::open(data)?;
-    let nets: Vec<(&str, PathBuf)> = nets.into_iter().map(|(r, p)| (r, p.clone())).collect();
     for (role, path) in nets {
-        let model = load_model(&path, &device)?;
+        let model = load_model(path, &device)?;
         let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit, args.symmetries)?;
         if args.json {
             let value = serde_json::json!({"net": role, "checkpoint": path.display().to_string(), "split": args.split, "report": report});
@@ -161,9 +154,9 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     let spec = |text: &str| -> Result<PlayerSpec> {
         Ok(match PlayerSpec::parse(text)? {
             PlayerSpec::Agent(agent) => PlayerSpec::Agent(agent.with_default_nets(
-                args.policy.as_ref(),
-                args.value.as_ref(),
-                args.playout.as_ref(),
+                args.nets.policy.as_ref(),
+                args.nets.value.as_ref(),
+                args.nets.playout.as_ref(),
             )),
             gtp => gtp,
         })

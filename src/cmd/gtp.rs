@@ -1,7 +1,5 @@
 //! `go-train gtp`: a GTP engine on stdin/stdout.
 
-use std::path::PathBuf;
-
 use anyhow::{Context, Result};
 use clap::Parser;
 
@@ -29,15 +27,8 @@ pub struct Args {
     /// random, policy, playout or mcts.
     #[arg(long)]
     engine: Option<AgentKind>,
-    /// Policy net checkpoint (a folder or a weights file in one).
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    /// Value net checkpoint (MCTS leaf evaluation).
-    #[arg(long)]
-    value: Option<PathBuf>,
-    /// Fast playout net checkpoint (playout engine; MCTS rollouts).
-    #[arg(long)]
-    playout: Option<PathBuf>,
+    #[command(flatten)]
+    nets: super::NetPaths,
     /// MCTS iterations per move.
     #[arg(long, default_value_t = 200)]
     iterations: u32,
@@ -89,15 +80,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let kind = args.engine.unwrap_or(match (&args.policy, &args.value) {
+    let kind = args.engine.unwrap_or(match (&args.nets.policy, &args.nets.value) {
         (Some(_), Some(_)) => AgentKind::Mcts,
         (Some(_), None) => AgentKind::Policy,
         _ => AgentKind::Random,
     });
     let spec = AgentSpec {
-        policy: args.policy,
-        value: args.value,
-        playout: args.playout,
+        policy: args.nets.policy,
+        value: args.nets.value,
+        playout: args.nets.playout,
         temperature: args.temperature,
         iterations: args.iterations,
         expand: args.expand,

@@ -59,6 +59,21 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// The three nets' checkpoints, as `eval` and `gtp` take them: each a
+/// checkpoint folder or a weights file in one.
+#[derive(clap::Args, Clone, Default)]
+pub struct NetPaths {
+    /// Policy net.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Value net (MCTS leaf evaluation).
+    #[arg(long)]
+    pub value: Option<PathBuf>,
+    /// Fast playout net (playout agent; MCTS rollouts).
+    #[arg(long)]
+    pub playout: Option<PathBuf>,
+}
+
 /// Sets the size of rayon's global pool (once, before any parallel work).
 fn set_threads(threads: Option<usize>) -> Result<()> {
     if let Some(n) = threads {

@@ -48,7 +48,7 @@ pub fn format_answer(id: Option<u32>, answer: &Result<String, String>) -> String
     let text: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     // A multi-line answer that starts with a newline (a board diagram)
     // keeps it, as GnuGo's `showboard` does.
-    let lead = if answer.as_ref().map_or_else(|e| e, |t| t).starts_with('\n') { "\n" } else { "" };
+    let lead = if answer.as_ref().unwrap_or_else(|e| e).starts_with('\n') { "\n" } else { "" };
     format!("{status}{id} {lead}{}\n\n", text.join("\n"))
 }
 

@@ -396,7 +396,10 @@ impl Mcts {
             }
             _ => {
                 let root_margin = self.tree.as_ref().map_or(0, |t| t.root_margin);
-                games.iter().map(|g| if g.is_over() { final_value(g) } else { stone_count_value(g, root_margin) }).collect()
+                games
+                    .iter()
+                    .map(|g| if g.is_over() { final_value(g) } else { stone_count_value(g, root_margin) })
+                    .collect()
             }
         };
         Ok(leaves

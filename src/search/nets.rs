@@ -83,6 +83,6 @@ impl NetEval {
         }
         debug_assert_eq!(self.output(), Output::WinProb);
         let x = self.input(games)?;
-        Ok(self.model.forward(&x, false)?.flatten_all()?.to_vec1().context("reading the value net's output")?)
+        self.model.forward(&x, false)?.flatten_all()?.to_vec1().context("reading the value net's output")
     }
 }

@@ -239,3 +239,32 @@ fn handicap_placement_matches_gnugo() {
         }
     }
 }
+
+#[test]
+fn final_score_names_gnugos_winner_on_most_finished_real_games() {
+    // Real games that ended by counting still hold their dead stones (the
+    // players agreed on them and stopped). go-train finds dead stones by
+    // random-playout ownership, GnuGo by its own life-and-death reading:
+    // they should name the same winner on nearly every game.
+    let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
+    let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp --chinese-rules")).unwrap();
+    let mut ours = GtpClient::spawn(&format!("{BIN} gtp")).unwrap();
+    let counted = files.iter().step_by(97).filter(|path| {
+        let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+        let by_points = text.contains("RE[B+") || text.contains("RE[W+");
+        by_points && !text.contains("+R") && !text.contains("+T") && !text.contains("AB[")
+    });
+    let (mut games, mut agree) = (0, 0);
+    for path in counted.take(60) {
+        let load = format!("loadsgf {}", path.display());
+        if theirs.send(&load).is_err() || ours.send(&load).is_err() {
+            continue;
+        }
+        let (a, b) = (theirs.send("final_score").unwrap(), ours.send("final_score").unwrap());
+        games += 1;
+        agree += (a.chars().next() == b.chars().next()) as usize;
+    }
+    assert!(games >= 50, "only {games} finished games found");
+    assert!(agree * 100 >= games * 85, "go-train names GnuGo's winner in only {agree} of {games} games");
+    eprintln!("final_score: same winner as GnuGo in {agree} of {games} finished kgs-6d games");
+}

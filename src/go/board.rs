@@ -101,17 +101,20 @@ pub enum IllegalMove {
     Suicide,
 }
 
-/// Words of the largest liberty set (25×25).
-const MAX_LIB_WORDS: usize = MAX_POINTS.div_ceil(64);
-
 /// The liberty bit sets of all strings, one run of `words` words per root
 /// point, sized to the board in use so a 19×19 set is 7 words, not the 11
 /// of the largest board: less to OR, count and keep in cache.
+///
+/// Invariant: the run of every point that is not the root of a string is
+/// empty. A new stone's set then needs no clearing, and a merge empties the
+/// set it absorbs as it reads it (a captured string's set is already empty:
+/// it had no liberties). Clearing and copying a run of dynamic length were
+/// calls to `memset` and `memcpy` on every move of a playout.
 #[derive(Clone)]
 struct LibSets {
     /// Words per set: enough bits for every padded point of the board.
     words: usize,
-    /// `words` words per padded point; only roots' runs are meaningful.
+    /// `words` words per padded point; only roots' runs may be non-empty.
     bits: Vec<u64>,
 }
 
@@ -124,13 +127,9 @@ impl LibSets {
     fn set(&self, root: usize) -> &[u64] {
         &self.bits[root * self.words..(root + 1) * self.words]
     }
-    #[inline]
-    fn set_mut(&mut self, root: usize) -> &mut [u64] {
-        &mut self.bits[root * self.words..(root + 1) * self.words]
-    }
-    #[inline]
-    fn clear(&mut self, root: usize) {
-        self.set_mut(root).fill(0);
+    /// Empties every set.
+    fn clear_all(&mut self) {
+        self.bits.fill(0);
     }
     /// Adds `p`; true if it was not there.
     #[inline]
@@ -141,10 +140,15 @@ impl LibSets {
         *w |= b;
         new
     }
-    /// Adds `p` when `yes`, without branching on it.
+    /// Adds each point `ps[i]` whose bit `i` of `mask` is set, without
+    /// branching on the mask, to the (empty) set of a new string; one slice
+    /// of the set, not one bounds test and address computation per point.
     #[inline]
-    fn insert_if(&mut self, root: usize, p: usize, yes: bool) {
-        self.bits[root * self.words + (p >> 6)] |= (yes as u64) << (p & 63);
+    fn insert_masked(&mut self, root: usize, ps: [usize; 4], mask: u16) {
+        let set = &mut self.bits[root * self.words..(root + 1) * self.words];
+        for (i, p) in ps.into_iter().enumerate() {
+            set[p >> 6] |= ((mask >> i) as u64 & 1) << (p & 63);
+        }
     }
 
     /// Removes `p`; true if it was there.
@@ -156,18 +160,20 @@ impl LibSets {
         *w &= !b;
         had
     }
-    /// `dst |= src`, returning the size of the union.
+    /// `dst |= src` and empties `src` (which stops being a root), returning
+    /// the size of the union.
     #[inline]
-    fn union_into(&mut self, dst: usize, src: usize) -> u16 {
+    fn absorb(&mut self, dst: usize, src: usize) -> u16 {
         let w = self.words;
-        // Through a copy of the source: splitting the slice in two would
-        // branch on which set comes first, and that is data.
-        let mut from = [0u64; MAX_LIB_WORDS];
-        from[..w].copy_from_slice(&self.bits[src * w..(src + 1) * w]);
+        let (d, s) = (dst * w, src * w);
+        // One bounds test for the whole loop instead of two per word.
+        assert!(d.max(s) + w <= self.bits.len());
         let mut count = 0;
-        for (t, f) in self.bits[dst * w..(dst + 1) * w].iter_mut().zip(&from) {
-            *t |= *f;
-            count += t.count_ones() as u16;
+        for i in 0..w {
+            let word = self.bits[d + i] | self.bits[s + i];
+            self.bits[s + i] = 0;
+            self.bits[d + i] = word;
+            count += word.count_ones() as u16;
         }
         count
     }
@@ -207,27 +213,32 @@ pub struct Board {
     /// Index offsets of the four directions (up, left, right, down), as
     /// wrapping additions.
     offsets: [usize; 4],
-    /// Content of every padded point.
-    cells: Vec<Cell>,
+    // The per-point arrays below are inline, sized for the largest board,
+    // rather than `Vec`s: a store into a `Vec`'s buffer might, for all the
+    // compiler knows, change any field of the board, so `play` reloaded
+    // buffer addresses, lengths and `offsets` after nearly every store.
+    // Stores into an array field of `self` provably touch that field only.
+    /// Content of every padded point (border beyond this board's points).
+    cells: [Cell; MAX_POINTS],
     /// For every point, which of its four neighbours (bit `d` for
     /// direction `d`: up, left, right, down) are black, white, empty and
     /// border: four bits per kind, at `4 * (Cell as u8)`. The eye test and
     /// the common legality case become one load, and the neighbour loops
     /// of `play` visit only the neighbours of the kind they need: random
     /// playouts were bound by mispredicted branches in those loops.
-    nbr: Vec<u16>,
+    nbr: [u16; MAX_POINTS],
     /// For a stone, the root point of its chain (index into `chains`).
-    chain_of: Vec<u16>,
+    chain_of: [u16; MAX_POINTS],
     /// For a stone, the next stone of its chain (a circular list).
-    next_stone: Vec<u16>,
+    next_stone: [u16; MAX_POINTS],
     /// Chain data, valid at root points only.
-    chains: Vec<Chain>,
+    chains: [Chain; MAX_POINTS],
     /// Liberty sets of the chains, valid at root points only.
     libs: LibSets,
     /// Every empty on-board point, in no particular order.
     empty: Vec<u16>,
     /// For an empty point, its position in `empty`.
-    empty_pos: Vec<u16>,
+    empty_pos: [u16; MAX_POINTS],
     /// Zobrist hash of the stones (side to move not included).
     hash: u64,
     /// The point the given colour may not play at because it would retake a
@@ -248,14 +259,14 @@ impl Board {
             size,
             stride,
             offsets: [stride.wrapping_neg(), usize::MAX, 1, stride],
-            cells: vec![Cell::Border; len],
-            nbr: vec![0; len],
-            chain_of: vec![0; len],
-            next_stone: vec![0; len],
-            chains: vec![Chain::NONE; len],
+            cells: [Cell::Border; MAX_POINTS],
+            nbr: [0; MAX_POINTS],
+            chain_of: [0; MAX_POINTS],
+            next_stone: [0; MAX_POINTS],
+            chains: [Chain::NONE; MAX_POINTS],
             libs: LibSets::new(len),
             empty: Vec::with_capacity(size * size),
-            empty_pos: vec![0; len],
+            empty_pos: [0; MAX_POINTS],
             hash: 0,
             ko: None,
             captures: [0; 2],
@@ -270,6 +281,43 @@ impl Board {
         }
         board.count_neighbours();
         board
+    }
+
+    /// Makes this board a copy of `other`, like `*self = other.clone()`, but
+    /// in the buffers this board already has.
+    pub fn copy_from(&mut self, other: &Board) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Board {
+            size,
+            stride,
+            offsets,
+            cells,
+            nbr,
+            chain_of,
+            next_stone,
+            chains,
+            libs,
+            empty,
+            empty_pos,
+            hash,
+            ko,
+            captures,
+        } = other;
+        self.size = *size;
+        self.stride = *stride;
+        self.offsets = *offsets;
+        self.cells = *cells;
+        self.nbr = *nbr;
+        self.chain_of = *chain_of;
+        self.next_stone = *next_stone;
+        self.chains = *chains;
+        self.libs.words = libs.words;
+        self.libs.bits.clone_from(&libs.bits);
+        self.empty.clone_from(empty);
+        self.empty_pos = *empty_pos;
+        self.hash = *hash;
+        self.ko = *ko;
+        self.captures = *captures;
     }
 
     /// Recomputes `nbr` from `cells`.
@@ -582,12 +630,8 @@ impl Board {
         // A new one-stone string, then merged with its friendly neighbours.
         self.chain_of[pi] = p.0;
         self.next_stone[pi] = p.0;
-        self.libs.clear(pi);
-        for d in 0..4 {
-            // Unconditional: a branch per empty neighbour is mispredicted.
-            let empty = (empty_dirs >> d) & 1;
-            self.libs.insert_if(pi, self.step(pi, d), empty != 0);
-        }
+        // Unconditional: a branch per empty neighbour is mispredicted.
+        self.libs.insert_masked(pi, [0, 1, 2, 3].map(|d| self.step(pi, d)), empty_dirs);
         self.chains[pi] = Chain { lib_count: empty_dirs.count_ones() as u16, size: 1, hash: key };
         let mut root = pi;
         let mut dirs = own_dirs;
@@ -664,6 +708,7 @@ impl Board {
     fn rebuild(&mut self) {
         self.count_neighbours();
         self.empty.clear();
+        self.libs.clear_all();
         self.hash = 0;
         let points: Vec<Point> = self.points().collect();
         for &p in &points {
@@ -688,7 +733,6 @@ impl Board {
             let cell = self.cells[i];
             let color = cell.color().unwrap();
             let mut chain = Chain::NONE;
-            self.libs.clear(i);
             let mut stack = vec![i];
             self.chain_of[i] = p.0;
             let mut prev = i;
@@ -727,7 +771,7 @@ impl Board {
         }
         self.next_stone.swap(keep, gone);
         let g = self.chains[gone];
-        let count = self.libs.union_into(keep, gone);
+        let count = self.libs.absorb(keep, gone);
         let k = &mut self.chains[keep];
         k.lib_count = count;
         k.size += g.size;
@@ -813,6 +857,12 @@ impl Board {
         expected.sort_unstable();
         if empties != expected {
             return Err("empty list differs from the empty points".into());
+        }
+        for p in 0..self.libs.bits.len() / self.libs.words {
+            let is_root = self.cells[p].color().is_some() && self.chain_of[p] as usize == p;
+            if !is_root && self.libs.set(p).iter().any(|&w| w != 0) {
+                return Err(format!("point {p} is no string's root but has liberties"));
+            }
         }
         for p in self.points() {
             if self.color_at(p).is_none() {

@@ -1,7 +1,7 @@
 //! A game in progress: the board plus everything that depends on history —
 //! whose turn it is, superko, passes, undo. (KataGo's `BoardHistory`.)
 
-use super::board::{Board, IllegalMove, Point};
+use super::board::{Board, Cell, IllegalMove, Point};
 use super::rules::{KoRule, Rules};
 use super::{zobrist, Color, ColoredMove, Move, Vertex};
 
@@ -42,6 +42,11 @@ impl PositionSet {
         self.filter.fill(0);
         self.keys.clear();
     }
+    /// Becomes a copy of `other`, keeping this set's allocations.
+    fn copy_from(&mut self, other: &PositionSet) {
+        self.filter.copy_from_slice(&other.filter[..]);
+        self.keys.clone_from(&other.keys);
+    }
 }
 
 /// One step of a game's history.
@@ -71,6 +76,12 @@ pub struct Game {
     /// Hashes of earlier positions, for superko (side to move folded in
     /// under situational superko).
     seen: PositionSet,
+    /// Whether a stone has left the board since `start` (a capture, a
+    /// suicide, or setup). Until one has, every stone move adds a stone to
+    /// all earlier positions' stones, so it cannot repeat one of them and
+    /// superko needs no test: in random playouts that spares the test for
+    /// the opening moves, before the first capture.
+    may_repeat: bool,
     /// Passes in a row at the end of the history.
     consecutive_passes: u32,
     /// Stones each colour has put on the board (moves and setup): the term
@@ -93,6 +104,7 @@ impl Game {
             // Room for a long game up front: growing the set mid-game was a
             // visible cost in playouts.
             seen: PositionSet::with_capacity(3 * size * size),
+            may_repeat: false,
             consecutive_passes: 0,
             stones_placed: [0; 2],
             resigned: None,
@@ -106,6 +118,35 @@ impl Game {
     pub fn reserve(&mut self, moves: usize) {
         self.history.reserve(moves);
         self.seen.keys.reserve(moves);
+    }
+
+    /// Makes this game a copy of `other`, like `*self = other.clone()`, but
+    /// in the buffers this game already has: playouts that restart from one
+    /// position allocate nothing after the first.
+    pub fn copy_from(&mut self, other: &Game) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Game {
+            rules,
+            board,
+            start,
+            to_move,
+            history,
+            seen,
+            may_repeat,
+            consecutive_passes,
+            stones_placed,
+            resigned,
+        } = other;
+        self.rules = *rules;
+        self.board.copy_from(board);
+        self.start.clone_from(start);
+        self.to_move = *to_move;
+        self.history.clone_from(history);
+        self.seen.copy_from(seen);
+        self.may_repeat = *may_repeat;
+        self.consecutive_passes = *consecutive_passes;
+        self.stones_placed = *stones_placed;
+        self.resigned = *resigned;
     }
 
     pub fn rules(&self) -> &Rules {
@@ -193,7 +234,7 @@ impl Game {
     #[inline]
     pub fn check_point(&self, p: Point, color: Color) -> Result<(), IllegalMove> {
         let hash = self.board.move_hash(p, color, self.rules.allow_suicide)?;
-        if self.rules.ko != KoRule::Simple {
+        if self.may_repeat && self.rules.ko != KoRule::Simple {
             let key = self.position_key(hash, color.opponent());
             if self.seen.contains(key) {
                 return Err(IllegalMove::Superko);
@@ -230,7 +271,10 @@ impl Game {
                 let p = self.board.point(v);
                 self.consecutive_passes = 0;
                 self.stones_placed[color.index()] += 1;
-                self.board.play(p, color)
+                let captured = self.board.play(p, color);
+                // A suicide, where allowed, leaves the point empty.
+                self.may_repeat |= captured > 0 || self.board.cell(p) == Cell::Empty;
+                captured
             }
             Move::Pass => {
                 self.consecutive_passes += 1;
@@ -259,6 +303,7 @@ impl Game {
             return Err(IllegalMove::OffBoard);
         }
         self.apply_setup(changes);
+        self.may_repeat = true; // setup may clear or replace stones
         self.history.push(Event::Setup(changes.to_vec()));
         self.remember_position();
         Ok(())
@@ -297,6 +342,7 @@ impl Game {
     fn replay_from_start(&mut self, events: Vec<Event>) {
         self.board = (*self.start).clone();
         self.seen.clear();
+        self.may_repeat = false;
         self.consecutive_passes = 0;
         self.stones_placed = [0; 2];
         self.resigned = None;
@@ -309,6 +355,7 @@ impl Game {
                 }
                 Event::Setup(changes) => {
                     self.apply_setup(&changes);
+                    self.may_repeat = true;
                     self.history.push(Event::Setup(changes));
                     self.remember_position();
                 }

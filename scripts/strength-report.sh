@@ -26,7 +26,8 @@ match() { # name games A B [more eval flags]
 }
 
 match policy-vs-random 100 policy random
-match mcts-stones-vs-policy 40 mcts:leaf=stones policy
-match mcts-value-vs-policy 20 mcts:leaf=value policy
+match mcts-ucb-stones-vs-policy 20 mcts:leaf=stones policy
+match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
+match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
-match mcts-vs-gnugo10 10 mcts:leaf=stones "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+match mcts-vs-gnugo10 10 mcts:leaf=stones,selection=puct "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

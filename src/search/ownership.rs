@@ -46,8 +46,9 @@ impl Ownership {
         let mut agent = RandomAgent::new(seed);
         let mut black = vec![0f32; size * size];
         let playouts = playouts.max(1);
+        let mut g = start.clone();
         for _ in 0..playouts {
-            let mut g = start.clone();
+            g.copy_from(&start);
             playout(&mut g, &mut agent, 4 * size * size);
             for (i, owner) in area_owners(g.board()).into_iter().enumerate() {
                 if owner == Some(Color::Black) {

@@ -68,11 +68,11 @@ struct Clock {
 
 impl Clock {
     /// A time budget for `color`'s next move on `board`, or `None` when no
-    /// clock is set (or time is unlimited: main and byo-yomi both 0 with
-    /// stones 0, as GTP defines "no time limit"... only when announced).
+    /// clock is set or time is unlimited (GTP's `time_settings` with
+    /// byo-yomi time but 0 stones means "no time limits").
     fn budget(&self, color: Color, board: &Board) -> Option<Duration> {
         if !self.set || (self.byo_yomi > 0.0 && self.byo_stones == 0) {
-            return None; // no clock, or the GTP "no time limits" form
+            return None;
         }
         let (left, stones) = self.left[color.index()].unwrap_or((self.main, 0));
         let seconds = if stones > 0 {
@@ -478,4 +478,52 @@ fn free_handicap(size: usize, n: usize) -> Option<Vec<Vertex>> {
         stones.push(best);
     }
     Some(stones)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_spreads_main_time_and_shares_byo_yomi() {
+        let board = Board::new(19);
+        let mut clock = Clock::default();
+        assert_eq!(clock.budget(Color::Black, &board), None, "no clock: no budget");
+        clock = Clock { main: 361.0, set: true, ..Clock::default() };
+        // Main time over about half the empty points.
+        assert_eq!(clock.budget(Color::Black, &board), Some(Duration::from_secs_f64(2.0)));
+        // In byo-yomi: 80% of the period's share per stone.
+        clock.byo_yomi = 30.0;
+        clock.byo_stones = 5;
+        clock.left[Color::White.index()] = Some((20.0, 4));
+        assert_eq!(clock.budget(Color::White, &board), Some(Duration::from_secs_f64(4.0)));
+        // GTP's "no time limits": byo-yomi time with no stones.
+        clock.byo_stones = 0;
+        assert_eq!(clock.budget(Color::White, &board), None);
+    }
+
+    #[test]
+    fn free_handicap_gives_distinct_points_and_refuses_impossible_counts() {
+        for (size, n) in [(19, 2), (19, 9), (19, 17), (9, 12), (5, 3), (2, 3)] {
+            let stones = free_handicap(size, n).unwrap();
+            let mut unique = stones.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), n, "{size}x{size}, {n}");
+        }
+        assert!(free_handicap(19, 1).is_none());
+        assert!(free_handicap(2, 4).is_none());
+    }
+
+    #[test]
+    fn cleanup_plays_next_to_dead_stones_instead_of_passing() {
+        // A lone white stone inside Black's closed area.
+        let mut game = Game::new(7, Rules::CHINESE);
+        let wall: Vec<(Vertex, Option<Color>)> = (0..7).map(|y| (Vertex::new(3, y), Some(Color::Black))).collect();
+        game.setup(&wall).unwrap();
+        game.setup(&[(Vertex::new(1, 3), Some(Color::White))]).unwrap();
+        let mv = cleanup_move(&game);
+        let Some(Move::Play(v)) = mv else { panic!("{mv:?}") };
+        assert_eq!(v.x.abs_diff(1) + v.y.abs_diff(3), 1, "{v:?} should touch the dead stone at B4");
+    }
 }

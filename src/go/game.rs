@@ -272,34 +272,42 @@ impl Game {
     /// Makes a move already known to be legal (e.g. just checked with
     /// [`Game::check_point`]).
     pub fn play_unchecked(&mut self, color: Color, mv: Move) -> u32 {
-        let captured = match mv {
-            Move::Play(v) => {
-                let p = self.board.point(v);
-                self.consecutive_passes = 0;
-                self.stones_placed[color.index()] += 1;
-                let captured = self.board.play(p, color);
-                // A suicide, where allowed, leaves the point empty.
-                self.may_repeat |= captured > 0 || self.board.cell(p) == Cell::Empty;
-                captured
-            }
+        match mv {
+            Move::Play(v) => return self.play_point(color, self.board.point(v)),
             Move::Pass => {
                 self.consecutive_passes += 1;
                 self.board.pass();
-                0
             }
-            Move::Resign => {
-                self.resigned = Some(color);
-                0
-            }
-        };
-        self.to_move = color.opponent();
-        self.history.push(Event::Move(ColoredMove { color, mv }));
-        // A pass changes only the side to move, which matters to
-        // situational superko alone.
-        if matches!(mv, Move::Play(_)) || self.rules.ko == KoRule::SituationalSuperko {
+            Move::Resign => self.resigned = Some(color),
+        }
+        self.record(color, mv);
+        // Only the side to move changed, which matters to situational
+        // superko alone.
+        if self.rules.ko == KoRule::SituationalSuperko {
             self.remember_position();
         }
+        0
+    }
+
+    /// Plays a stone already known to be legal at an on-board point, like
+    /// [`Game::play_unchecked`] but for samplers that draw board points
+    /// (random playouts): no round trip through a [`Vertex`].
+    pub fn play_point(&mut self, color: Color, p: Point) -> u32 {
+        self.consecutive_passes = 0;
+        self.stones_placed[color.index()] += 1;
+        let captured = self.board.play(p, color);
+        // A suicide, where allowed, leaves the point empty.
+        self.may_repeat |= captured > 0 || self.board.cell(p) == Cell::Empty;
+        self.record(color, Move::Play(self.board.vertex(p)));
+        self.remember_position();
         captured
+    }
+
+    /// Hands the turn over and appends the move to the history.
+    #[inline]
+    fn record(&mut self, color: Color, mv: Move) {
+        self.to_move = color.opponent();
+        self.history.push(Event::Move(ColoredMove { color, mv }));
     }
 
     /// Places setup stones (`Some`) or clears points (`None`) without

@@ -560,34 +560,36 @@ impl Board {
         }
         let (pi, own) = (p.idx(), Cell::stone(color));
         let mut hash = self.hash ^ zobrist::STONE[color.index()][pi];
-        let opp_dirs = self.dirs(pi, Cell::stone(color.opponent()));
-        let mut keeps_liberty = self.dirs(pi, Cell::Empty) != 0;
-        if opp_dirs == 0 && keeps_liberty {
-            return Ok(hash); // a liberty and nothing to capture: the usual case
+        // The liberty counts of all four neighbours' strings, without a
+        // branch per neighbour: which neighbours are stones is data, and a
+        // loop over them mispredicted about once a call. Counts read for
+        // empty and border neighbours are meaningless and masked out below.
+        let (mut in_atari, mut free) = (0u16, 0u16);
+        for d in 0..4 {
+            let libs = self.chains[self.chain_of[self.step(pi, d)] as usize].lib_count;
+            in_atari |= ((libs == 1) as u16) << d;
+            free |= ((libs > 1) as u16) << d;
         }
-        // Filling an enemy string's last liberty captures it.
-        let mut captured = [u16::MAX; 4];
-        let mut n_captured = 0;
-        let mut dirs = opp_dirs;
-        while dirs != 0 {
-            let n = self.step(pi, dirs.trailing_zeros());
-            dirs &= dirs - 1;
-            let root = self.chain_of[n];
-            if self.chains[root as usize].lib_count == 1 && !captured[..n_captured].contains(&root) {
-                captured[n_captured] = root;
-                n_captured += 1;
-                hash ^= self.chains[root as usize].hash;
+        // Filling an enemy string's last liberty captures it (rare).
+        let captures = in_atari & self.dirs(pi, Cell::stone(color.opponent()));
+        if captures != 0 {
+            let mut captured = [u16::MAX; 4];
+            let mut n_captured = 0;
+            let mut dirs = captures;
+            while dirs != 0 {
+                let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
+                dirs &= dirs - 1;
+                // A string seen through an earlier direction goes once.
+                if !captured[..n_captured].contains(&root) {
+                    captured[n_captured] = root;
+                    n_captured += 1;
+                    hash ^= self.chains[root as usize].hash;
+                }
             }
         }
-        keeps_liberty |= n_captured > 0;
-        // Joining a friendly string that has another liberty.
-        let mut dirs = self.dirs(pi, own);
-        while dirs != 0 && !keeps_liberty {
-            let n = self.step(pi, dirs.trailing_zeros());
-            dirs &= dirs - 1;
-            keeps_liberty = self.chains[self.chain_of[n] as usize].lib_count > 1;
-        }
-        if keeps_liberty {
+        // A liberty of its own, a capture, or a friendly string with
+        // another liberty to share.
+        if self.dirs(pi, Cell::Empty) | captures | (free & self.dirs(pi, own)) != 0 {
             return Ok(hash);
         }
         if !allow_suicide {

@@ -116,7 +116,7 @@ pub fn run(args: Args) -> Result<()> {
             let value = serde_json::json!({"net": role, "checkpoint": path.display().to_string(), "split": args.split, "report": report});
             println!("{value}");
         } else {
-            print_report(role, &path, args.split, &report);
+            print_report(role, path, args.split, &report);
         }
     }
     Ok(())

@@ -51,6 +51,11 @@ impl RandomAgent {
 
     /// The move for the side to move in `game`.
     pub fn select(&mut self, game: &Game) -> Move {
+        self.select_point(game).map_or(Move::Pass, |p| Move::Play(game.board().vertex(p)))
+    }
+
+    /// The point to play for the side to move in `game`, `None` to pass.
+    pub fn select_point(&mut self, game: &Game) -> Option<Point> {
         let board = game.board();
         let color = game.to_move();
         // Most draws succeed at once: first try a few draws straight from
@@ -60,7 +65,7 @@ impl RandomAgent {
         for _ in 0..4.min(n) {
             let p = board.empty_point(self.below(n));
             if !board.is_eye(p, color) && game.check_point(p, color).is_ok() {
-                return Move::Play(board.vertex(p));
+                return Some(p);
             }
         }
         self.candidates.clear();
@@ -72,12 +77,12 @@ impl RandomAgent {
             let i = self.below(live);
             let p = self.candidates[i];
             if !board.is_eye(p, color) && game.check_point(p, color).is_ok() {
-                return Move::Play(board.vertex(p));
+                return Some(p);
             }
             live -= 1;
             self.candidates.swap(i, live);
         }
-        Move::Pass
+        None
     }
 }
 
@@ -100,8 +105,11 @@ pub fn playout(game: &mut Game, agent: &mut RandomAgent, max_moves: usize) -> Pl
             stats.hit_limit = true;
             break;
         }
-        let mv = agent.select(game);
-        game.play_unchecked(game.to_move(), mv);
+        let color = game.to_move();
+        match agent.select_point(game) {
+            Some(p) => game.play_point(color, p),
+            None => game.play_unchecked(color, Move::Pass),
+        };
         stats.moves += 1;
     }
     stats

@@ -3,8 +3,8 @@
 # goban-original-games (596 professional games), laid out under datasets/,
 # filtered, prepared into a dataset, checked, then a short training of the
 # policy net, its evaluation on the held-out games and a short match against
-# the random agent (about a minute on a
-# CPU; drop --steps-per-epoch and raise --epochs for a real run).
+# the random agent (about a minute on a CPU; drop --steps-per-epoch and raise
+# --epochs for a real run).
 #
 # Usage: scripts/quickstart.sh
 set -euo pipefail

@@ -268,3 +268,25 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
     assert!(agree * 100 >= games * 85, "go-train names GnuGo's winner in only {agree} of {games} games");
     eprintln!("final_score: same winner as GnuGo in {agree} of {games} finished kgs-6d games");
 }
+
+#[test]
+fn match_errors_name_the_player_and_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |a: &str, b: &str| {
+        let out = Command::new(BIN)
+            .args(["eval", "--match", a, b, "--games", "1", "--size", "9", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{a} vs {b} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run("random", "/no/such/engine --mode gtp");
+    assert!(err.contains("player B") && err.contains("/no/such/engine"), "{err}");
+    let err = run("policy", "random");
+    assert!(err.contains("player A") && err.contains("--policy"), "{err}");
+    let err = run("mcts:depth=3", "random");
+    assert!(err.contains("unknown agent setting \"depth\""), "{err}");
+    // Nothing was written for a match that could not start.
+    assert!(!dir.path().join("game-0000.sgf").exists());
+}

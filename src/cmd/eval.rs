@@ -241,9 +241,18 @@ fn print_match(s: &MatchSummary, out: &std::path::Path) {
             s.cross_check_agreed, s.cross_checked
         );
     }
+    let per_move = |seconds: f64| {
+        if seconds < 0.1 {
+            format!("{:.2} ms", 1000.0 * seconds)
+        } else {
+            format!("{seconds:.2} s")
+        }
+    };
     println!(
-        "{:.0} moves per game; seconds per move: A {:.3}, B {:.3}",
-        s.mean_moves, s.seconds_per_move[0], s.seconds_per_move[1]
+        "{:.0} moves per game; time per move: A {}, B {}",
+        s.mean_moves,
+        per_move(s.seconds_per_move[0]),
+        per_move(s.seconds_per_move[1])
     );
     println!("games in {}", out.display());
 }

@@ -30,4 +30,4 @@ match mcts-ucb-stones-vs-policy 20 mcts:leaf=stones policy
 match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
 match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
-match mcts-vs-gnugo10 10 mcts:leaf=stones,selection=puct "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+match mcts-vs-gnugo10 20 mcts:leaf=stones,selection=puct "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

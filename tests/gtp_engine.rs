@@ -82,7 +82,10 @@ fn scripted_session_answers_every_line_as_gtp_says() {
         ("genmove purple", Some("? invalid color")),
         ("genmove b", None), // a vertex: checked below
         ("reg_genmove w", None),
-        ("loadsgf /no/such/file.sgf", Some("? cannot open or parse '/no/such/file.sgf'")),
+        (
+            "loadsgf /no/such/file.sgf",
+            Some("? cannot open or parse '/no/such/file.sgf': cannot read: No such file or directory (os error 2)"),
+        ),
         ("9 quit", Some("=9 ")),
         ("name", None), // after quit: never answered
     ];
@@ -213,6 +216,9 @@ fn go_train_engines_play_complete_games_against_gnugo() {
         let path = game["file"].as_str().unwrap();
         let record = go_train::sgf::read_file(std::path::Path::new(path)).unwrap().remove(0).unwrap();
         assert_eq!(record.size, 9);
+        // A is go-train, whichever colour it had.
+        let a_name = if game["a_black"] == true { &record.black } else { &record.white };
+        assert!(a_name.as_deref().is_some_and(|n| n.starts_with("A: go-train")), "{path}: {a_name:?}");
         // Every move of the record is legal under the referee's rules.
         let replayed = record.replay(go_train::go::Rules { komi: 7.5, ..go_train::go::Rules::CHINESE });
         let replayed = replayed.unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -289,4 +295,21 @@ fn match_errors_name_the_player_and_what_is_missing() {
     assert!(err.contains("unknown agent setting \"depth\""), "{err}");
     // Nothing was written for a match that could not start.
     assert!(!dir.path().join("game-0000.sgf").exists());
+}
+
+#[test]
+fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("handicap.sgf");
+    let f = file.display();
+    let (answers, _) = session(
+        &[],
+        &format!("boardsize 9\nfixed_handicap 3\nprintsgf {f}\nclear_board\nloadsgf {f}\nlist_stones black\n"),
+    );
+    assert_eq!(answers[4], "= white", "{answers:?}");
+    assert_eq!(answers[5], "= C7 G7 C3");
+    // A file that is not SGF is refused with the reason.
+    std::fs::write(&file, "not a game record").unwrap();
+    let (answers, _) = session(&[], &format!("loadsgf {f}\n"));
+    assert!(answers[0].starts_with(&format!("? cannot open or parse '{f}': ")), "{answers:?}");
 }

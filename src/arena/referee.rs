@@ -74,7 +74,6 @@ impl GameOutcome {
             (Some(w), _, Some(s)) => GameResult::Win { winner: w, by: WinBy::Points(s.black_lead.abs()) },
             (Some(w), _, None) => GameResult::Win { winner: w, by: WinBy::Unknown },
         });
-        record.extra_properties.push(("AP".into(), vec![format!("go-train:{}", env!("CARGO_PKG_VERSION"))]));
         if let Some(e) = &self.error {
             record.extra_properties.push(("C".into(), vec![e.clone()]));
         }

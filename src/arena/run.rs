@@ -139,14 +139,17 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
         }
     });
     progress.finish();
-    if let Some(e) = first_error.into_inner().unwrap_or(None) {
-        return Err(e);
-    }
+    // The games that finished are summarised even when the match stopped
+    // on an error: their SGF files and log lines are already written.
     let mut details = results.into_inner().unwrap_or_default();
     details.sort_by_key(|g| g.index);
     let summary = summarize(names, details);
     let path = config.out.join("summary.json");
     fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+    if let Some(e) = first_error.into_inner().unwrap_or(None) {
+        let kept = format!("the {} finished games are in {}", summary.games, config.out.display());
+        return Err(e.context(kept));
+    }
     Ok(summary)
 }
 
@@ -162,8 +165,8 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
         play_game(b.as_mut(), a.as_mut(), &config.game, seed)?
     };
     drop((a, b)); // ends external engines before the next game starts
-    let (black, white) = if a_black { (&names[0], &names[1]) } else { (&names[1], &names[0]) };
-    let record = outcome.record(&format!("A: {black}"), &format!("B: {white}"));
+    let (a_name, b_name) = (format!("A: {}", names[0]), format!("B: {}", names[1]));
+    let record = if a_black { outcome.record(&a_name, &b_name) } else { outcome.record(&b_name, &a_name) };
     let file = config.out.join(format!("game-{index:04}.sgf"));
     write_atomically(&file, &write_game(&record))?;
 
@@ -175,9 +178,17 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     };
     let (gnugo_score, gnugo_agrees) = match (&config.cross_check, outcome.reason) {
         (Some(command), EndReason::Passes | EndReason::MoveLimit) => {
-            let theirs = gnugo_final_score(command, &outcome, config.game.komi)?;
-            let agrees = GameResult::parse(&theirs).winner() == outcome.winner;
-            (Some(theirs), Some(agrees))
+            // A failed cross-check is a missing comparison, not a lost game.
+            match gnugo_final_score(command, &outcome, config.game.komi) {
+                Ok(theirs) => {
+                    let agrees = GameResult::parse(&theirs).winner() == outcome.winner;
+                    (Some(theirs), Some(agrees))
+                }
+                Err(e) => {
+                    eprintln!("game {index}: cross-check with `{command}` failed, left out: {e:#}");
+                    (None, None)
+                }
+            }
         }
         _ => (None, None),
     };

@@ -125,7 +125,10 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
     // One game, reset to the empty board before each playout: cloning one
     // allocated and freed a dozen buffers per playout.
     let mut game = empty.clone();
-    let budget = Duration::from_secs_f64(seconds);
+    let budget = Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("--seconds {seconds}: give a positive number of seconds"))?;
     let max_moves = 3 * size * size;
     let (mut games, mut moves, mut limited) = (0u64, 0u64, 0u64);
     let start = Instant::now();
@@ -161,6 +164,9 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
 fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<()> {
     super::set_threads(threads)?;
     let scratch = tempfile::tempdir().context("creating a temporary folder")?;
+    // A dataset asked for with --out is kept, and an existing one there is
+    // never replaced: only the scratch folder is written over.
+    let keep = out.is_some();
     let out = out.unwrap_or_else(|| scratch.path().join("dataset"));
     let list = scratch.path().join("games.list");
     let all = Criteria { min_year: None, allow_handicap: true, komi: None, ..Criteria::default() };
@@ -170,7 +176,7 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<
     let (games, report) = filter(&files, &all, &Progress::new("filter", files.len() as u64, "files"));
     std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();
-    let options = PrepareOptions { force: true, ..PrepareOptions::default() };
+    let options = PrepareOptions { force: !keep, ..PrepareOptions::default() };
     let (manifest, _) =
         prepare_dataset(&list, &out, &options, &Progress::new("prepare", games.0.len() as u64, "games"))?;
     let total = start.elapsed().as_secs_f64();

@@ -29,27 +29,27 @@ pub struct Args {
     engine: Option<AgentKind>,
     #[command(flatten)]
     nets: super::NetPaths,
-    /// MCTS iterations per move.
-    #[arg(long, default_value_t = 200)]
-    iterations: u32,
-    /// MCTS: children per expanded node (the policy's top k).
-    #[arg(long, short = 'k', default_value_t = 2)]
-    expand: usize,
-    /// MCTS: moves per rollout.
-    #[arg(long, default_value_t = 5)]
-    rollout_depth: usize,
+    /// MCTS iterations per move [default: 200].
+    #[arg(long)]
+    iterations: Option<u32>,
+    /// MCTS: children per expanded node, the policy's top k [default: 2].
+    #[arg(long, short = 'k')]
+    expand: Option<usize>,
+    /// MCTS: moves per rollout [default: 5].
+    #[arg(long)]
+    rollout_depth: Option<usize>,
     /// MCTS exploration constant [default: 1.4 for ucb, 2.0 for puct].
     #[arg(long)]
     c: Option<f32>,
-    /// MCTS selection: ucb or puct.
-    #[arg(long, default_value = "ucb")]
-    selection: Selection,
+    /// MCTS selection: ucb or puct [default: ucb].
+    #[arg(long)]
+    selection: Option<Selection>,
     /// MCTS leaf evaluation: value or stones [default: value with --value].
     #[arg(long)]
     leaf: Option<LeafEval>,
-    /// MCTS leaves evaluated together.
-    #[arg(long, default_value_t = 8)]
-    batch: usize,
+    /// MCTS leaves evaluated together [default: 8].
+    #[arg(long)]
+    batch: Option<usize>,
     /// Seconds per move at most (a GTP clock may shorten it).
     #[arg(long)]
     time: Option<f64>,
@@ -85,21 +85,23 @@ pub fn run(args: Args) -> Result<()> {
         (Some(_), None) => AgentKind::Policy,
         _ => AgentKind::Random,
     });
+    // Unset flags keep the spec's defaults, the seed design's (MctsConfig).
+    let defaults = AgentSpec::new(kind);
     let spec = AgentSpec {
         policy: args.nets.policy,
         value: args.nets.value,
         playout: args.nets.playout,
         temperature: args.temperature,
-        iterations: args.iterations,
-        expand: args.expand,
-        rollout_depth: args.rollout_depth,
+        iterations: args.iterations.unwrap_or(defaults.iterations),
+        expand: args.expand.unwrap_or(defaults.expand),
+        rollout_depth: args.rollout_depth.unwrap_or(defaults.rollout_depth),
         c: args.c,
-        selection: args.selection,
+        selection: args.selection.unwrap_or(defaults.selection),
         leaf: args.leaf,
-        batch: args.batch,
+        batch: args.batch.unwrap_or(defaults.batch),
         time: args.time,
         seed: args.seed,
-        ..AgentSpec::new(kind)
+        ..defaults
     };
     let mut rules = Rules::by_name(&args.rules).with_context(|| format!("unknown rules {:?}", args.rules))?;
     rules.komi = args.komi;

@@ -83,10 +83,12 @@ pub struct Game {
     /// under situational superko).
     seen: PositionSet,
     /// Whether a stone has left the board since `start` (a capture, a
-    /// suicide, or setup). Until one has, every stone move adds a stone to
-    /// all earlier positions' stones, so it cannot repeat one of them and
-    /// superko needs no test: in random playouts that spares the test for
-    /// the opening moves, before the first capture.
+    /// suicide, or setup). Until one has, every stone move that is not a
+    /// suicide adds a stone to all earlier positions' stones, so it cannot
+    /// repeat one of them and superko needs no test: in random playouts that
+    /// spares the test for the opening moves, before the first capture.
+    /// Where suicide is legal a move may itself remove stones, so the test
+    /// always runs.
     may_repeat: bool,
     /// Passes in a row at the end of the history.
     consecutive_passes: u32,
@@ -240,7 +242,7 @@ impl Game {
     #[inline]
     pub fn check_point(&self, p: Point, color: Color) -> Result<(), IllegalMove> {
         let hash = self.board.move_hash(p, color, self.rules.allow_suicide)?;
-        if self.may_repeat && self.rules.ko != KoRule::Simple {
+        if (self.may_repeat || self.rules.allow_suicide) && self.rules.ko != KoRule::Simple {
             let key = self.position_key(hash, color.opponent());
             if self.seen.contains(key) {
                 return Err(IllegalMove::Superko);

@@ -340,3 +340,22 @@ fn dead_stones_become_territory_and_prisoners() {
     let placed = g.stones_placed();
     assert_eq!(count.area_margin() - count.territory_margin(), placed[0] as i32 - placed[1] as i32);
 }
+
+#[test]
+fn a_suicide_that_recreates_the_position_is_superko_even_before_any_capture() {
+    // From the empty board, by moves only: White's suicide at A2 would
+    // leave the stones exactly as they were after Black's B2.
+    let mut game = Game::new(2, Rules::TROMP_TAYLOR);
+    play(&mut game, Color::Black, "A1").unwrap();
+    play(&mut game, Color::White, "pass").unwrap();
+    play(&mut game, Color::Black, "B2").unwrap();
+    assert_eq!(play(&mut game, Color::White, "A2"), Err(IllegalMove::Superko));
+    // Without superko the same suicide is legal and changes nothing.
+    let mut game = Game::new(2, Rules { ko: KoRule::Simple, ..Rules::TROMP_TAYLOR });
+    for (c, m) in [(Color::Black, "A1"), (Color::White, "pass"), (Color::Black, "B2")] {
+        play(&mut game, c, m).unwrap();
+    }
+    let before = game.board().hash();
+    play(&mut game, Color::White, "A2").unwrap();
+    assert_eq!(game.board().hash(), before);
+}

@@ -6,7 +6,8 @@
 
 use super::board::MAX_POINTS;
 
-const fn splitmix64(state: u64) -> (u64, u64) {
+/// One SplitMix64 step: the next state and its output.
+pub(crate) const fn splitmix64(state: u64) -> (u64, u64) {
     let state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -74,12 +74,12 @@ impl GtpClient {
             }
             answer.push_str(line);
         }
-        let (status, text) = answer.split_at(1);
-        // Drop an optional numeric id after the status character.
-        let text = text.trim_start_matches(|c: char| c.is_ascii_digit()).trim().to_string();
+        // The status character, then an optional numeric id.
+        let status = answer.chars().next().unwrap_or(' ');
+        let text = answer[status.len_utf8()..].trim_start_matches(|c: char| c.is_ascii_digit()).trim().to_string();
         match status {
-            "=" => Ok(text),
-            "?" => Err(GtpError::Refused { engine: self.engine.clone(), command: command.to_string(), message: text }),
+            '=' => Ok(text),
+            '?' => Err(GtpError::Refused { engine: self.engine.clone(), command: command.to_string(), message: text }),
             _ => Err(io_error(Some(format!("not a GTP answer: {answer:?}")))),
         }
     }

@@ -84,7 +84,8 @@ impl Clock {
             let moves_left = (board.empty_count() as f64 / 2.0).max(20.0);
             left / moves_left + if self.byo_stones > 0 { 0.5 * self.byo_yomi / self.byo_stones as f64 } else { 0.0 }
         };
-        Some(Duration::from_secs_f64(seconds.max(0.05)))
+        // Beyond what a Duration holds the clock is as good as unlimited.
+        Duration::try_from_secs_f64(seconds.max(0.05)).ok()
     }
 }
 
@@ -348,7 +349,7 @@ impl Engine {
         let (Ok(main), Ok(byo), Ok(stones)) = (main.parse::<f64>(), byo.parse::<f64>(), stones.parse::<u32>()) else {
             return Err("syntax error".to_string());
         };
-        if main < 0.0 || byo < 0.0 {
+        if !(main.is_finite() && byo.is_finite() && main >= 0.0 && byo >= 0.0) {
             return Err("syntax error".to_string());
         }
         self.clock = Clock { main, byo_yomi: byo, byo_stones: stones, set: true, left: [None; 2] };
@@ -361,15 +362,23 @@ impl Engine {
         let (Ok(time), Ok(stones)) = (time.parse::<f64>(), stones.parse::<u32>()) else {
             return Err("syntax error".to_string());
         };
+        if !time.is_finite() {
+            return Err("syntax error".to_string());
+        }
         self.clock.left[color.index()] = Some((time.max(0.0), stones));
         Ok(String::new())
     }
 
     fn loadsgf(&mut self, args: &[&str]) -> Result<String, String> {
         let path = args.first().ok_or("missing filename")?;
-        let parsed = read_file(Path::new(path)).map_err(|_| format!("cannot open or parse '{path}'"))?;
-        let record =
-            parsed.into_iter().next().and_then(|g| g.ok()).ok_or_else(|| format!("cannot open or parse '{path}'"))?;
+        // GnuGo's words, then the reason.
+        let refuse = |why: String| format!("cannot open or parse '{path}': {why}");
+        let parsed = read_file(Path::new(path)).map_err(|e| refuse(e.to_string()))?;
+        let record = match parsed.into_iter().next() {
+            Some(Ok(record)) => record,
+            Some(Err(e)) => return Err(refuse(e.to_string())),
+            None => return Err(refuse("no game in it".to_string())),
+        };
         if !self.agent.supports_size(record.size) {
             return Err("unacceptable size".to_string());
         }
@@ -395,7 +404,6 @@ impl Engine {
     fn printsgf(&self, args: &[&str]) -> Result<String, String> {
         let mut record = GameRecord::from_game(&self.game);
         record.rules = Some(if self.rules.scoring == crate::go::Scoring::Area { "Chinese" } else { "Japanese" }.into());
-        record.extra_properties.push(("AP".into(), vec![format!("go-train:{}", env!("CARGO_PKG_VERSION"))]));
         let sgf = write_game(&record);
         match args.first() {
             None => Ok(sgf),

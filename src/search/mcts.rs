@@ -297,7 +297,14 @@ impl Mcts {
             leaves.push(self.select_leaf());
         }
         let games: Vec<&Game> = leaves.iter().map(|l| &l.game).collect();
-        let priors = self.priors(&games)?;
+        // A batch often reaches the same leaf more than once (its rollouts
+        // differ); its priors are needed once, and none where the game is over.
+        let mut seen = std::collections::HashSet::new();
+        let expandable: Vec<bool> = leaves
+            .iter()
+            .map(|l| !l.game.is_over() && seen.insert(*l.path.last().expect("a path has its root")))
+            .collect();
+        let priors = self.priors(&games, &expandable)?;
         let values = self.simulate_and_value(&games)?;
         for ((leaf, priors), value) in leaves.iter().zip(priors).zip(values) {
             self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors);
@@ -325,18 +332,19 @@ impl Mcts {
         Leaf { path, game }
     }
 
-    /// The priors over the scored moves of each leaf: the policy net's, or
-    /// equal ones. Finished games get none.
-    fn priors(&self, games: &[&Game]) -> Result<Vec<Vec<(Move, f32)>>> {
-        let live: Vec<&Game> = games.iter().copied().filter(|g| !g.is_over()).collect();
+    /// The priors over the scored moves of each leaf marked `expandable`:
+    /// the policy net's, or equal ones. Other leaves get none.
+    fn priors(&self, games: &[&Game], expandable: &[bool]) -> Result<Vec<Vec<(Move, f32)>>> {
+        let live: Vec<&Game> = games.iter().zip(expandable).filter(|(_, &e)| e).map(|(&g, _)| g).collect();
         let mut probs = match &self.policy {
             Some(net) => net.move_probs(&live)?.into_iter(),
             None => Vec::new().into_iter(),
         };
         Ok(games
             .iter()
-            .map(|g| {
-                if g.is_over() {
+            .zip(expandable)
+            .map(|(g, &expandable)| {
+                if !expandable {
                     return Vec::new();
                 }
                 match probs.next() {
@@ -467,18 +475,21 @@ fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
     // An unvisited child under PUCT is valued as its parent is, from the
     // child's side (first-play urgency).
     let fpu = 1.0 - parent.q().unwrap_or(0.5);
+    let (ln_n, sqrt_n) = (parent_n.ln(), parent_n.sqrt());
     let score = |c: &Node| -> f32 {
         let n = (c.visits + c.in_flight) as f32;
         match config.selection {
             Selection::Ucb => match c.q() {
                 // Unvisited children first, the most likely among them.
                 None => 1e6 + c.prior,
-                Some(q) => q + config.c * (parent_n.ln() / n).sqrt(),
+                Some(q) => q + config.c * (ln_n / n).sqrt(),
             },
-            Selection::Puct => c.q().unwrap_or(fpu) + config.c * c.prior * parent_n.sqrt() / (1.0 + n),
+            Selection::Puct => c.q().unwrap_or(fpu) + config.c * c.prior * sqrt_n / (1.0 + n),
         }
     };
-    parent.children.iter().copied().max_by(|&a, &b| score(&nodes[a as usize]).total_cmp(&score(&nodes[b as usize])))
+    // Each child scored once; on equal scores the later child wins, as
+    // `max_by` had it.
+    parent.children.iter().map(|&c| (c, score(&nodes[c as usize]))).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(c, _)| c)
 }
 
 /// The value of a finished game for its side to move: 1 win, 0 loss, ½ a

@@ -68,14 +68,28 @@ impl Ownership {
         }
     }
 
-    /// The stones of `board` judged dead: their own colour owned their point
-    /// in fewer than half of the playouts.
+    /// The stones of `board` judged dead: strings whose colour owned their
+    /// points in fewer than half of the playouts, on average over the
+    /// string. A string lives or dies whole; per point, a string near the
+    /// threshold could come out half dead.
     pub fn dead_stones(&self, board: &Board) -> Vec<Point> {
         assert_eq!(board.size(), self.size, "ownership of another board size");
-        board
-            .points()
-            .filter(|&p| board.color_at(p).is_some_and(|c| self.share(board.vertex(p).index(self.size), c) < 0.5))
-            .collect()
+        let mut judged = vec![false; board.points().map(|p| p.idx()).max().unwrap_or(0) + 1];
+        let mut dead = Vec::new();
+        for p in board.points() {
+            let Some(color) = board.color_at(p) else { continue };
+            if judged[p.idx()] {
+                continue;
+            }
+            let string = board.string_stones(p);
+            string.iter().for_each(|q| judged[q.idx()] = true);
+            let share: f32 = string.iter().map(|&q| self.share(board.vertex(q).index(self.size), color)).sum();
+            if share < 0.5 * string.len() as f32 {
+                dead.extend(string);
+            }
+        }
+        dead.sort_by_key(|&q| board.vertex(q).index(self.size));
+        dead
     }
 
     /// The score of `game` with the dead stones lifted, under its rules.

@@ -14,10 +14,7 @@ struct WyRand(u64);
 impl WyRand {
     fn new(seed: u64) -> WyRand {
         // One SplitMix64 step, so that nearby seeds start far apart.
-        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        WyRand(z ^ (z >> 31))
+        WyRand(crate::go::zobrist::splitmix64(seed).1)
     }
 
     #[inline]

@@ -160,6 +160,11 @@ impl AgentSpec {
 
     /// Loads the nets and builds the agent on `device`.
     pub fn build(&self, device: &Device) -> Result<Box<dyn Agent>> {
+        if let Some(t) = self.time {
+            if !(t.is_finite() && t > 0.0 && Duration::try_from_secs_f64(t).is_ok()) {
+                bail!("agent time {t}: give a positive number of seconds per move");
+            }
+        }
         let load =
             |path: &Option<PathBuf>, output| path.as_deref().map(|p| NetEval::load(p, device, output)).transpose();
         let kind = self.kind;

@@ -123,12 +123,15 @@ impl GameRecord {
         }
     }
 
-    /// The record of a game played here (self-play, GTP): its size, komi,
-    /// setup and moves. A resignation becomes the result (SGF has no move
-    /// for it); other results are for the caller to add.
+    /// The record of a game played here (self-play, GTP, matches): its size,
+    /// komi, setup, who moves after the setup (`PL`, which handicap stones
+    /// make White), the moves, and go-train as the application (`AP`). A
+    /// resignation becomes the result (SGF has no move for it); other
+    /// results are for the caller to add.
     pub fn from_game(game: &Game) -> GameRecord {
         let mut record = GameRecord::new(game.size());
         record.komi = Some(game.rules().komi);
+        record.extra_properties.push(("AP".into(), vec![format!("go-train:{}", env!("CARGO_PKG_VERSION"))]));
         for event in game.history() {
             match event {
                 Event::Move(ColoredMove { color, mv: Move::Resign }) => {
@@ -140,6 +143,9 @@ impl GameRecord {
                 }
                 Event::Setup(changes) => record.later_setup.push((record.moves.len(), changes.clone())),
             }
+        }
+        if !record.setup.is_empty() {
+            record.player_to_move = Some(record.moves.first().map_or(game.to_move(), |m| m.color));
         }
         record
     }
@@ -414,5 +420,7 @@ mod tests {
         assert_eq!(r.later_setup, vec![(1, vec![(v(6, 6), Some(Color::Black))])]);
         assert_eq!(r.moves, vec![play(Color::White, 4, 4), ColoredMove { color: Color::White, mv: Move::Pass }]);
         assert_eq!(r.result, Some(GameResult::parse("W+R")));
+        // After the setup the first move is White's: PL says so.
+        assert_eq!(r.player_to_move, Some(Color::White));
     }
 }

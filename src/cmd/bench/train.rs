@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -44,7 +44,10 @@ pub fn run(args: TrainArgs) -> Result<()> {
         for _ in 0..WARMUP_STEPS {
             train_step(&model, opt.as_mut(), &x, &y)?;
         }
-        let budget = Duration::from_secs_f64(args.seconds);
+        let budget = Duration::try_from_secs_f64(args.seconds)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .with_context(|| format!("--seconds {}: give a positive number of seconds", args.seconds))?;
         let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
         // train_step reads the loss back, which waits for a GPU to finish.
         while steps < WARMUP_STEPS || start.elapsed() < budget {

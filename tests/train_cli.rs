@@ -242,3 +242,72 @@ fn a_bad_config_names_the_file() {
     let out = go_train(&["train-policy", "--config", &config("policy"), "--data", s(&dir.path().join("nothing"))]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("manifest.json"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A small dataset from `games` real records of `collection` on a `size`
+/// board (setup stones allowed: 9x9 records are mostly regression
+/// positions), split as `split` says. `None` without the records.
+fn small_dataset(dir: &Path, collection: &str, size: usize, games: usize, split: &str) -> Option<PathBuf> {
+    let sgf = dir.join(format!("sgf-{size}-{split}"));
+    std::fs::create_dir_all(&sgf).unwrap();
+    let tag = format!("SZ[{size}]");
+    let sized = |p: &PathBuf| String::from_utf8_lossy(&std::fs::read(p).unwrap()).contains(&tag) || size == 19;
+    for (i, file) in common::sgf_files(collection)?.iter().filter(|p| sized(p)).take(games).enumerate() {
+        std::fs::copy(file, sgf.join(format!("game{i}.sgf"))).unwrap();
+    }
+    let list = dir.join(format!("games-{size}-{split}.list"));
+    let size_arg = size.to_string();
+    let criteria = ["--size", &size_arg, "--min-year", "0", "--any-komi", "--allow-handicap"];
+    ok(&[&["filter", s(&sgf), "--out", s(&list)][..], &criteria].concat());
+    let data = dir.join(format!("data-{size}-{split}"));
+    ok(&["prepare", s(&list), "--out", s(&data), "--size", &size_arg, "--split", split, "--block-records", "16"]);
+    Some(data)
+}
+
+#[test]
+fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |data: &Path, extra: &[&str], expect: &str| {
+        let out_dir = dir.path().join("out");
+        let cfg = config("policy");
+        let mut args =
+            vec!["train-policy", "--config", &cfg, "--data", s(data), "--out", s(&out_dir), "--device", "cpu"];
+        args.extend(extra);
+        let out = go_train(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(err.contains(expect) && err.contains("manifest.json") && err.contains(s(data)), "{err}");
+        assert!(!out_dir.join("config.toml").exists(), "nothing is written");
+    };
+    // (a) A 9x9 dataset: the nets are 19x19.
+    let Some(nine) = small_dataset(dir.path(), "gnugo-regression", 9, 40, "0.8,0.1,0.1") else { return };
+    refused(&nine, &[], "9x9");
+    // (b) Fewer train positions than one batch.
+    let tiny = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,1,0").unwrap();
+    refused(&tiny, &["--set", "batch=1000"], "fewer than one batch");
+    // (c) No validation positions.
+    let no_validation = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,0,0").unwrap();
+    refused(&no_validation, &["--set", "batch=4"], "validation split");
+
+    // --force removes the old run before it writes its config: killed (here
+    // by a diverging loss) before its first checkpoint, it leaves nothing a
+    // --resume could pick up under the new config.
+    let out_dir = dir.path().join("forced");
+    let cfg = config("policy");
+    let train = |extra: &[&str]| {
+        let mut args =
+            vec!["train-policy", "--config", &cfg, "--data", s(&tiny), "--out", s(&out_dir), "--device", "cpu"];
+        args.extend(["--set", "batch=4", "--epochs", "1"]);
+        args.extend(extra);
+        go_train(&args)
+    };
+    let out = train(&[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let old = ["last", "metrics.jsonl", "metrics.svg", "best.safetensors"];
+    assert!(old.iter().all(|f| out_dir.join(f).exists()));
+    let out = train(&["--force", "--set", "optimizer.lr=1e30"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("loss became"));
+    for f in old {
+        assert!(!out_dir.join(f).exists(), "{f} of the old run is left");
+    }
+    assert!(out_dir.join("config.toml").exists());
+}

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
@@ -494,6 +494,11 @@ pub struct Prefetch {
 
 impl Prefetch {
     fn new(batches: Batches, depth: usize) -> Prefetch {
+        Prefetch::spawn(batches, depth)
+    }
+
+    /// Runs `batches` on a thread of its own, `depth` ahead.
+    fn spawn(batches: impl Iterator<Item = Result<Batch>> + Send + 'static, depth: usize) -> Prefetch {
         let (sender, receiver) = sync_channel(depth.max(1));
         let thread = std::thread::spawn(move || {
             for batch in batches {
@@ -511,7 +516,32 @@ impl Iterator for Prefetch {
     type Item = Result<Batch>;
 
     fn next(&mut self) -> Option<Result<Batch>> {
-        self.receiver.as_ref()?.recv().ok()
+        match self.receiver.as_ref()?.recv() {
+            Ok(batch) => Some(batch),
+            // The thread dropped its sender: it ended the epoch, or it
+            // panicked, which must not pass for the end of the epoch.
+            Err(_) => {
+                self.receiver = None;
+                match self.thread.take()?.join() {
+                    Ok(()) => None,
+                    Err(panic) => Some(Err(anyhow!(
+                        "the thread decoding batches panicked ({}): the epoch is incomplete",
+                        panic_message(panic.as_ref())
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// The message of a panic's payload, when it has one.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "no message"
     }
 }
 
@@ -784,6 +814,28 @@ mod tests {
         let err = format!("{:#}", results.last().unwrap().as_ref().unwrap_err());
         assert!(err.contains(&shard.display().to_string()) && err.contains("block 0"), "{err}");
         assert!(results[..results.len() - 1].iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn a_panic_in_the_prefetch_thread_is_an_error_not_the_end_of_the_epoch() {
+        let batch = || Batch {
+            len: 0,
+            planes: Vec::new(),
+            policy: Vec::new(),
+            value: Vec::new(),
+            move_number: Vec::new(),
+            symmetry: Vec::new(),
+        };
+        let panicking = (0..3).map(move |i| if i < 2 { Ok(batch()) } else { panic!("decoder bug") });
+        let results: Vec<Result<Batch>> = Prefetch::spawn(panicking, 1).collect();
+        assert_eq!(results.len(), 3);
+        assert!(results[..2].iter().all(Result::is_ok));
+        let err = results[2].as_ref().unwrap_err().to_string();
+        assert!(err.contains("panicked") && err.contains("decoder bug"), "{err}");
+        // A thread that ends normally ends the iteration.
+        let fine: Vec<Result<Batch>> = Prefetch::spawn((0..2).map(move |_| Ok(batch())), 1).collect();
+        assert_eq!(fine.len(), 2);
+        assert!(fine.iter().all(Result::is_ok));
     }
 
     #[test]

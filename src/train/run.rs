@@ -27,7 +27,7 @@ use super::config::TrainConfig;
 use super::evaluate::{batch_tensors, evaluate, Predictions, Tally};
 use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
-use crate::dataset::{BatchOptions, Dataset, Split};
+use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
 use crate::nn::{Model, Output};
 use crate::progress::Progress;
 
@@ -66,6 +66,7 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<
     let device = config_device(&config.device)?;
     let dataset = Dataset::open(&config.data)?;
     let model = Model::new(config.arch()?, &device, config.seed)?;
+    check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     let mut optimizer = config.optimizer.build(model.parameters());
     let has_checkpoint = last.join(checkpoint::STATE_FILE).exists();
     let mut state = match (start, has_checkpoint) {
@@ -78,6 +79,9 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<
         }
         _ => TrainState::default(),
     };
+    if start == Start::Overwrite {
+        remove_old_run(out)?;
+    }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     std::fs::write(out.join("config.toml"), config.to_toml()?)
         .with_context(|| format!("writing {}/config.toml", out.display()))?;
@@ -171,6 +175,72 @@ fn train_epoch(
         progress.set_message(format!("loss {:.3}", tally.scores().loss));
     }
     Ok(tally.scores())
+}
+
+/// Refuses, before anything is written, a dataset the run cannot train
+/// on: a board other than the nets' 19x19, a train split smaller than one
+/// batch (every epoch would train on nothing, since short batches are
+/// dropped), or an empty validation split (no epoch could be scored, so
+/// `best.safetensors` would never follow the training). Value nets count
+/// only the positions with a value label, as their batches do.
+fn check_dataset(dataset: &Dataset, config: &TrainConfig, value_net: bool) -> Result<()> {
+    let manifest = dataset.dir().join(MANIFEST);
+    let size = dataset.board_size();
+    if size != crate::nn::BOARD {
+        bail!(
+            "{}: the dataset's board is {size}x{size}; the nets play {b}x{b} only (prepare it with --size {b})",
+            manifest.display(),
+            b = crate::nn::BOARD
+        );
+    }
+    let count = |split: Split| -> u64 {
+        if value_net {
+            dataset.value_len(split)
+        } else {
+            dataset.split_len(split)
+        }
+    };
+    let what = if value_net { "value-labelled positions" } else { "positions" };
+    let train = count(Split::Train);
+    if train < config.batch as u64 {
+        bail!(
+            "{}: the train split holds {train} {what}, fewer than one batch of {}: every epoch would train on nothing; \
+             lower `batch` or prepare more games",
+            manifest.display(),
+            config.batch
+        );
+    }
+    if count(Split::Validation) == 0 {
+        bail!(
+            "{}: the validation split holds no {what}, so no epoch could be scored; prepare more games or a larger \
+             validation fraction (--split)",
+            manifest.display()
+        );
+    }
+    Ok(())
+}
+
+/// Removes what a previous run left in `out` (its checkpoint, metrics and
+/// best weights), so that a forced run killed before its first checkpoint
+/// cannot be resumed from the old one under the new config.
+fn remove_old_run(out: &Path) -> Result<()> {
+    let last = out.join("last");
+    match std::fs::remove_dir_all(&last) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("removing {}", last.display()))
+        }
+        _ => {}
+    }
+    for name in ["metrics.jsonl", "metrics.svg", "best.safetensors"] {
+        let path = out.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", path.display()))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Refuses to resume a checkpoint made for another net or dataset.

@@ -1,5 +1,6 @@
 //! `train-policy`, `train-playout` and `train-value` from the command line,
-//! on CPU, with shards made from real games.
+//! with shards made from real games: on the CPU, or on the device that
+//! `GO_TRAIN_TEST_DEVICE` names (`cuda` with a CUDA build on a GPU machine).
 
 mod common;
 
@@ -50,6 +51,7 @@ fn metrics(out: &Path) -> Vec<serde_json::Value> {
 fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let Some(data) = dataset(dir.path()) else { return };
+    let device = common::test_device();
     let common = |out: &Path, kind: &str| -> Vec<String> {
         [
             "--config",
@@ -59,7 +61,7 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
             "--out",
             s(out),
             "--device",
-            "cpu",
+            &device,
             "--set",
             "validation_positions=3000",
         ]
@@ -99,7 +101,7 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(std::fs::read_to_string(policy.join("metrics.svg")).unwrap().contains("<polyline"));
 
     // `eval` scores the checkpoint on the test split, overall and by phase.
-    let out = ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--device", "cpu", "--limit", "3000", "--json"]);
+    let out = ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--device", &device, "--limit", "3000", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let overall = &report["report"]["overall"];
     assert!(overall["positions"].as_u64().unwrap() >= 3000);

@@ -86,13 +86,17 @@ enum What {
 
 #[derive(clap::Args)]
 struct TrainArgs {
-    /// Which net: policy, playout, value, all (the three), or a residual
-    /// net such as resnet-policy:6x64.
+    /// Which nets, comma-separated: policy, playout, value, all (the
+    /// three), or a residual net such as resnet-policy:6x64.
     #[arg(long, default_value = "all")]
     net: String,
-    /// Samples per training step.
-    #[arg(long, default_value_t = 100)]
-    batch: usize,
+    /// Samples per training step; a comma-separated list runs each size.
+    #[arg(long, default_value = "100", value_delimiter = ',')]
+    batch: Vec<usize>,
+    /// On a GPU, TF32 tensor-core matrix products (PyTorch's default for
+    /// convolutions); `--tf32 false` for full float32.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    tf32: bool,
     /// How long to train each net.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,

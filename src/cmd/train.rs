@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::Parser;
@@ -39,7 +40,8 @@ impl Kind {
   go-train train-policy --data datasets/kgs --out checkpoints/policy
   go-train train-policy --set optimizer.lr=0.02 --set epochs=5 --device cpu
   go-train train-policy --config configs/resnet-policy.toml --resume
-  go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000")]
+  go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000
+  go-train train-policy --config configs/resnet-policy.toml --resume --stop-after 540")]
 pub struct Args {
     /// Training configuration [default: configs/<net>.toml].
     #[arg(long, short)]
@@ -68,6 +70,19 @@ pub struct Args {
     /// Start over, replacing the checkpoint in the output folder.
     #[arg(long)]
     force: bool,
+    /// Stop cleanly, after a checkpoint, before an epoch that would end
+    /// past this many seconds from the start (for jobs with a wall-clock
+    /// limit; continue with --resume).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    stop_after: Option<Duration>,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|v| Duration::try_from_secs_f64(v).ok())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s:?} is not a positive number of seconds"))
 }
 
 pub fn run(kind: Kind, args: Args) -> Result<()> {
@@ -89,7 +104,7 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     } else {
         Start::Fresh
     };
-    let summary = train(&config, start, std::io::stderr().is_terminal())?;
+    let summary = train(&config, start, std::io::stderr().is_terminal(), args.stop_after)?;
     if summary.already_done {
         eprintln!("{}: all {} epochs are done", config.out.display(), config.epochs);
     }

@@ -3,8 +3,9 @@
 //!
 //! On the CPU with f32 data, convolution and batch norm run as candle custom
 //! ops over the kernels in [`super::kernels`], fusing bias, normalisation and
-//! ReLU into the matrix passes. Elsewhere (CUDA) they fall back to candle's
-//! own ops, which is also the reference the fused ops are tested against.
+//! ReLU into the matrix passes. Elsewhere (CUDA) they run as candle's own
+//! ops, except the convolution's backward pass ([`super::conv_grad`]);
+//! candle's ops are also the reference the fused ops are tested against.
 
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var, D};
 use candle_nn::{Init, Module, VarBuilder};
@@ -13,7 +14,36 @@ use super::kernels::{self, ConvGeom, Norm, Planes};
 
 /// Whether the fused CPU kernels can run on `x`.
 fn fused(x: &Tensor) -> bool {
-    x.device().is_cpu() && x.dtype() == DType::F32
+    x.device().is_cpu() && x.dtype() == DType::F32 && !generic_ops_forced()
+}
+
+#[cfg(test)]
+thread_local! {
+    static GENERIC_OPS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn generic_ops_forced() -> bool {
+    GENERIC_OPS.with(|g| g.get())
+}
+
+/// `GO_TRAIN_GENERIC_OPS=1` runs the GPU's code path on the CPU: for
+/// finding whether a GPU problem lies in that path or in the device.
+#[cfg(not(test))]
+fn generic_ops_forced() -> bool {
+    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var_os("GO_TRAIN_GENERIC_OPS").is_some_and(|v| v == "1"))
+}
+
+/// Runs `f` with the layers on the path a GPU takes (candle's ops and
+/// [`super::conv_grad`]) even on the CPU: how tests without a GPU check
+/// that path against the fused kernels.
+#[cfg(test)]
+pub(crate) fn with_generic_ops<T>(f: impl FnOnce() -> T) -> T {
+    GENERIC_OPS.with(|g| g.set(true));
+    let out = f();
+    GENERIC_OPS.with(|g| g.set(false));
+    out
 }
 
 /// The contiguous f32 data of a CPU storage seen through `layout`.
@@ -94,13 +124,20 @@ impl Conv {
         if fused(x) {
             x.contiguous()?.apply_op3(&self.weight, &self.bias, ConvOp { k: self.k, relu: self.relu })
         } else {
-            self.forward_reference(x)
+            self.forward_with(x, super::conv_grad::conv2d_same)
         }
     }
 
-    /// Candle's own ops: the CUDA path, and the reference in tests.
+    /// Candle's own ops throughout, its slow convolution backward included:
+    /// the reference in tests.
+    #[cfg(test)]
     fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
-        let mut y = x.conv2d(&self.weight, self.k / 2, 1, 1, 1)?;
+        self.forward_with(x, |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1))
+    }
+
+    /// The convolution by `conv`, then bias and ReLU as candle ops.
+    fn forward_with(&self, x: &Tensor, conv: impl Fn(&Tensor, &Tensor) -> Result<Tensor>) -> Result<Tensor> {
+        let mut y = conv(x, &self.weight)?;
         if self.has_bias {
             y = y.broadcast_add(&self.bias.reshape((1, (), 1, 1))?)?;
         }
@@ -248,15 +285,20 @@ impl BatchNorm {
     fn forward_reference(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let per_channel = |t: &Tensor| t.reshape((1, (), 1, 1));
         let (mean, var) = if train {
-            let mean = x.mean_keepdim(0)?.mean_keepdim(2)?.mean_keepdim(3)?;
-            let var = x.broadcast_sub(&mean)?.sqr()?.mean_keepdim(0)?.mean_keepdim(2)?.mean_keepdim(3)?;
+            // One reduction over batch and board per statistic: each is a
+            // kernel launch on a GPU, where a chain of three cost as much.
+            let mean = x.mean_keepdim((0, 2, 3))?;
+            let var = x.broadcast_sub(&mean)?.sqr()?.mean_keepdim((0, 2, 3))?;
             self.update_running(&mean.flatten_all()?.detach(), &var.flatten_all()?.detach(), &planes(x)?)?;
             (mean, var)
         } else {
             (per_channel(self.running_mean.as_tensor())?, per_channel(self.running_var.as_tensor())?)
         };
-        let xhat = x.broadcast_sub(&mean)?.broadcast_div(&(var + BN_EPS)?.sqrt()?)?;
-        let y = xhat.broadcast_mul(&per_channel(&self.weight)?)?.broadcast_add(&per_channel(&self.bias)?)?;
+        // y = x·scale + shift, scale = γ/σ, shift = β − μ·scale: the
+        // per-channel work on small tensors, two passes over x.
+        let scale = per_channel(&self.weight)?.broadcast_mul(&(var + BN_EPS)?.sqrt()?.recip()?)?;
+        let shift = per_channel(&self.bias)?.broadcast_sub(&mean.broadcast_mul(&scale)?)?;
+        let y = x.broadcast_mul(&scale)?.broadcast_add(&shift)?;
         if self.relu {
             y.relu()
         } else {
@@ -417,6 +459,30 @@ mod tests {
                 assert!(grad_diff(&gf, &conv.bias, &gr, &conv.bias) < 1e-4, "bias gradient");
             } else {
                 assert!(gf.get(&conv.bias).is_none(), "a constant zero bias gets no gradient");
+            }
+        }
+    }
+
+    /// The device path's convolution (candle's forward, gradients by
+    /// [`super::super::conv_grad`]) agrees with candle's own conv2d and its
+    /// autograd, on the test device (`GO_TRAIN_TEST_DEVICE`).
+    #[test]
+    fn device_conv_gradients_match_candle_conv2d() {
+        let dev = crate::nn::test_device();
+        for (k, relu, bias, c_in, c_out) in [(3, true, true, 3, 5), (3, false, false, 16, 8), (1, true, false, 8, 2)] {
+            let vm = VarMap::new();
+            let vb = VarBuilder::from_varmap(&vm, DType::F32, &dev);
+            let conv = Conv::new(vb.pp("c"), c_in, c_out, k, bias, relu).unwrap();
+            let x = Var::from_tensor(&rand_input((4, c_in, 7, 6)).to_device(&dev).unwrap()).unwrap();
+            let wts = rand_input((4, c_out, 7, 6)).to_device(&dev).unwrap();
+            let (yd, gd) = with_generic_ops(|| run(|x| conv.forward(x), &x, &wts));
+            let (yr, gr) = run(|x| conv.forward_reference(x), &x, &wts);
+            assert!(max_diff(&yd, &yr) < 1e-5, "forward k={k}");
+            for t in [x.as_tensor(), &conv.weight] {
+                assert!(grad_diff(&gd, t, &gr, t) < 1e-4, "gradient k={k} relu={relu}");
+            }
+            if bias {
+                assert!(grad_diff(&gd, &conv.bias, &gr, &conv.bias) < 1e-4, "bias gradient");
             }
         }
     }

@@ -28,6 +28,7 @@
 //! `running_mean`, `running_var` (channels). Names ending in
 //! `running_mean`/`running_var` are statistics, not trained ([`is_statistic`]).
 
+mod conv_grad;
 mod direct;
 mod kernels;
 pub mod layers;
@@ -256,6 +257,21 @@ fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
 #[cfg(not(feature = "cuda"))]
 fn cuda_device(_ordinal: usize) -> anyhow::Result<Device> {
     bail!("this go-train was built without CUDA support: rebuild with `--features cuda`")
+}
+
+/// Whether float32 matrix products on a GPU may use the tensor cores'
+/// TF32 mode (about 1e-3 relative error, several times the speed): what
+/// PyTorch's cuDNN convolutions do by default. No effect on the CPU.
+pub fn allow_tf32(allow: bool) {
+    candle_core::cuda::set_gemm_reduced_precision_f32(allow);
+}
+
+/// The device the tests run their nets on: `GO_TRAIN_TEST_DEVICE` (`cpu`,
+/// `cuda`, `cuda:N`), the CPU when unset. Lets the same tests check a CUDA
+/// build on a GPU machine.
+pub fn test_device() -> Device {
+    let spec = std::env::var("GO_TRAIN_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
+    device(&spec).unwrap_or_else(|e| panic!("GO_TRAIN_TEST_DEVICE={spec}: {e:#}"))
 }
 
 /// Sizes rayon's global pool, which the CPU kernels and candle's matrix

@@ -121,3 +121,69 @@ fn devices_parse() {
     #[cfg(not(feature = "cuda"))]
     assert!(device("cuda").unwrap_err().to_string().contains("--features cuda"));
 }
+
+/// The loss of `model` on `x` against `target`, and the gradient of every
+/// trained tensor by name, copied to the CPU.
+fn loss_and_grads(model: &Model, x: &Tensor, target: &Tensor) -> (f32, Vec<(String, Vec<f32>)>) {
+    let loss = model.output().loss(&model.forward(x, true).unwrap(), target).unwrap();
+    let grads = loss.backward().unwrap();
+    let by_name = model
+        .parameters()
+        .into_iter()
+        .map(|(name, var)| {
+            let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("{name}: no gradient"));
+            (name, g.flatten_all().unwrap().to_device(&Device::Cpu).unwrap().to_vec1::<f32>().unwrap())
+        })
+        .collect();
+    (loss.to_device(&Device::Cpu).unwrap().to_scalar::<f32>().unwrap(), by_name)
+}
+
+/// ‖a − b‖ / ‖a‖, with ‖a‖ taken as at least 1e-2: a gradient that is
+/// zero in exact arithmetic (the bias of a convolution before a batch
+/// norm) is float noise on both sides.
+fn relative_distance(a: &[f32], b: &[f32]) -> f64 {
+    let norm = |v: &mut dyn Iterator<Item = f64>| v.map(|x| x * x).sum::<f64>().sqrt();
+    let diff = norm(&mut a.iter().zip(b).map(|(x, y)| (*x - *y) as f64));
+    diff / norm(&mut a.iter().map(|&x| x as f64)).max(1e-2)
+}
+
+/// Every net gives the same loss and gradients on the test device
+/// (`GO_TRAIN_TEST_DEVICE=cuda` on a GPU machine) as with the fused CPU
+/// kernels, from the same weights and batch, in full float32; and again
+/// after one optimizer step on each. Without a GPU the device path runs
+/// on the CPU (candle's ops and the convolution gradients of `conv_grad`).
+#[test]
+fn the_device_path_gives_the_cpu_losses_and_gradients() {
+    allow_tf32(false);
+    let dev = test_device();
+    let x = planes(6);
+    let moves = Tensor::new(&[40u32, 100, 7, PASS as u32, 200, 360], &Device::Cpu).unwrap();
+    let results = Tensor::new(&[1f32, 0.0, 1.0, 1.0, 0.0, 0.0], &Device::Cpu).unwrap();
+    let archs = [Arch::Policy, Arch::Playout, Arch::Value, "resnet-policy:2x16".parse().unwrap()];
+    for arch in archs.into_iter().chain(["resnet-value:1x8".parse().unwrap()]) {
+        let cpu = Model::new(arch, &Device::Cpu, 5).unwrap();
+        let other = Model::new(arch, &dev, 5).unwrap();
+        let target = if cpu.output() == Output::WinProb { &results } else { &moves };
+        let (xd, td) = (x.to_device(&dev).unwrap(), target.to_device(&dev).unwrap());
+        let config = crate::train::optim::OptimizerConfig::sgd(0.05, 0.9);
+        let (mut opt_cpu, mut opt_dev) = (config.build(cpu.parameters()), config.build(other.parameters()));
+        for step in 0..2 {
+            let (loss_c, grads_c) = loss_and_grads(&cpu, &x, target);
+            let (loss_d, grads_d) = layers::with_generic_ops(|| loss_and_grads(&other, &xd, &td));
+            assert!(
+                (loss_c - loss_d).abs() <= 1e-4 * loss_c.abs().max(1.0),
+                "{arch:?} step {step}: loss {loss_c} on the CPU, {loss_d} on {dev:?}"
+            );
+            for ((name, gc), (_, gd)) in grads_c.iter().zip(&grads_d) {
+                let d = relative_distance(gc, gd);
+                assert!(d < 1e-3, "{arch:?} step {step}: gradient of {name} differs by {d:.2e} (relative)");
+            }
+            let step_of = |model: &Model, opt: &mut Box<dyn crate::train::optim::Optimizer>, x: &Tensor, t: &Tensor| {
+                let loss = model.output().loss(&model.forward(x, true).unwrap(), t).unwrap();
+                opt.step(&loss.backward().unwrap()).unwrap();
+            };
+            step_of(&cpu, &mut opt_cpu, &x, target);
+            layers::with_generic_ops(|| step_of(&other, &mut opt_dev, &xd, &td));
+        }
+    }
+}

@@ -52,8 +52,17 @@ pub struct TrainConfig {
     /// Validation positions per epoch at most (0: the whole split).
     #[serde(default)]
     pub validation_positions: u64,
+    /// On a GPU, float32 matrix products (and so convolutions) on the
+    /// tensor cores in TF32 (10-bit mantissa), as PyTorch's cuDNN
+    /// convolutions do by default; `false` keeps full float32.
+    #[serde(default = "default_tf32")]
+    pub tf32: bool,
     pub optimizer: OptimizerConfig,
     pub schedule: Schedule,
+}
+
+fn default_tf32() -> bool {
+    true
 }
 
 impl TrainConfig {

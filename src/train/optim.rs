@@ -98,7 +98,11 @@ fn slots<S>(params: Vec<(String, Var)>) -> Vec<Slot<S>> {
 /// The gradient of `var` with the L2 penalty added, or none.
 fn penalised_grad(grads: &GradStore, var: &Var, weight_decay: f64) -> Result<Option<Tensor>> {
     let Some(g) = grads.get(var.as_tensor()) else { return Ok(None) };
-    Ok(Some(if weight_decay != 0.0 { (g + (var.as_tensor() * weight_decay)?)? } else { g.clone() }))
+    // Detached: a gradient may carry the graph that computed it, and the
+    // momentum and moment buffers built from it would chain every step's
+    // graph (activations included) to the next, never freeing them.
+    let (g, w) = (g.detach(), var.as_tensor().detach());
+    Ok(Some(if weight_decay != 0.0 { (g + (w * weight_decay)?)? } else { g }))
 }
 
 /// Takes `name` out of `state`, checking it has `var`'s shape.

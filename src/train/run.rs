@@ -17,7 +17,7 @@
 //! that never stopped.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -57,13 +57,21 @@ pub struct Summary {
     pub epochs: Vec<EpochMetrics>,
     /// Whether the run had nothing left to do.
     pub already_done: bool,
+    /// Whether `stop_after` ended the run before its last epoch.
+    pub stopped_early: bool,
 }
 
 /// Trains as `config` says; `show_progress` draws bars on a terminal.
-pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<Summary> {
+/// With `stop_after`, the run ends cleanly, its checkpoint written, after
+/// the last epoch that it expects to finish within that time (judged by the
+/// epochs so far): for batch jobs with a wall-clock limit, continued later
+/// with [`Start::Resume`].
+pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after: Option<Duration>) -> Result<Summary> {
+    let run_started = Instant::now();
     let out = &config.out;
     let last = out.join("last");
     let device = config_device(&config.device)?;
+    crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
     let model = Model::new(config.arch()?, &device, config.seed)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
@@ -87,11 +95,12 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<
         .with_context(|| format!("writing {}/config.toml", out.display()))?;
     let mut history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
     if state.epoch >= config.epochs {
-        return Ok(Summary { epochs: history, already_done: true });
+        return Ok(Summary { epochs: history, already_done: true, stopped_early: false });
     }
 
     let value_net = model.output() == Output::WinProb;
     let schedule = config.step_lr();
+    let mut slowest_epoch = Duration::ZERO;
     for epoch in state.epoch..config.epochs {
         let started = Instant::now();
         let lr = schedule.lr(epoch);
@@ -142,8 +151,22 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool) -> Result<
         }
         checkpoint::save(&last, &model, optimizer.as_ref(), &state)?;
         log_epoch(&metrics);
+        slowest_epoch = slowest_epoch.max(started.elapsed());
+        if state.epoch < config.epochs {
+            if let Some(limit) = stop_after {
+                if run_started.elapsed() + slowest_epoch > limit {
+                    eprintln!(
+                        "stopping after epoch {} of {}: another would pass --stop-after {} s; continue with --resume",
+                        state.epoch,
+                        config.epochs,
+                        limit.as_secs()
+                    );
+                    return Ok(Summary { epochs: history, already_done: false, stopped_early: true });
+                }
+            }
+        }
     }
-    Ok(Summary { epochs: history, already_done: false })
+    Ok(Summary { epochs: history, already_done: false, stopped_early: false })
 }
 
 /// One pass over the training batches; returns the training scores.

@@ -45,3 +45,9 @@ pub fn gnugo() -> Option<String> {
     eprintln!("SKIPPED: gnugo not found (apt-get install -y gnugo, or set GO_TRAIN_GNUGO)");
     None
 }
+
+/// The `--device` the tests train and evaluate on: `GO_TRAIN_TEST_DEVICE`
+/// (`cuda` on a GPU machine, with a CUDA build), else `cpu`.
+pub fn test_device() -> String {
+    std::env::var("GO_TRAIN_TEST_DEVICE").unwrap_or_else(|_| "cpu".into())
+}

@@ -21,54 +21,85 @@ const WARMUP_STEPS: usize = 3;
 const ONES: f64 = 0.3;
 
 pub fn run(args: TrainArgs) -> Result<()> {
-    if args.batch == 0 {
+    if args.batch.contains(&0) {
         bail!("--batch must be at least 1");
     }
+    let budget = Duration::try_from_secs_f64(args.seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("--seconds {}: give a positive number of seconds", args.seconds))?;
     let threads = nn::init_threads(args.threads)?;
     let device = nn::device(&args.device)?;
-    let archs = match args.net.as_str() {
-        "all" => vec![Arch::Policy, Arch::Playout, Arch::Value],
-        name => vec![name.parse()?],
-    };
+    nn::allow_tf32(args.tf32);
+    let mut archs = Vec::new();
+    for name in args.net.split(',') {
+        match name {
+            "all" => archs.extend([Arch::Policy, Arch::Playout, Arch::Value]),
+            name => archs.push(name.parse()?),
+        }
+    }
     let mut rng = Pcg64Mcg::seed_from_u64(args.seed);
-    for arch in archs {
-        let model = Model::new(arch, &device, args.seed)?;
-        // The optimizers of torch_seed_nets.py.
-        let config = match model.output() {
-            Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),
-            Output::WinProb => OptimizerConfig::adam(0.001),
-        };
-        let mut opt = config.build(model.parameters());
-        let x = random_planes(&mut rng, args.batch, &device)?;
-        let y = random_targets(&mut rng, model.output(), args.batch, &device)?;
-        for _ in 0..WARMUP_STEPS {
-            train_step(&model, opt.as_mut(), &x, &y)?;
+    for &batch in &args.batch {
+        for &arch in &archs {
+            let rate = samples_per_second(arch, batch, &device, args.seed, budget, &mut rng)?;
+            println!(
+                "{}: {:.0} samples/s training ({}{}, batch {batch}, threads {threads}, {} steps in {:.1} s, \
+                 CPU {:.1} s); forward at batch 1: {:.0} µs",
+                name(arch),
+                rate.samples_per_second,
+                args.device,
+                if device.is_cuda() && args.tf32 { ", tf32" } else { "" },
+                rate.steps,
+                rate.seconds,
+                rate.cpu_seconds,
+                rate.single_forward.as_secs_f64() * 1e6,
+            );
         }
-        let budget = Duration::try_from_secs_f64(args.seconds)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .with_context(|| format!("--seconds {}: give a positive number of seconds", args.seconds))?;
-        let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
-        // train_step reads the loss back, which waits for a GPU to finish.
-        while steps < WARMUP_STEPS || start.elapsed() < budget {
-            train_step(&model, opt.as_mut(), &x, &y)?;
-            steps += 1;
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let cpu = cpu_time() - cpu_start;
-        let x1 = x.narrow(0, 0, 1)?;
-        let single = time_per_call(budget / 4, || model.forward(&x1, false).map(|_| ()))?;
-        println!(
-            "{}: {:.0} samples/s training ({}, batch {}, threads {threads}, {steps} steps in {secs:.1} s, \
-             CPU {cpu:.1} s); forward at batch 1: {:.0} µs",
-            name(arch),
-            (steps * args.batch) as f64 / secs,
-            args.device,
-            args.batch,
-            single.as_secs_f64() * 1e6,
-        );
     }
     Ok(())
+}
+
+/// What one net's timed run measured.
+struct Rate {
+    samples_per_second: f64,
+    steps: usize,
+    seconds: f64,
+    cpu_seconds: f64,
+    single_forward: Duration,
+}
+
+/// Trains `arch` on one random batch for about `budget`.
+fn samples_per_second(
+    arch: Arch,
+    batch: usize,
+    device: &Device,
+    seed: u64,
+    budget: Duration,
+    rng: &mut Pcg64Mcg,
+) -> Result<Rate> {
+    let model = Model::new(arch, device, seed)?;
+    // The optimizers of torch_seed_nets.py.
+    let config = match model.output() {
+        Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),
+        Output::WinProb => OptimizerConfig::adam(0.001),
+    };
+    let mut opt = config.build(model.parameters());
+    let x = random_planes(rng, batch, device)?;
+    let y = random_targets(rng, model.output(), batch, device)?;
+    for _ in 0..WARMUP_STEPS {
+        train_step(&model, opt.as_mut(), &x, &y)?;
+    }
+    let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
+    // train_step reads the loss back, which waits for a GPU to finish.
+    while steps < WARMUP_STEPS || start.elapsed() < budget {
+        train_step(&model, opt.as_mut(), &x, &y)?;
+        steps += 1;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_time() - cpu_start;
+    let x1 = x.narrow(0, 0, 1)?;
+    let single_forward = time_per_call(budget / 4, || model.forward(&x1, false)?.sum_all()?.to_scalar::<f32>().map(|_| ()))?;
+    Ok(Rate { samples_per_second: (steps * batch) as f64 / seconds, steps, seconds, cpu_seconds, single_forward })
 }
 
 fn name(arch: Arch) -> String {

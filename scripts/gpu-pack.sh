@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Packs into .gpu/ (git-ignored) what scripts/gpu-run.sh needs on a GPU
+# machine that has no Rust, no network and no ../shared: the stripped CUDA
+# binary, the CUDA test binaries (lib and tests/train_cli.rs), the seed's
+# PyTorch nets, and the game records to train on (kgs-6d's even games and
+# tygem-9d), each gzip-compressed (the GPU machine has no zstd) to fit a 64 MiB
+# transfer.
+#
+#   scripts/gpu-pack.sh            # build (scripts/build-cuda.sh) and pack
+#   scripts/gpu-pack.sh --no-data  # binaries only (the records are already packed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PACK=.gpu
+DATASETS="${GO_TRAIN_DATASETS:-../shared/datasets}"
+mkdir -p "$PACK"
+
+scripts/build-cuda.sh
+env_file=$(scripts/setup-cuda-build.sh --print-env-file)
+# shellcheck disable=SC1090
+. "$env_file"
+export CARGO_TARGET_DIR="${GO_TRAIN_CUDA_TARGET_DIR:-target/cuda}"
+# The test binaries, built as `cargo test --release` builds them.
+json=$(cargo test --release --features cuda --no-run --lib --test train_cli --message-format=json 2>/dev/null)
+exe() { echo "$json" | python3 -c "import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get('reason') == 'compiler-artifact' and m.get('executable') and m['target']['name'] == '$1' and m['profile']['test']:
+        print(m['executable'])" | tail -1; }
+pack_bin() { strip -o "$PACK/$2" "$1" && gzip -f -6 "$PACK/$2"; }
+pack_bin "$CARGO_TARGET_DIR/release/go-train" go-train-cuda
+pack_bin "$(exe go_train)" test-lib
+pack_bin "$(exe train_cli)" test-train-cli
+cp "$DATASETS/../bench/torch_seed_nets.py" "$PACK/" 2>/dev/null || cp ../shared/bench/torch_seed_nets.py "$PACK/"
+
+if [ "${1:-}" != --no-data ]; then
+  # kgs-6d: the even games only (no handicap, komi 5.5-7.5): a fifth of the
+  # bytes; `filter` on the GPU machine decides again, exactly.
+  (cd "$DATASETS" && grep -rlE 'KM\[(5\.50|6\.50|7\.50)\]' kgs-6d | xargs grep -LE 'HA\[[2-9]' | sort |
+    tar czf "$OLDPWD/$PACK/kgs.tar.gz" -T -)
+  (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/tygem.tar.gz" tygem-9d-2010-2011)
+fi
+du -ch "$PACK"/* | tail -20

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs go-train's CUDA build on a GPU machine: the net and training tests on
+# the GPU, the speed comparison with PyTorch, the data loader's rate, and
+# training in resumable segments. Everything it measures is logged under
+# $OUT (default gpu-out/). docs/cuda.md gives the figures it produced.
+#
+#   scripts/gpu-run.sh STEP [STEP ...]
+#
+# Steps (run in the order given):
+#   setup         unpack what scripts/gpu-pack.sh packed into .gpu/ (binary,
+#                 test binaries, game records) and find the CUDA libraries
+#   test          the lib's net/train/search tests and tests/train_cli.rs
+#                 with GO_TRAIN_TEST_DEVICE=cuda
+#   bench         go-train bench train --device cuda against
+#                 scripts/torch_nets.py cuda, same nets and batches
+#   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
+#                 datasets/gpu (all cores), then bench reader
+#   train=SECS    train-policy --resume for at most SECS seconds with the
+#                 config in $GPU_CONFIG (default configs/resnet-policy-gpu.toml),
+#                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
+#   eval          eval of the checkpoint on the test split (games never trained on)
+#
+# Environment: OUT (logs and results), GPU_CONFIG, GPU_RUN (checkpoint
+# folder, default checkpoints/gpu-resnet), GPU_TRAIN_ARGS (more train-policy
+# arguments, e.g. --set schedule.step_size=8), BENCH_NETS, BENCH_BATCHES,
+# TORCH_SECONDS. A checkpoint brought back as $OUT/run.tar.gz and unpacked
+# into checkpoints/ is resumed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-gpu-out}"
+mkdir -p "$OUT"
+PACK=.gpu
+BIN="$PWD/$PACK/go-train-cuda"
+DATA=datasets/gpu
+RUN="${GPU_RUN:-checkpoints/gpu-resnet}"
+CONFIG="${GPU_CONFIG:-configs/resnet-policy-gpu.toml}"
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt" >&2; }
+
+cuda_libs() {
+  local site
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_path("platlib"))' 2>/dev/null)
+  for d in "$site/nvidia/cu13/lib" /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
+    if [ -e "$d/libcublas.so.13" ]; then echo "$d"; return; fi
+  done
+  echo "gpu-run: no CUDA 13 libraries (libcublas.so.13) found" >&2
+  return 1
+}
+
+setup() {
+  log setup
+  # gzip, not zstd: the GPU machine has no zstd command.
+  for f in "$PACK"/*.gz; do
+    case "$f" in
+      */run.tar.gz) ;;
+      *.tar.gz) mkdir -p "$PACK/datasets" && tar xzf "$f" -C "$PACK/datasets" ;;
+      *) [ -e "${f%.gz}" ] || gzip -dc "$f" >"${f%.gz}" ;;
+    esac
+  done
+  chmod +x "$PACK"/go-train-cuda "$PACK"/test-* 2>/dev/null
+  # The test binaries were built at /work/main: their CARGO_BIN_EXE and
+  # CARGO_MANIFEST_DIR point there.
+  if [ "$PWD" != /work/main ] && ! [ -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+  mkdir -p target/cuda/release && cp "$BIN" target/cuda/release/go-train
+  # A run brought back from an earlier machine continues here.
+  if [ -e "$PACK/run.tar.gz" ] && ! [ -e "$RUN/last" ]; then mkdir -p "$(dirname "$RUN")" && tar xzf "$PACK/run.tar.gz" -C "$(dirname "$RUN")"; fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/log.txt"
+  echo "cores: $(nproc)" | tee -a "$OUT/log.txt"
+}
+
+test_step() {
+  log test
+  export GO_TRAIN_TEST_DEVICE=cuda GO_TRAIN_DATASETS="$PWD/$PACK/datasets"
+  timeout "${TEST_SECONDS:-300}" "$PACK"/test-lib --test-threads 4 nn:: train:: 2>&1 | tail -40 | tee -a "$OUT/log.txt"
+  timeout "${TEST_SECONDS:-300}" "$PACK"/test-train-cli --test-threads 2 2>&1 | tail -30 | tee -a "$OUT/log.txt"
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv | tee -a "$OUT/log.txt"
+}
+
+bench() {
+  log bench
+  local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
+  local batches="${BENCH_BATCHES:-100,1024}"
+  "$BIN" bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
+  "$BIN" bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 | tee -a "$OUT/log.txt"
+  PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$nets" --batch "$batches" --seconds "${TORCH_SECONDS:-4}" 2>&1 |
+    tee -a "$OUT/log.txt"
+}
+
+prepare() {
+  log prepare
+  local recs="$PACK/datasets" dirs=()
+  for d in ${GPU_RECORDS:-kgs-6d tygem-9d-2010-2011}; do dirs+=("$recs/$d"); done
+  "$BIN" filter "${dirs[@]}" --out datasets/gpu.list 2>&1 | tail -2 | tee -a "$OUT/log.txt"
+  if ! [ -e "$DATA/manifest.json" ]; then
+    /usr/bin/time -f "prepare: %e s wall, %U s user, %M KB peak" "$BIN" prepare datasets/gpu.list --out "$DATA" 2>&1 |
+      tail -8 | tee -a "$OUT/log.txt"
+  fi
+  "$BIN" dataset info "$DATA" 2>&1 | head -12 | tee -a "$OUT/log.txt"
+  "$BIN" bench reader --data "$DATA" --seconds 4 2>&1 | tee -a "$OUT/log.txt"
+}
+
+train() {
+  local secs=$1
+  log "train $secs s"
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >"$OUT/gpu-util-train.csv" &
+  local smi=$!
+  # shellcheck disable=SC2086
+  "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume --stop-after "$secs" ${GPU_TRAIN_ARGS:-} 2>&1 |
+    grep -v '^\s*$' | tail -40 | tee -a "$OUT/log.txt"
+  kill "$smi" 2>/dev/null
+  awk -F', ' '{gsub(/ %/,"",$2); n++; s+=$2} END {if (n) printf "GPU busy: %.1f%% mean over %d samples\n", s/n, n}' \
+    "$OUT/gpu-util-train.csv" | tee -a "$OUT/log.txt"
+  tar czf "$OUT/run.tar.gz" -C "$(dirname "$RUN")" "$(basename "$RUN")"
+}
+
+eval_step() {
+  log eval
+  "$BIN" eval --data "$DATA" --split test --policy "$RUN" --device cuda --limit "${EVAL_POSITIONS:-200000}" \
+    --json >"$OUT/eval-test.json" 2>>"$OUT/log.txt"
+  head -c 1500 "$OUT/eval-test.json" | tee -a "$OUT/log.txt"; echo
+}
+
+libs=$(cuda_libs) || exit 1
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for step in "$@"; do
+  case "$step" in
+    setup) setup ;;
+    test) test_step ;;
+    bench) bench ;;
+    prepare) prepare ;;
+    train=*) train "${step#train=}" ;;
+    eval) eval_step ;;
+    *) echo "gpu-run: unknown step $step" >&2; exit 2 ;;
+  esac
+done
+log done

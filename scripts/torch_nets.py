@@ -1,0 +1,119 @@
+"""PyTorch reference throughput for go-train's nets: the seed's three nets
+(as in ../shared/bench/torch_seed_nets.py, imported from there when it is
+beside the repo) plus the residual policy net of src/nn/resnet.rs, at any
+batch size. The figure go-train's `bench train` is compared with.
+
+Usage:
+  python3 scripts/torch_nets.py DEVICE [--batch 100,1024] [--seconds 5]
+                                [--net policy,playout,value,resnet-policy:10x128]
+DEVICE is cpu or cuda. Each step is forward, backward and optimizer step
+(SGD momentum 0.9 for move nets, Adam for the value net), as in the seed;
+each step also reads the loss back, as go-train's training loop does, so
+the two are timed alike. cuDNN's autotuner (benchmark mode) is on and TF32
+is PyTorch's default for convolutions.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "shared", "bench"))
+try:
+    from torch_seed_nets import Policy, Playout, Value  # the seed's nets, unchanged
+except ImportError:
+    sys.exit("torch_nets.py: needs ../shared/bench/torch_seed_nets.py beside the repository (or on PYTHONPATH)")
+
+
+class Block(nn.Module):
+    def __init__(s, f):
+        super().__init__()
+        s.conv1 = nn.Conv2d(f, f, 3, padding=1, bias=False)
+        s.bn1 = nn.BatchNorm2d(f)
+        s.conv2 = nn.Conv2d(f, f, 3, padding=1, bias=False)
+        s.bn2 = nn.BatchNorm2d(f)
+
+    def forward(s, x):
+        h = F.relu(s.bn1(s.conv1(x)))
+        return F.relu(s.bn2(s.conv2(h)) + x)
+
+
+class ResNetPolicy(nn.Module):
+    """src/nn/resnet.rs with a policy head, tensor names included."""
+
+    def __init__(s, blocks, f):
+        super().__init__()
+        s.stem = nn.ModuleDict({"conv": nn.Conv2d(15, f, 3, padding=1, bias=False), "bn": nn.BatchNorm2d(f)})
+        s.blocks = nn.ModuleList(Block(f) for _ in range(blocks))
+        s.policy = nn.ModuleDict(
+            {"conv": nn.Conv2d(f, 2, 1, bias=False), "bn": nn.BatchNorm2d(2), "fc": nn.Linear(722, 362)}
+        )
+
+    def forward(s, x):
+        h = F.relu(s.stem["bn"](s.stem["conv"](x)))
+        for b in s.blocks:
+            h = b(h)
+        h = F.relu(s.policy["bn"](s.policy["conv"](h)))
+        return s.policy["fc"](h.flatten(1))
+
+
+def make(name):
+    if name == "policy":
+        return Policy(), "sgd"
+    if name == "playout":
+        return Playout(), "sgd"
+    if name == "value":
+        return Value(), "adam"
+    if name.startswith("resnet-policy:"):
+        b, f = name.split(":")[1].split("x")
+        return ResNetPolicy(int(b), int(f)), "sgd"
+    sys.exit(f"torch_nets.py: unknown net {name!r}")
+
+
+def bench(name, batch, dev, seconds):
+    torch.manual_seed(0)
+    net, opt_kind = make(name)
+    net = net.to(dev)
+    if opt_kind == "sgd":
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        loss_fn = nn.CrossEntropyLoss()
+        y = torch.randint(0, 362, (batch,), device=dev)
+    else:
+        opt = torch.optim.Adam(net.parameters(), lr=0.001)
+        loss_fn = nn.MSELoss()
+        y = torch.randint(0, 2, (batch,), device=dev).float()
+    x = (torch.rand(batch, 15, 19, 19, device=dev) < 0.3).float()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(5):
+        step()
+    steps, t = 0, time.perf_counter()
+    while steps < 5 or time.perf_counter() - t < seconds:
+        step()
+        steps += 1
+    dt = time.perf_counter() - t
+    print(f"torch {name}: {steps * batch / dt:,.0f} samples/s ({dev}, batch {batch}, {steps} steps in {dt:.1f} s)",
+          flush=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("device", choices=["cpu", "cuda"])
+    ap.add_argument("--batch", default="100")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--net", default="policy,playout,value")
+    a = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    for batch in [int(b) for b in a.batch.split(",")]:
+        for name in a.net.split(","):
+            bench(name, batch, a.device, a.seconds)

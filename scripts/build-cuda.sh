@@ -35,8 +35,22 @@ if [ -z "${CUDAFORGE_THREADS:-}" ] && [ -n "${CARGO_BUILD_JOBS:-}" ]; then
 fi
 export CARGO_TARGET_DIR="${GO_TRAIN_CUDA_TARGET_DIR:-target/cuda}"
 
-echo "build-cuda: cargo build --release --features cuda $* (CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
-cargo build --release --features cuda "$@"
+features=cuda
+# GO_TRAIN_CUDNN=1: candle's cuDNN convolutions too (--features cudnn). The
+# library comes from PyPI into the same virtualenv (500 MB); at run time the
+# GPU machine's own libcudnn.so.9 (PyTorch's wheels have it) is used.
+# docs/cuda.md measures it: faster for big nets at big batches only.
+if [ "${GO_TRAIN_CUDNN:-0}" = 1 ]; then
+  venv=${GO_TRAIN_CUDA_VENV:-$HOME/.cache/go-train/cuda-venv}
+  cudnn_lib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/nvidia/cudnn/lib
+  [ -e "$cudnn_lib/libcudnn.so.9" ] || "$venv/bin/python" -m pip install -q nvidia-cudnn-cu13==9.28.1.4
+  ln -sf libcudnn.so.9 "$cudnn_lib/libcudnn.so"
+  export LIBRARY_PATH="$cudnn_lib:$LIBRARY_PATH"
+  features=cudnn
+fi
+
+echo "build-cuda: cargo build --release --features $features $* (CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+cargo build --release --features "$features" "$@"
 
 bin="$CARGO_TARGET_DIR/release/go-train"
 if ! [ -x "$bin" ]; then

@@ -38,5 +38,7 @@ if [ "${1:-}" != --no-data ]; then
   (cd "$DATASETS" && grep -rlE 'KM\[(5\.50|6\.50|7\.50)\]' kgs-6d | xargs grep -LE 'HA\[[2-9]' | sort |
     tar czf "$OLDPWD/$PACK/kgs.tar.gz" -T -)
   (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/tygem.tar.gz" tygem-9d-2010-2011)
+  # The robustness records some CLI tests read.
+  (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/gnugo.tar.gz" gnugo-regression)
 fi
 du -ch "$PACK"/* | tail -20

@@ -40,7 +40,8 @@ cuda_libs() {
   local site
   site=$(python3 -c 'import sysconfig; print(sysconfig.get_path("platlib"))' 2>/dev/null)
   for d in "$site/nvidia/cu13/lib" /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
-    if [ -e "$d/libcublas.so.13" ]; then echo "$d"; return; fi
+    # cuDNN (for a --features cudnn build) sits beside cu13 in the same wheels.
+    if [ -e "$d/libcublas.so.13" ]; then echo "$d:$(dirname "$(dirname "$d")")/cudnn/lib"; return; fi
   done
   echo "gpu-run: no CUDA 13 libraries (libcublas.so.13) found" >&2
   return 1

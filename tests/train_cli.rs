@@ -101,7 +101,8 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(std::fs::read_to_string(policy.join("metrics.svg")).unwrap().contains("<polyline"));
 
     // `eval` scores the checkpoint on the test split, overall and by phase.
-    let out = ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--device", &device, "--limit", "3000", "--json"]);
+    let out =
+        ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--device", &device, "--limit", "3000", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let overall = &report["report"]["overall"];
     assert!(overall["positions"].as_u64().unwrap() >= 3000);

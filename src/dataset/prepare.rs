@@ -182,7 +182,11 @@ fn clear_dataset(dir: &Path) -> Result<()> {
 /// chunks, and parsing it once per chunk made `prepare` take minutes per
 /// file.
 #[derive(Default)]
-struct ParsedFiles(HashMap<PathBuf, Result<Vec<ParsedGame>, String>>);
+struct ParsedFiles {
+    files: HashMap<PathBuf, Result<Vec<ParsedGame>, String>>,
+    /// Files parsed so far (what the tests count).
+    parses: usize,
+}
 
 impl ParsedFiles {
     /// Keeps the files `games` need (parsing those not yet held) and drops
@@ -193,22 +197,21 @@ impl ParsedFiles {
         let mut kept = HashMap::with_capacity(needed.len());
         let mut missing = Vec::new();
         for path in needed {
-            match self.0.remove(path) {
+            match self.files.remove(path) {
                 Some(parsed) => drop(kept.insert(path.clone(), parsed)),
                 None if !kept.contains_key(path) && !missing.contains(&path) => missing.push(path),
                 None => {}
             }
         }
-        let parsed: Vec<_> = missing
-            .par_iter()
-            .map(|&path| (path.clone(), read_file(path).map_err(|e| e.to_string())))
-            .collect();
+        let parsed: Vec<_> =
+            missing.par_iter().map(|&path| (path.clone(), read_file(path).map_err(|e| e.to_string()))).collect();
+        self.parses += parsed.len();
         kept.extend(parsed);
-        self.0 = kept;
+        self.files = kept;
     }
 
     fn get(&self, path: &Path) -> Option<&Result<Vec<ParsedGame>, String>> {
-        self.0.get(path)
+        self.files.get(path)
     }
 }
 
@@ -371,4 +374,28 @@ impl<'a> DatasetWriter<'a> {
 /// The path of a dataset's temporary manifest (for tests of crash safety).
 pub fn manifest_tmp(dir: &Path) -> PathBuf {
     tmp_path(&dir.join(MANIFEST))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A collection spread over many chunks and groups is parsed once, and
+    /// a file that leaves the window is dropped.
+    #[test]
+    fn each_file_is_parsed_once_while_its_games_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.sgf"), dir.path().join("b.sgf"));
+        std::fs::write(&a, "(;SZ[9];B[aa])(;SZ[9];B[bb])(;SZ[9];B[cc])(;SZ[9];B[dd])").unwrap();
+        std::fs::write(&b, "(;SZ[9];W[ee])").unwrap();
+        let game = |file: &Path, index| GameRef { file: file.to_path_buf(), index };
+        let mut files = ParsedFiles::default();
+        files.load([game(&a, 0), game(&a, 1)].iter());
+        files.load([game(&a, 2), game(&a, 3), game(&b, 0)].iter());
+        assert_eq!(files.parses, 2, "a is kept from the first group, b parsed once");
+        assert_eq!(files.get(&a).unwrap().as_ref().unwrap().len(), 4);
+        files.load([game(&b, 0)].iter());
+        assert_eq!(files.parses, 2);
+        assert!(files.get(&a).is_none(), "a is no longer needed");
+    }
 }

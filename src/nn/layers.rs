@@ -437,19 +437,19 @@ mod tests {
         (y, g)
     }
 
-    /// The fused conv op and candle's conv2d agree on outputs and on all
-    /// three gradients, with and without ReLU, for 3×3 and 1×1 kernels.
-    /// (On 7×7 boards the AVX-512 backward applies, on 6×7 it declines.)
-    #[test]
-    fn fused_conv_matches_candle_conv2d() {
-        let cases = [(3, false, true, 7), (3, true, true, 7), (3, true, true, 6), (1, true, false, 7)];
-        for (k, relu, bias, h) in cases {
+    /// Checks `Conv::forward` on `dev` against candle's own conv2d and its
+    /// autograd, on outputs and all three gradients, for each case
+    /// `(k, relu, bias, c_in, c_out, h)` (the board is h×7); `generic` runs
+    /// it on the GPU's path even on the CPU.
+    fn check_conv_against_candle(dev: &Device, cases: &[(usize, bool, bool, usize, usize, usize)], generic: bool) {
+        for &(k, relu, bias, c_in, c_out, h) in cases {
             let vm = VarMap::new();
-            let vb = VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu);
-            let conv = Conv::new(vb.pp("c"), 3, 5, k, bias, relu).unwrap();
-            let x = Var::from_tensor(&rand_input((4, 3, h, 7))).unwrap();
-            let wts = rand_input((4, 5, h, 7));
-            let (yf, gf) = run(|x| conv.forward(x), &x, &wts);
+            let vb = VarBuilder::from_varmap(&vm, DType::F32, dev);
+            let conv = Conv::new(vb.pp("c"), c_in, c_out, k, bias, relu).unwrap();
+            let x = Var::from_tensor(&rand_input((4, c_in, h, 7)).to_device(dev).unwrap()).unwrap();
+            let wts = rand_input((4, c_out, h, 7)).to_device(dev).unwrap();
+            let forward = || run(|x| conv.forward(x), &x, &wts);
+            let (yf, gf) = if generic { with_generic_ops(forward) } else { forward() };
             let (yr, gr) = run(|x| conv.forward_reference(x), &x, &wts);
             assert!(max_diff(&yf, &yr) < 1e-5, "forward k={k} relu={relu}");
             for t in [x.as_tensor(), &conv.weight] {
@@ -463,28 +463,23 @@ mod tests {
         }
     }
 
+    /// The fused conv op and candle's conv2d agree, with and without ReLU,
+    /// for 3×3 and 1×1 kernels. (On 7×7 boards the AVX-512 backward
+    /// applies, on 6×7 it declines.)
+    #[test]
+    fn fused_conv_matches_candle_conv2d() {
+        let cases =
+            [(3, false, true, 3, 5, 7), (3, true, true, 3, 5, 7), (3, true, true, 3, 5, 6), (1, true, false, 3, 5, 7)];
+        check_conv_against_candle(&Device::Cpu, &cases, false);
+    }
+
     /// The device path's convolution (candle's forward, gradients by
     /// [`super::super::conv_grad`]) agrees with candle's own conv2d and its
     /// autograd, on the test device (`GO_TRAIN_TEST_DEVICE`).
     #[test]
     fn device_conv_gradients_match_candle_conv2d() {
-        let dev = crate::nn::test_device();
-        for (k, relu, bias, c_in, c_out) in [(3, true, true, 3, 5), (3, false, false, 16, 8), (1, true, false, 8, 2)] {
-            let vm = VarMap::new();
-            let vb = VarBuilder::from_varmap(&vm, DType::F32, &dev);
-            let conv = Conv::new(vb.pp("c"), c_in, c_out, k, bias, relu).unwrap();
-            let x = Var::from_tensor(&rand_input((4, c_in, 7, 6)).to_device(&dev).unwrap()).unwrap();
-            let wts = rand_input((4, c_out, 7, 6)).to_device(&dev).unwrap();
-            let (yd, gd) = with_generic_ops(|| run(|x| conv.forward(x), &x, &wts));
-            let (yr, gr) = run(|x| conv.forward_reference(x), &x, &wts);
-            assert!(max_diff(&yd, &yr) < 1e-5, "forward k={k}");
-            for t in [x.as_tensor(), &conv.weight] {
-                assert!(grad_diff(&gd, t, &gr, t) < 1e-4, "gradient k={k} relu={relu}");
-            }
-            if bias {
-                assert!(grad_diff(&gd, &conv.bias, &gr, &conv.bias) < 1e-4, "bias gradient");
-            }
-        }
+        let cases = [(3, true, true, 3, 5, 6), (3, false, false, 16, 8, 7), (1, true, false, 8, 2, 7)];
+        check_conv_against_candle(&crate::nn::test_device(), &cases, true);
     }
 
     /// Fused batch norm matches the reference in both modes, including the

@@ -262,7 +262,10 @@ impl Mcts {
         let reusable = self.tree.take().and_then(|mut tree| {
             let old = tree.game.history();
             let new = game.history();
-            if new.len() < old.len() || new[..old.len()] != *old || tree.game.rules() != game.rules() {
+            // A new board size (GTP `boardsize` without `clear_board`) has
+            // the same empty history as the old board's start.
+            let same_start = tree.game.size() == game.size() && tree.game.rules() == game.rules();
+            if !same_start || new.len() < old.len() || new[..old.len()] != *old {
                 return None;
             }
             for event in &new[old.len()..] {
@@ -621,6 +624,19 @@ mod tests {
             game.play(color, mv).unwrap_or_else(|e| panic!("move {}: {e}", game.move_count()));
         }
         assert!(game.is_over(), "the game ends by two passes");
+    }
+
+    #[test]
+    /// GTP `boardsize` without `clear_board` hands the next search an empty
+    /// board of another size: the old tree must not be reused (it panicked
+    /// with an out-of-bounds point).
+    fn a_new_board_size_starts_a_new_tree() {
+        let mut mcts = Mcts::new(stones_config(30), None, None, None).unwrap();
+        mcts.search(&Game::new(19, Rules::CHINESE), None).unwrap();
+        let small = Game::new(9, Rules::CHINESE);
+        let report = mcts.search(&small, None).unwrap();
+        assert_eq!(report.reused, 0);
+        assert!(small.is_legal(Color::Black, report.best), "{:?}", report.best);
     }
 
     #[test]

@@ -310,6 +310,26 @@ mod tests {
         (w.as_tensor().to_vec1().unwrap(), opt, w)
     }
 
+    /// A gradient that carries its graph (here that of `sum(w·w)`, whose
+    /// gradient 2w depends on w) must not pass it into the optimizer's
+    /// buffers: chained from step to step, such graphs kept every step's
+    /// tensors alive (on a GPU the memory filled within seconds).
+    #[test]
+    fn optimizer_buffers_hold_no_graph() {
+        for config in [OptimizerConfig::sgd(0.1, 0.9), OptimizerConfig::adam(0.1)] {
+            let (w, _) = setup();
+            let mut opt = config.build(vec![("w".into(), w.clone())]);
+            for _ in 0..2 {
+                let grads = w.as_tensor().sqr().unwrap().sum_all().unwrap().backward().unwrap();
+                assert!(grads.get(w.as_tensor()).unwrap().track_op(), "the gradient itself carries a graph");
+                opt.step(&grads).unwrap();
+            }
+            for (name, t) in opt.state() {
+                assert!(!t.track_op(), "{config:?}: {name} holds a graph");
+            }
+        }
+    }
+
     fn close(a: &[f32], b: &[f64]) -> bool {
         a.iter().zip(b).all(|(x, y)| (*x as f64 - y).abs() < 1e-6)
     }

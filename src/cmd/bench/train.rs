@@ -98,7 +98,8 @@ fn samples_per_second(
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds = cpu_time() - cpu_start;
     let x1 = x.narrow(0, 0, 1)?;
-    let single_forward = time_per_call(budget / 4, || model.forward(&x1, false)?.sum_all()?.to_scalar::<f32>().map(|_| ()))?;
+    let single_forward =
+        time_per_call(budget / 4, || model.forward(&x1, false)?.sum_all()?.to_scalar::<f32>().map(|_| ()))?;
     Ok(Rate { samples_per_second: (steps * batch) as f64 / seconds, steps, seconds, cpu_seconds, single_forward })
 }
 

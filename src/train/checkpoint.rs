@@ -7,11 +7,14 @@
 //! | `optimizer.safetensors` | the optimizer's state (see [`super::optim`]) |
 //! | `state.json` | [`TrainState`], plus the net's architecture |
 //!
-//! Each file is written under a temporary name, flushed to disk and renamed
-//! over the old one, so a crash leaves either the old or the new file, never
-//! a torn one. The two tensor files record the training step in their
-//! metadata and `state.json` is written last: loading checks that all three
-//! agree, which catches a crash between the renames.
+//! A checkpoint is replaced as a whole: the new one is written and synced
+//! in `<dir>.new` (`state.json` last), then `<dir>` becomes `<dir>.old`,
+//! `<dir>.new` becomes `<dir>`, and `<dir>.old` is removed. A process killed
+//! at any point leaves a state [`recover`] turns back into one complete
+//! checkpoint, the newest that was fully written: no kill can leave a
+//! checkpoint that `--resume` refuses. The two tensor files also record the
+//! training step in their metadata, and loading checks that all three files
+//! agree.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -57,16 +60,79 @@ struct StateFile {
     state: TrainState,
 }
 
-/// Writes a checkpoint of `model`, `optimizer` and `state` into `dir`
-/// (created if missing), replacing any checkpoint there.
+/// Writes a checkpoint of `model`, `optimizer` and `state` into `dir`,
+/// replacing any checkpoint there in one step (see the module's notes).
 pub fn save(dir: &Path, model: &Model, optimizer: &dyn Optimizer, state: &TrainState) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create checkpoint folder {}", dir.display()))?;
+    recover(dir)?;
+    let (staged, previous) = (sibling(dir, "new")?, sibling(dir, "old")?);
+    remove_dir_if_present(&staged)?;
+    fs::create_dir_all(&staged).with_context(|| format!("cannot create checkpoint folder {}", staged.display()))?;
     let meta = HashMap::from([(STEP_KEY.to_string(), state.step.to_string())]);
     let weights: Vec<(String, Tensor)> = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(&dir.join(WEIGHTS_FILE), weights, meta.clone())?;
-    write_tensors(&dir.join(OPTIMIZER_FILE), optimizer.state(), meta)?;
+    write_tensors(&staged.join(WEIGHTS_FILE), weights, meta.clone())?;
+    write_tensors(&staged.join(OPTIMIZER_FILE), optimizer.state(), meta)?;
     let json = serde_json::to_vec_pretty(&StateFile { arch: model.arch(), state: state.clone() })?;
-    write_atomic(&dir.join(STATE_FILE), &json)
+    // Last: a staged folder with a state file is complete.
+    write_atomic(&staged.join(STATE_FILE), &json)?;
+    swap_in(dir, &staged, &previous)
+}
+
+/// Makes `dir` the one complete checkpoint after a save that was killed
+/// part-way, keeping the newest complete one: a staged checkpoint whose
+/// state file was written wins over the old one. Does nothing when no save
+/// was interrupted.
+pub fn recover(dir: &Path) -> Result<()> {
+    let (staged, previous) = (sibling(dir, "new")?, sibling(dir, "old")?);
+    if staged.join(STATE_FILE).exists() {
+        // Killed after the staged checkpoint was complete, before or
+        // between the renames.
+        swap_in(dir, &staged, &previous)
+    } else {
+        // Killed while staging (the old checkpoint stands), or after the
+        // swap, before the old one was removed.
+        if !dir.exists() && previous.join(STATE_FILE).exists() {
+            rename(&previous, dir)?;
+        }
+        remove_dir_if_present(&staged)?;
+        remove_dir_if_present(&previous)
+    }
+}
+
+/// Moves the complete checkpoint `staged` to `dir`, the one there (if any)
+/// out of the way to `previous` first, and removes it once the move lasts.
+fn swap_in(dir: &Path, staged: &Path, previous: &Path) -> Result<()> {
+    if dir.exists() {
+        remove_dir_if_present(previous)?;
+        rename(dir, previous)?;
+    }
+    rename(staged, dir)?;
+    sync_dir(dir.parent().unwrap_or(Path::new(".")))?;
+    remove_dir_if_present(previous)
+}
+
+/// `<dir>.<suffix>`, beside `dir`.
+fn sibling(dir: &Path, suffix: &str) -> Result<PathBuf> {
+    let mut name = dir.file_name().ok_or_else(|| anyhow!("{}: not a folder name", dir.display()))?.to_owned();
+    name.push(format!(".{suffix}"));
+    Ok(dir.with_file_name(name))
+}
+
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    fs::rename(from, to).with_context(|| format!("cannot rename {} to {}", from.display(), to.display()))
+}
+
+fn remove_dir_if_present(dir: &Path) -> Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", dir.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync folder {}", dir.display()))
 }
 
 /// Loads the checkpoint in `dir` into `model` and `optimizer` (which must be
@@ -178,12 +244,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         f.sync_all()
     };
     write().with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync folder {}", dir.display()))
+    rename(&tmp, path)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 #[cfg(test)]
@@ -230,6 +292,58 @@ mod tests {
         assert_eq!(flat(fresh_opt.as_ref()), flat(opt.as_ref()));
         assert!(!dir.join("weights.safetensors.tmp").exists());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn copy_dir(from: &Path, to: &Path, only: Option<&str>) {
+        fs::create_dir_all(to).unwrap();
+        for entry in fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if only.is_none_or(|o| o == name) {
+                fs::copy(&path, to.join(name)).unwrap();
+            }
+        }
+    }
+
+    /// Every state a killed save can leave (built file by file as `save`
+    /// leaves it at each step) comes back as one complete checkpoint, the
+    /// newest fully written, and no `.new`/`.old` folder is left.
+    #[test]
+    fn a_save_killed_at_any_point_leaves_a_checkpoint_that_resumes() {
+        let root = temp_dir("killed");
+        let (model, opt) = trained(1);
+        let at = |step| TrainState { epoch: step / 10, step, ..TrainState::default() };
+        let (older, newer) = (root.join("older"), root.join("newer"));
+        save(&older, &model, opt.as_ref(), &at(10)).unwrap();
+        save(&newer, &model, opt.as_ref(), &at(20)).unwrap();
+        // (folder, its .new, its .old, the step to resume from; None: no checkpoint)
+        let cases: [(Option<&Path>, Option<(&Path, bool)>, Option<&Path>, Option<u64>); 5] = [
+            (Some(&older), Some((&newer, false)), None, Some(10)), // killed while staging
+            (Some(&older), Some((&newer, true)), None, Some(20)),  // staged, before the renames
+            (None, Some((&newer, true)), Some(&older), Some(20)),  // between the two renames
+            (Some(&newer), None, Some(&older), Some(20)),          // before the old one is removed
+            (None, Some((&newer, false)), None, None),             // the first save, killed while staging
+        ];
+        for (i, (current, staged, previous, expected)) in cases.into_iter().enumerate() {
+            let dir = root.join(format!("case{i}")).join("last");
+            if let Some(c) = current {
+                copy_dir(c, &dir, None);
+            }
+            if let Some((s, complete)) = staged {
+                copy_dir(s, &sibling(&dir, "new").unwrap(), if complete { None } else { Some(WEIGHTS_FILE) });
+            }
+            if let Some(p) = previous {
+                copy_dir(p, &sibling(&dir, "old").unwrap(), None);
+            }
+            recover(&dir).unwrap();
+            let (fresh, mut fresh_opt) = trained(2);
+            match expected {
+                Some(step) => assert_eq!(load(&dir, &fresh, fresh_opt.as_mut()).unwrap().step, step, "case {i}"),
+                None => assert!(!dir.exists(), "case {i}: no checkpoint was complete"),
+            }
+            assert!(!sibling(&dir, "new").unwrap().exists() && !sibling(&dir, "old").unwrap().exists(), "case {i}");
+        }
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
     let model = Model::new(config.arch()?, &device, config.seed)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     let mut optimizer = config.optimizer.build(model.parameters());
+    // A save killed part-way leaves the newest complete checkpoint to be put back.
+    checkpoint::recover(&last)?;
     let has_checkpoint = last.join(checkpoint::STATE_FILE).exists();
     let mut state = match (start, has_checkpoint) {
         (Start::Resume, true) => {
@@ -247,12 +249,14 @@ fn check_dataset(dataset: &Dataset, config: &TrainConfig, value_net: bool) -> Re
 /// best weights), so that a forced run killed before its first checkpoint
 /// cannot be resumed from the old one under the new config.
 fn remove_old_run(out: &Path) -> Result<()> {
-    let last = out.join("last");
-    match std::fs::remove_dir_all(&last) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(e).with_context(|| format!("removing {}", last.display()))
+    for name in ["last", "last.new", "last.old"] {
+        let folder = out.join(name);
+        match std::fs::remove_dir_all(&folder) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", folder.display()))
+            }
+            _ => {}
         }
-        _ => {}
     }
     for name in ["metrics.jsonl", "metrics.svg", "best.safetensors"] {
         let path = out.join(name);

@@ -316,8 +316,10 @@ mod tests {
         let (older, newer) = (root.join("older"), root.join("newer"));
         save(&older, &model, opt.as_ref(), &at(10)).unwrap();
         save(&newer, &model, opt.as_ref(), &at(20)).unwrap();
-        // (folder, its .new, its .old, the step to resume from; None: no checkpoint)
-        let cases: [(Option<&Path>, Option<(&Path, bool)>, Option<&Path>, Option<u64>); 5] = [
+        // The folder, its .new (complete or not), its .old, and the step to
+        // resume from (None: no checkpoint).
+        type Case<'a> = (Option<&'a Path>, Option<(&'a Path, bool)>, Option<&'a Path>, Option<u64>);
+        let cases: [Case; 5] = [
             (Some(&older), Some((&newer, false)), None, Some(10)), // killed while staging
             (Some(&older), Some((&newer, true)), None, Some(20)),  // staged, before the renames
             (None, Some((&newer, true)), Some(&older), Some(20)),  // between the two renames

@@ -21,8 +21,12 @@ fn has_sgfmill() -> bool {
     ok
 }
 
-fn json_lines(out: std::process::Output) -> Vec<serde_json::Value> {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+/// The JSON lines of a run that succeeded, or (`bad_games_allowed`) that
+/// failed only because it reported games it could not read or replay.
+fn json_lines(out: std::process::Output, bad_games_allowed: bool) -> Vec<serde_json::Value> {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let reported = bad_games_allowed && out.status.code() == Some(1) && err.contains("not replayed to the end");
+    assert!(out.status.success() || reported, "{err}");
     String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
@@ -44,9 +48,10 @@ fn final_positions_match_sgfmill() {
         files.extend(f);
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sgfmill_positions.py");
-    let theirs = json_lines(Command::new("python3").arg(script).args(&files).output().unwrap());
+    let theirs = json_lines(Command::new("python3").arg(script).args(&files).output().unwrap(), false);
     let ours = json_lines(
         Command::new(env!("CARGO_BIN_EXE_go-train")).args(["show", "--json"]).args(&files).output().unwrap(),
+        true,
     );
     let ours: HashMap<&str, &serde_json::Value> = ours
         .iter()

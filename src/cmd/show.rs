@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Parser;
 use serde_json::json;
 
@@ -32,20 +32,34 @@ pub fn run(args: Args) -> Result<()> {
     let files = super::sgf_files(&args.paths)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // Every game is shown, or its error reported, before the command fails:
+    // a script must see from the exit code that something went wrong.
+    let (mut games_seen, mut bad_games, mut unreadable) = (0usize, 0usize, 0usize);
     for file in &files {
         let games = match read_file(file) {
             Ok(games) => games,
             Err(e) => {
                 report_unreadable(&mut out, file, &e.to_string(), args.json)?;
+                unreadable += 1;
                 continue;
             }
         };
         for (index, game) in games.into_iter().enumerate() {
-            match game {
+            games_seen += 1;
+            let ok = match game {
                 Ok(record) => show_game(&mut out, file, &record, args.moves, args.json)?,
-                Err(e) => report_bad_game(&mut out, file, index, &e.to_string(), args.json)?,
-            }
+                Err(e) => report_bad_game(&mut out, file, index, &e.to_string(), args.json).map(|_| false)?,
+            };
+            bad_games += usize::from(!ok);
         }
+    }
+    out.flush()?;
+    if unreadable + bad_games > 0 {
+        bail!(
+            "{unreadable} of {} files could not be read, {bad_games} of {games_seen} games not replayed to the end \
+             (each is named above)",
+            files.len()
+        );
     }
     Ok(())
 }
@@ -63,8 +77,10 @@ fn replay(record: &GameRecord, moves: Option<usize>) -> (Option<Game>, Option<St
     }
 }
 
-fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Option<usize>, json: bool) -> Result<()> {
+/// Shows one game; returns whether it replayed without error.
+fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Option<usize>, json: bool) -> Result<bool> {
     let (game, error) = replay(record, moves);
+    let replayed = error.is_none();
     if json {
         let value = match &game {
             Some(g) => {
@@ -91,7 +107,7 @@ fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Opti
             }),
         };
         writeln!(out, "{value}")?;
-        return Ok(());
+        return Ok(replayed);
     }
     writeln!(out, "{} (game {})", file.display(), record.index_in_file)?;
     for (name, value) in properties(record) {
@@ -112,7 +128,7 @@ fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Opti
         writeln!(out, "  error: {e}")?;
     }
     writeln!(out)?;
-    Ok(())
+    Ok(replayed)
 }
 
 /// The record's properties worth showing, as (name, value).

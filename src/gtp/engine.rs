@@ -138,7 +138,7 @@ impl Engine {
                     (command.id, answer, flow)
                 }
             };
-            output.write_all(format_answer(id, &answer).as_bytes())?;
+            output.write_all(format_answer(id.as_deref(), &answer).as_bytes())?;
             output.flush()?;
             if flow == Flow::Quit {
                 return Ok(());

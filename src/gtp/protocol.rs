@@ -4,8 +4,9 @@
 /// One command as sent by a controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Command {
-    /// The optional numeric id, echoed in the answer.
-    pub id: Option<u32>,
+    /// The optional numeric id, echoed in the answer as sent: kept as its
+    /// digits, since GTP bounds it nowhere (ids of 2^32 and more were lost).
+    pub id: Option<String>,
     /// The command name (case as sent).
     pub name: String,
     /// Its arguments.
@@ -16,7 +17,7 @@ pub struct Command {
 /// characters other than tab and newline removed, tabs turned into spaces,
 /// everything from `#` on dropped. `None` for a line with nothing left
 /// (which gets no answer).
-pub fn parse_line(line: &str) -> Option<Result<Command, Option<u32>>> {
+pub fn parse_line(line: &str) -> Option<Result<Command, Option<String>>> {
     let cleaned: String = line
         .chars()
         .filter(|&c| !c.is_control() || c == '\t' || c == '\n')
@@ -25,13 +26,14 @@ pub fn parse_line(line: &str) -> Option<Result<Command, Option<u32>>> {
         .collect();
     let mut words = cleaned.split_whitespace();
     let first = words.next()?;
-    let (id, name) = match first.parse::<u32>() {
-        Ok(id) => match words.next() {
-            Some(name) => (Some(id), name),
+    let (id, name) = if first.bytes().all(|b| b.is_ascii_digit()) {
+        match words.next() {
+            Some(name) => (Some(first.to_string()), name),
             // An id alone: answered with an error under that id.
-            None => return Some(Err(Some(id))),
-        },
-        Err(_) => (None, first),
+            None => return Some(Err(Some(first.to_string()))),
+        }
+    } else {
+        (None, first)
     };
     Some(Ok(Command { id, name: name.to_string(), args: words.map(str::to_string).collect() }))
 }
@@ -39,12 +41,12 @@ pub fn parse_line(line: &str) -> Option<Result<Command, Option<u32>>> {
 /// The text of an answer: `=` or `?`, the id, the message, and the empty
 /// line that ends every answer. A message of several lines keeps them
 /// (with empty lines removed, since one would end the answer early).
-pub fn format_answer(id: Option<u32>, answer: &Result<String, String>) -> String {
+pub fn format_answer(id: Option<&str>, answer: &Result<String, String>) -> String {
     let (status, text) = match answer {
         Ok(text) => ('=', text),
         Err(text) => ('?', text),
     };
-    let id = id.map(|i| i.to_string()).unwrap_or_default();
+    let id = id.unwrap_or_default();
     let text: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     // A multi-line answer that starts with a newline (a board diagram)
     // keeps it, as GnuGo's `showboard` does.
@@ -59,16 +61,20 @@ mod tests {
     #[test]
     fn lines_are_cleaned_as_gtp_says() {
         let c = parse_line("12 play\tb  D4 # a comment\r\n").unwrap().unwrap();
-        assert_eq!(c, Command { id: Some(12), name: "play".into(), args: vec!["b".into(), "D4".into()] });
+        assert_eq!(c, Command { id: Some("12".into()), name: "play".into(), args: vec!["b".into(), "D4".into()] });
         assert_eq!(parse_line("   # only a comment"), None);
         assert_eq!(parse_line("\x01\x02"), None);
-        assert_eq!(parse_line("7"), Some(Err(Some(7))));
+        assert_eq!(parse_line("7"), Some(Err(Some("7".into()))));
+        // Ids past 2^32 (and 2^64) keep every digit.
+        let big = parse_line("123456789012345678901234 name").unwrap().unwrap();
+        assert_eq!((big.id.as_deref(), big.name.as_str()), (Some("123456789012345678901234"), "name"));
         assert_eq!(parse_line("name").unwrap().unwrap().id, None);
     }
 
     #[test]
     fn answers_end_with_an_empty_line_and_echo_the_id() {
-        assert_eq!(format_answer(Some(3), &Ok("2".into())), "=3 2\n\n");
+        assert_eq!(format_answer(Some("3"), &Ok("2".into())), "=3 2\n\n");
+        assert_eq!(format_answer(Some("4294967296"), &Ok("2".into())), "=4294967296 2\n\n");
         assert_eq!(format_answer(None, &Err("unknown command".into())), "? unknown command\n\n");
         assert_eq!(format_answer(None, &Ok(String::new())), "= \n\n");
         assert_eq!(format_answer(None, &Ok("a\n\nb".into())), "= a\nb\n\n");

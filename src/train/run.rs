@@ -249,18 +249,10 @@ fn check_dataset(dataset: &Dataset, config: &TrainConfig, value_net: bool) -> Re
 /// best weights), so that a forced run killed before its first checkpoint
 /// cannot be resumed from the old one under the new config.
 fn remove_old_run(out: &Path) -> Result<()> {
-    for name in ["last", "last.new", "last.old"] {
-        let folder = out.join(name);
-        match std::fs::remove_dir_all(&folder) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("removing {}", folder.display()))
-            }
-            _ => {}
-        }
-    }
-    for name in ["metrics.jsonl", "metrics.svg", "best.safetensors"] {
-        let path = out.join(name);
-        match std::fs::remove_file(&path) {
+    let old = ["last", "last.new", "last.old", "metrics.jsonl", "metrics.svg", "best.safetensors"];
+    for path in old.map(|name| out.join(name)) {
+        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        match removed {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("removing {}", path.display()))
             }

@@ -13,8 +13,9 @@
 //! at any point leaves a state [`recover`] turns back into one complete
 //! checkpoint, the newest that was fully written: no kill can leave a
 //! checkpoint that `--resume` refuses. The two tensor files also record the
-//! training step in their metadata, and loading checks that all three files
-//! agree.
+//! training step and a CRC-32 of their data in their metadata: loading
+//! checks the checksum (a flipped byte is refused, naming the file) and that
+//! all three files agree.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -35,8 +36,15 @@ pub const WEIGHTS_FILE: &str = "weights.safetensors";
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// File of the training state.
 pub const STATE_FILE: &str = "state.json";
-/// Metadata key for the training step in the tensor files.
-const STEP_KEY: &str = "step";
+/// The one metadata key of go-train's tensor files: `step=N data_crc32=X`
+/// (the step only in checkpoint files). The CRC-32 covers the file's data
+/// (everything after its header): safetensors has no checksum, and a
+/// flipped byte in a weight loaded silently. One key, because safetensors
+/// writes metadata in hash order and two keys would make equal checkpoints
+/// differ byte for byte.
+const META_KEY: &str = "go_train";
+/// The metadata key of files written before [`META_KEY`]: the step alone.
+const LEGACY_STEP_KEY: &str = "step";
 
 /// Where training stands, besides the weights and the optimizer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -67,10 +75,9 @@ pub fn save(dir: &Path, model: &Model, optimizer: &dyn Optimizer, state: &TrainS
     let (staged, previous) = (sibling(dir, "new")?, sibling(dir, "old")?);
     remove_dir_if_present(&staged)?;
     fs::create_dir_all(&staged).with_context(|| format!("cannot create checkpoint folder {}", staged.display()))?;
-    let meta = HashMap::from([(STEP_KEY.to_string(), state.step.to_string())]);
     let weights: Vec<(String, Tensor)> = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(&staged.join(WEIGHTS_FILE), weights, meta.clone())?;
-    write_tensors(&staged.join(OPTIMIZER_FILE), optimizer.state(), meta)?;
+    write_tensors(&staged.join(WEIGHTS_FILE), weights, Some(state.step))?;
+    write_tensors(&staged.join(OPTIMIZER_FILE), optimizer.state(), Some(state.step))?;
     let json = serde_json::to_vec_pretty(&StateFile { arch: model.arch(), state: state.clone() })?;
     // Last: a staged folder with a state file is complete.
     write_atomic(&staged.join(STATE_FILE), &json)?;
@@ -160,7 +167,7 @@ pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<
 /// Writes `model`'s tensors to the safetensors file `path`.
 pub fn save_weights(path: &Path, model: &Model) -> Result<()> {
     let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(path, weights, HashMap::new())
+    write_tensors(path, weights, None)
 }
 
 /// Sets `model`'s tensors from the safetensors file `path`, which must hold
@@ -205,9 +212,22 @@ struct TensorFile {
 
 fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
-    let step = match meta.metadata().as_ref().and_then(|m| m.get(STEP_KEY)) {
+    let meta = meta.metadata().clone().unwrap_or_default();
+    let fields: HashMap<&str, &str> = meta
+        .get(META_KEY)
+        .map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect())
+        .unwrap_or_default();
+    // Files from before checksums were written have none to check.
+    if let Some(&stored) = fields.get("data_crc32") {
+        let data = bytes.get(8 + header_len..).unwrap_or_default();
+        let actual = format!("{:08x}", crc32fast::hash(data));
+        if stored != actual {
+            bail!("{}: damaged: its tensor data has CRC-32 {actual}, written as {stored}", path.display());
+        }
+    }
+    let step = match fields.get("step").copied().or(meta.get(LEGACY_STEP_KEY).map(String::as_str)) {
         Some(s) => Some(s.parse().with_context(|| format!("{}: bad step {s:?} in metadata", path.display()))?),
         None => None,
     };
@@ -216,7 +236,9 @@ fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     Ok(TensorFile { tensors, step })
 }
 
-fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: HashMap<String, String>) -> Result<()> {
+/// Writes `tensors` to `path` with their checksum and, for a checkpoint's
+/// files, the training step (see [`META_KEY`]).
+fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, step: Option<u64>) -> Result<()> {
     // Contiguous CPU copies: serialising reads raw bytes, and candle's
     // conversion for other layouts would panic rather than fail.
     let host = tensors
@@ -227,9 +249,17 @@ fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: HashMap<Stri
             Ok((name, t.contiguous()?))
         })
         .collect::<candle_core::Result<Vec<_>>>()?;
-    let bytes = safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
-        .with_context(|| format!("cannot encode tensors for {}", path.display()))?;
-    write_atomic(path, &bytes)
+    let encode = |value: String| {
+        let meta = HashMap::from([(META_KEY.to_string(), value)]);
+        safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
+            .with_context(|| format!("cannot encode tensors for {}", path.display()))
+    };
+    // The data section does not depend on the metadata: encode once to
+    // checksum it, then again with the checksum in the header.
+    let first = encode(String::new())?;
+    let header_len = u64::from_le_bytes(first[..8].try_into().expect("safetensors files start with 8 bytes")) as usize;
+    let crc = format!("data_crc32={:08x}", crc32fast::hash(&first[8 + header_len..]));
+    write_atomic(path, &encode(step.map_or(crc.clone(), |s| format!("step={s} {crc}")))?)
 }
 
 /// Writes `bytes` to `path` through a temporary file that is synced and
@@ -359,6 +389,15 @@ mod tests {
         fs::write(&weights, &good[..good.len() / 2]).unwrap();
         let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
         assert!(err.contains("weights.safetensors"), "{err}");
+
+        // One flipped bit in the last weight: the file still decodes.
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        fs::write(&weights, &flipped).unwrap();
+        let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
+        assert!(err.contains("weights.safetensors") && err.contains("damaged"), "{err}");
+        let err = format!("{:#}", load_weights(&weights, &model).unwrap_err());
+        assert!(err.contains("damaged"), "{err}");
 
         fs::write(&weights, b"garbage").unwrap();
         let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());

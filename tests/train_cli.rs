@@ -125,6 +125,18 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
         assert_eq!(std::fs::read(straight.join(f)).unwrap(), std::fs::read(resumed.join(f)).unwrap(), "{f}");
     }
 
+    // --stop-after ends a run after the epoch that would pass the limit,
+    // its checkpoint written; --resume finishes it.
+    let segmented = dir.path().join("segmented");
+    let out = run(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--stop-after", "0.001"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopping after epoch 1 of 3"));
+    assert_eq!(metrics(&segmented).len(), 1);
+    assert!(run(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--resume"]).status.success());
+    assert_eq!(metrics(&segmented).len(), 3);
+    let bad = run(&segmented, "policy", &["--stop-after", "0", "--resume"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("positive number of seconds"));
+
     // A corrupted checkpoint is refused with its file named.
     let weights = resumed.join("last/weights.safetensors");
     let mut bytes = std::fs::read(&weights).unwrap();

@@ -57,8 +57,6 @@ pub struct Summary {
     pub epochs: Vec<EpochMetrics>,
     /// Whether the run had nothing left to do.
     pub already_done: bool,
-    /// Whether `stop_after` ended the run before its last epoch.
-    pub stopped_early: bool,
 }
 
 /// Trains as `config` says; `show_progress` draws bars on a terminal.
@@ -97,7 +95,7 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         .with_context(|| format!("writing {}/config.toml", out.display()))?;
     let mut history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
     if state.epoch >= config.epochs {
-        return Ok(Summary { epochs: history, already_done: true, stopped_early: false });
+        return Ok(Summary { epochs: history, already_done: true });
     }
 
     let value_net = model.output() == Output::WinProb;
@@ -163,12 +161,12 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
                         config.epochs,
                         limit.as_secs()
                     );
-                    return Ok(Summary { epochs: history, already_done: false, stopped_early: true });
+                    return Ok(Summary { epochs: history, already_done: false });
                 }
             }
         }
     }
-    Ok(Summary { epochs: history, already_done: false, stopped_early: false })
+    Ok(Summary { epochs: history, already_done: false })
 }
 
 /// One pass over the training batches; returns the training scores.

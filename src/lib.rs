@@ -2,6 +2,7 @@
 //! stage. Data flows one way: SGF → game → board → planes → shard → batch → net.
 
 pub mod arena;
+pub mod atomic;
 pub mod dataset;
 pub mod features;
 pub mod go;

@@ -14,8 +14,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 /// Runs `go-train gtp ARGS` on `script` and returns the answers (each
 /// without its final empty line), and what it wrote to stderr.
 fn session(args: &[&str], script: &str) -> (Vec<String>, String) {
+    // The random engine unless a test names one: a bare `go-train gtp`
+    // plays the shipped nets, 19x19 only.
+    let engine: &[&str] = if args.contains(&"--engine") { &[] } else { &["--engine", "random"] };
     let mut child = Command::new(BIN)
         .arg("gtp")
+        .args(engine)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -171,7 +175,7 @@ fn showboard_printsgf_and_a_replayed_game_agree() {
 fn loadsgf_list_stones_and_captures_agree_with_gnugo_on_real_games() {
     let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
     let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp")).unwrap();
-    let mut ours = GtpClient::spawn(&format!("{BIN} gtp")).unwrap();
+    let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
     let step = files.len() / 60;
     let mut compared = 0;
     for (i, path) in files.iter().step_by(step.max(1)).take(60).enumerate() {
@@ -232,7 +236,7 @@ fn go_train_engines_play_complete_games_against_gnugo() {
 fn handicap_placement_matches_gnugo() {
     let Some(gnugo) = common::gnugo() else { return };
     let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp")).unwrap();
-    let mut ours = GtpClient::spawn(&format!("{BIN} gtp")).unwrap();
+    let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
     for size in [7, 9, 13, 19] {
         for n in 2..=10 {
             let mut answers = Vec::new();
@@ -254,7 +258,7 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
     // they should name the same winner on nearly every game.
     let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
     let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp --chinese-rules")).unwrap();
-    let mut ours = GtpClient::spawn(&format!("{BIN} gtp")).unwrap();
+    let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
     let counted = files.iter().step_by(61).filter(|path| {
         let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
         let by_points = text.contains("RE[B+") || text.contains("RE[W+");

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use go_train::dataset::filter::GameList;
 use go_train::dataset::{game_key, Manifest, Shard, Split, NO_VALUE};
-use go_train::features::encode;
+use go_train::features::FeatureSet;
 
 use go_train::sgf::read_file;
 
@@ -122,7 +122,8 @@ fn records(dir: &Path) -> HashMap<Split, Vec<Record>> {
             for b in 0..shard.blocks().len() {
                 let block = shard.read_block(b).unwrap();
                 for i in 0..block.len() {
-                    let rec = (block.planes_of(i, 19), block.policy[i], block.value[i], block.move_number[i]);
+                    let rec =
+                        (block.planes_of(i, shard.layout()), block.policy[i], block.value[i], block.move_number[i]);
                     out.entry(split).or_default().push(rec);
                 }
             }
@@ -135,10 +136,29 @@ fn records(dir: &Path) -> HashMap<Split, Vec<Record>> {
 fn every_record_decodes_to_the_position_the_core_plays() {
     let dir = tempfile::tempdir().unwrap();
     let Some(list) = small_list(dir.path(), 150) else { return };
-    let data = dir.path().join("data");
+    for features in FeatureSet::ALL {
+        records_match_the_core(dir.path(), &list, features);
+    }
+}
+
+fn records_match_the_core(dir: &Path, list: &Path, features: FeatureSet) {
+    let list = list.to_path_buf();
+    let data = dir.join(format!("data-{features}"));
     // Small blocks and shards so that blocks and shards roll over.
-    go_train(&["prepare", path(&list), "--out", path(&data), "--block-records", "500", "--shard-records", "4000"]);
+    go_train(&[
+        "prepare",
+        path(&list),
+        "--out",
+        path(&data),
+        "--block-records",
+        "500",
+        "--shard-records",
+        "4000",
+        "--features",
+        features.name(),
+    ]);
     let manifest = Manifest::read(&data).unwrap();
+    assert_eq!((manifest.features, manifest.planes), (features, features.planes()));
     assert!(manifest.shards.len() > 3);
     let mut records = records(&data);
     let mut expected: HashMap<Split, Vec<Record>> = HashMap::new();
@@ -155,7 +175,7 @@ fn every_record_decodes_to_the_position_the_core_plays() {
             .replay_with(record.rules(), |i, g, mv| {
                 let value = winner.map_or(NO_VALUE, |w| (w == mv.color) as i8);
                 let policy = mv.mv.policy_index(19).unwrap() as u16;
-                expected.entry(split).or_default().push((encode(g).words().to_vec(), policy, value, i as u16));
+                expected.entry(split).or_default().push((features.encode(g).words().to_vec(), policy, value, i as u16));
             })
             .unwrap();
     }

@@ -1,9 +1,9 @@
 //! Running a whole match: games in parallel, SGF files as they finish, a
 //! summary with the win rate, its 95% interval and the Elo difference.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::player::PlayerSpec;
 use super::referee::{play_game, EndReason, GameConfig, GameOutcome};
 use super::stats::{elo_difference, wilson_interval, Z95};
+use crate::atomic::write_atomic;
 use crate::go::{Color, Move};
 use crate::gtp::GtpClient;
 use crate::progress::Progress;
@@ -168,7 +169,7 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     let (a_name, b_name) = (format!("A: {}", names[0]), format!("B: {}", names[1]));
     let record = if a_black { outcome.record(&a_name, &b_name) } else { outcome.record(&b_name, &a_name) };
     let file = config.out.join(format!("game-{index:04}.sgf"));
-    write_atomically(&file, &write_game(&record))?;
+    write_atomic(&file, write_game(&record).as_bytes())?;
 
     let a_color = if a_black { Color::Black } else { Color::White };
     let winner = match outcome.winner {
@@ -220,16 +221,6 @@ fn gnugo_final_score(command: &str, outcome: &GameOutcome, komi: f32) -> Result<
         gnugo.send(&format!("play {} {}", m.color.letter(), m.mv.to_gtp(size)))?;
     }
     Ok(gnugo.send("final_score")?)
-}
-
-/// Writes `text` to `path` through a temporary file, so a crash never
-/// leaves half a game record.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension("sgf.tmp");
-    let mut f = OpenOptions::new().create(true).truncate(true).write(true).open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }
 
 fn summarize(names: [String; 2], details: Vec<GameSummary>) -> MatchSummary {

@@ -97,6 +97,9 @@ struct TrainArgs {
     /// convolutions); `--tf32 false` for full float32.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     tf32: bool,
+    /// Input planes: seed (15) or extended.
+    #[arg(long, default_value = "seed")]
+    features: go_train::features::FeatureSet,
     /// How long to train each net.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,

@@ -8,9 +8,10 @@ use clap::Parser;
 
 use go_train::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
 use go_train::dataset::{Dataset, Split};
+use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
-use go_train::train::evaluate::{evaluate_by_phase, Report};
-use go_train::train::run::{config_device, load_model};
+use go_train::train::baseline::OwnershipBaseline;
+use go_train::train::evaluate::{baseline_by_phase, evaluate_by_phase, Report};
 
 /// Measure trained nets on held-out positions or in games.
 ///
@@ -32,6 +33,7 @@ use go_train::train::run::{config_device, load_model};
   go-train eval --data datasets/kgs --policy checkpoints/policy
   go-train eval --data datasets/kgs-value --value checkpoints/value --split validation
   go-train eval --data datasets/kgs --playout checkpoints/playout/last/weights.safetensors --json
+  go-train eval --match mcts:selection=puct '/usr/games/gnugo --mode gtp --level 10' --games 40   # shipped nets
   go-train eval --match policy random --policy checkpoints/policy --games 100
   go-train eval --match mcts policy --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train eval --match policy 'gnugo --mode gtp --level 10' --policy checkpoints/policy --games 20
@@ -85,6 +87,11 @@ pub struct Args {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     device: String,
+    /// Value nets: fit the ownership baseline (random-playout area margin
+    /// through a logistic) on this many train positions and score it on the
+    /// same positions as the net; 0 leaves it out.
+    #[arg(long, default_value_t = 4000)]
+    baseline_positions: usize,
     /// Average each prediction over the 8 symmetries of the board (8x slower).
     #[arg(long)]
     symmetries: bool,
@@ -107,27 +114,55 @@ pub fn run(args: Args) -> Result<()> {
         bail!("name at least one net: --policy, --value or --playout");
     }
     go_train::nn::init_threads(None)?;
-    let device = config_device(&args.device)?;
+    let device = nn::device(&args.device)?;
     let dataset = Dataset::open(data)?;
     for (role, path) in nets {
-        let model = load_model(path, &device)?;
+        let file = weights::resolve(path)?;
+        let model = weights::load(&file, &device)?;
+        let wanted = if role == "value" { nn::Output::WinProb } else { nn::Output::MoveLogProbs };
+        if model.output() != wanted {
+            bail!("{}: a {} net, which --{role} cannot take", file.display(), model.arch());
+        }
         let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit, args.symmetries)?;
+        // A value net is measured against a predictor that learns nothing
+        // of Go, on the same positions.
+        let baseline = match role == "value" && args.baseline_positions > 0 {
+            true => {
+                let fitted = OwnershipBaseline::fit(&dataset, args.baseline_positions)?;
+                Some((fitted, baseline_by_phase(&fitted, &dataset, args.split, args.batch, args.limit)?))
+            }
+            false => None,
+        };
         if args.json {
-            let value = serde_json::json!({"net": role, "checkpoint": path.display().to_string(), "split": args.split, "report": report});
+            let value = serde_json::json!({
+                "net": role, "checkpoint": file.display().to_string(), "arch": model.arch().to_string(),
+                "features": model.features(), "split": args.split, "report": report,
+                "ownership_baseline": baseline.as_ref().map(|(f, r)| serde_json::json!({
+                    "slope": f.slope, "white": f.white, "bias": f.bias, "report": r})),
+            });
             println!("{value}");
         } else {
-            print_report(role, path, args.split, &report);
+            print_report(&format!("{role} net"), &file.display().to_string(), args.split, &report);
+            if let Some((fitted, r)) = &baseline {
+                let what = format!(
+                    "ownership baseline (σ({:.4}·margin {:+.3}·white {:+.3}), fitted on {} train positions)",
+                    fitted.slope, fitted.white, fitted.bias, args.baseline_positions
+                );
+                print_report(&what, "random playouts", args.split, r);
+            }
         }
     }
     Ok(())
 }
 
-fn print_report(role: &str, path: &std::path::Path, split: Split, r: &Report) {
+fn print_report(what: &str, source: &str, split: Split, r: &Report) {
+    if r.overall.positions == 0 {
+        println!("{what} {source} on {split}: no positions to score");
+        return;
+    }
     println!(
-        "{role} net {} on {split}: {} positions, {:.0} positions/s",
-        path.display(),
-        r.overall.positions,
-        r.positions_per_second
+        "{what} {source} on {split}: {} positions, {:.0} positions/s",
+        r.overall.positions, r.positions_per_second
     );
     let line = |name: &str, s: &go_train::train::evaluate::Scores| match (s.top1, s.top5, s.accuracy) {
         (Some(t1), Some(t5), _) => println!(
@@ -151,12 +186,18 @@ fn print_report(role: &str, path: &std::path::Path, split: Split, r: &Report) {
 }
 
 fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
+    // Agents without nets take the named ones, else the shipped ones on
+    // the board those play.
+    let nets = match args.nets.is_empty() && args.size == go_train::nn::BOARD {
+        true => super::NetPaths::shipped(),
+        false => args.nets.clone(),
+    };
     let spec = |text: &str| -> Result<PlayerSpec> {
         Ok(match PlayerSpec::parse(text)? {
             PlayerSpec::Agent(agent) => PlayerSpec::Agent(agent.with_default_nets(
-                args.nets.policy.as_ref(),
-                args.nets.value.as_ref(),
-                args.nets.playout.as_ref(),
+                nets.policy.as_ref(),
+                nets.value.as_ref(),
+                nets.playout.as_ref(),
             )),
             gtp => gtp,
         })
@@ -186,7 +227,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     // Each game's nets run on one thread: games, not layers, are the
     // parallel work here.
     go_train::nn::init_threads(Some(1))?;
-    let device = config_device(&args.device)?;
+    let device = nn::device(&args.device)?;
     let config = MatchConfig {
         a: spec(&players[0])?,
         b: spec(&players[1])?,

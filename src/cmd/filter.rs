@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Parser;
 
+use go_train::atomic::write_atomic;
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::progress::Progress;
 
@@ -81,9 +82,9 @@ pub fn run(args: Args) -> Result<()> {
         name.push(".report.json");
         args.out.with_file_name(name)
     });
-    write_atomically(&args.out, list.to_text().as_bytes())?;
+    write_atomic(&args.out, list.to_text().as_bytes())?;
     let json = serde_json::json!({"criteria": criteria, "report": report});
-    write_atomically(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;
+    write_atomic(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;
 
     eprintln!(
         "filter: {} files, {} games in {:.1} s: kept {}, rejected {}",
@@ -99,17 +100,5 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("  {n:>8}  {reason}{example}");
     }
     eprintln!("list: {}\nreport: {}", args.out.display(), report_path.display());
-    Ok(())
-}
-
-/// Writes a file under a temporary name and renames it: a killed run never
-/// leaves a half-written list.
-pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let tmp = go_train::dataset::shard::tmp_path(path);
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

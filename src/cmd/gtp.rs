@@ -5,8 +5,8 @@ use clap::Parser;
 
 use go_train::go::{Board, Rules};
 use go_train::gtp::Engine;
+use go_train::nn;
 use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
-use go_train::train::run::config_device;
 
 /// Play Go over the Go Text Protocol (version 2) on stdin and stdout, for
 /// Sabaki, GoGui, gomill, GnuGo's twogtp and other controllers. Logs go to
@@ -16,13 +16,16 @@ use go_train::train::run::config_device;
 /// the playout net, or MCTS (policy-net priors and top-k expansion, playout
 /// net rollouts, value-net leaves; without nets it expands every move and
 /// values leaves by stone count). By default: mcts when --policy and --value
-/// are given, policy when only --policy is, random otherwise.
+/// are given, policy when only --policy is, random otherwise. With no engine
+/// and no net named, the nets shipped in `nets/` (or `GO_TRAIN_NETS`) play.
 #[derive(Parser)]
 #[command(after_help = "Examples:
+  go-train gtp                        # MCTS with the shipped nets (nets/)
   go-train gtp --policy checkpoints/policy
   go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
-  gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'")]
+  gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'
+    (gogui-twogtp comes with GoGui, https://github.com/Remi-Coulom/gogui; go-train eval --match does the same)")]
 pub struct Args {
     /// random, policy, playout or mcts.
     #[arg(long)]
@@ -79,7 +82,11 @@ pub struct Args {
     verbose: bool,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(mut args: Args) -> Result<()> {
+    // Named nothing: the shipped nets, on the board they play.
+    if args.engine.is_none() && args.nets.is_empty() && args.size == nn::BOARD {
+        args.nets = super::NetPaths::shipped();
+    }
     let kind = args.engine.unwrap_or(match (&args.nets.policy, &args.nets.value) {
         (Some(_), Some(_)) => AgentKind::Mcts,
         (Some(_), None) => AgentKind::Policy,
@@ -109,9 +116,12 @@ pub fn run(args: Args) -> Result<()> {
         anyhow::bail!("--size {}: boards are 2 to 25 points a side", args.size);
     }
     go_train::nn::init_threads(args.threads)?;
-    let device = config_device(&args.device)?;
+    let device = nn::device(&args.device)?;
     let agent = spec.build(&device)?;
-    let size = if agent.supports_size(args.size) { args.size } else { go_train::nn::BOARD };
+    if !agent.supports_size(args.size) {
+        anyhow::bail!("--size {}: {} plays {b}x{b} only", args.size, agent.name(), b = nn::BOARD);
+    }
+    let size = args.size;
     eprintln!("go-train gtp: {}", agent.name());
     let mut engine = Engine::new(agent, rules, size);
     engine.set_verbose(args.verbose);

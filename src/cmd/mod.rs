@@ -74,6 +74,34 @@ pub struct NetPaths {
     pub playout: Option<PathBuf>,
 }
 
+impl NetPaths {
+    /// Whether no net is named.
+    pub fn is_empty(&self) -> bool {
+        self.policy.is_none() && self.value.is_none() && self.playout.is_none()
+    }
+
+    /// The nets go-train ships (`nets/`, see [`shipped_nets_dir`]), those
+    /// of its three files that exist.
+    pub fn shipped() -> NetPaths {
+        let Some(dir) = shipped_nets_dir() else { return NetPaths::default() };
+        let file = |name: &str| Some(dir.join(format!("{name}.safetensors"))).filter(|p| p.is_file());
+        NetPaths { policy: file("policy"), value: file("value"), playout: file("playout") }
+    }
+}
+
+/// The folder of shipped nets: `GO_TRAIN_NETS` when set (empty: none),
+/// else the first `nets/` holding a README in the working folder or above
+/// the executable (a checkout's `target/release/go-train` finds the
+/// checkout's `nets/`).
+pub fn shipped_nets_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("GO_TRAIN_NETS") {
+        return (!dir.is_empty()).then(|| PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe().ok();
+    let above_exe = exe.iter().flat_map(|e| e.ancestors().skip(1)).map(|d| d.join("nets"));
+    std::iter::once(PathBuf::from("nets")).chain(above_exe).find(|d| d.join("README.md").is_file())
+}
+
 /// Sets the size of rayon's global pool (once, before any parallel work).
 fn set_threads(threads: Option<usize>) -> Result<()> {
     if let Some(n) = threads {

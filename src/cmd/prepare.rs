@@ -8,6 +8,7 @@ use clap::Parser;
 use go_train::dataset::filter::GameList;
 use go_train::dataset::prepare::{prepare, PrepareOptions};
 use go_train::dataset::{Split, SplitFractions, ValueSampling};
+use go_train::features::FeatureSet;
 use go_train::progress::Progress;
 
 /// Replay the listed games and write every position as feature planes and
@@ -22,7 +23,8 @@ use go_train::progress::Progress;
 #[command(after_help = "Examples:
   go-train prepare datasets/kgs.list --out datasets/kgs
   go-train prepare datasets/kgs.list --out datasets/kgs-v1 --value per-game:1 --seed 7
-  go-train prepare games.list --out data --split 0.9,0.05,0.05 --threads 2")]
+  go-train prepare games.list --out data --split 0.9,0.05,0.05 --threads 2
+  go-train prepare datasets/kgs.list --out datasets/kgs-x --features extended")]
 pub struct Args {
     /// Game list written by `go-train filter`.
     list: PathBuf,
@@ -46,6 +48,12 @@ pub struct Args {
     /// Board size of the dataset.
     #[arg(long, default_value_t = 19)]
     size: usize,
+    /// Input planes: seed (the seed design's 15) or extended (52: the seed's
+    /// plus colour to play, ko, stone ages, liberties after the move,
+    /// captures, self-atari and ladders, after AlphaGo). Nets trained on the
+    /// dataset read the same planes.
+    #[arg(long, default_value = "seed")]
+    features: FeatureSet,
     /// Most records per shard file.
     #[arg(long, default_value_t = 1 << 20)]
     shard_records: u64,
@@ -67,6 +75,7 @@ pub fn run(args: Args) -> Result<()> {
     super::set_threads(args.threads)?;
     let options = PrepareOptions {
         board_size: args.size,
+        features: args.features,
         seed: args.seed,
         split: args.split,
         value: args.value,

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::shard::Layout;
 use super::split::{Split, SplitFractions, ValueSampling};
+use crate::features::FeatureSet;
 
 /// File name of the manifest inside a dataset folder.
 pub const MANIFEST: &str = "manifest.json";
@@ -88,7 +90,11 @@ pub struct Manifest {
     pub dataset_version: u32,
     /// Version of go-train that wrote it.
     pub go_train_version: String,
-    /// [`crate::features::FEATURE_VERSION`] of the planes.
+    /// The input planes of its records (absent in manifests written before
+    /// there was a choice: the seed's).
+    #[serde(default)]
+    pub features: FeatureSet,
+    /// [`FeatureSet::version`] of the planes.
     pub feature_version: u32,
     pub planes: usize,
     pub board_size: usize,
@@ -112,29 +118,30 @@ impl Manifest {
         if m.dataset_version != DATASET_VERSION {
             bail!("{}: dataset version {}, this go-train reads {DATASET_VERSION}", path.display(), m.dataset_version);
         }
-        if m.feature_version != crate::features::FEATURE_VERSION || m.planes != crate::features::PLANES {
+        if m.feature_version != m.features.version() || m.planes != m.features.planes() {
             bail!(
-                "{}: written with feature set {} ({} planes); this go-train uses {} ({} planes): run prepare again",
+                "{}: {} features version {} with {} planes; this go-train writes version {} with {} planes: run prepare again",
                 path.display(),
+                m.features,
                 m.feature_version,
                 m.planes,
-                crate::features::FEATURE_VERSION,
-                crate::features::PLANES
+                m.features.version(),
+                m.features.planes()
             );
         }
         Ok(m)
     }
 
-    /// Writes the manifest atomically (temporary file, sync, rename).
+    /// Writes the manifest atomically (see [`crate::atomic::write_atomic`]).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(MANIFEST);
-        let tmp = super::shard::tmp_path(&path);
         let mut text = serde_json::to_string_pretty(self)?;
         text.push('\n');
-        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).with_context(|| format!("syncing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        Ok(())
+        crate::atomic::write_atomic(&dir.join(MANIFEST), text.as_bytes())
+    }
+
+    /// Board size and planes of its records.
+    pub fn layout(&self) -> Layout {
+        Layout { board_size: self.board_size, planes: self.planes }
     }
 
     /// The shards of one split, as paths under `dir`.

@@ -21,9 +21,9 @@ use rayon::prelude::*;
 
 use super::filter::{GameList, GameRef};
 use super::manifest::{Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, MANIFEST};
-use super::shard::{tmp_path, Block, ShardWriter, NO_VALUE};
+use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
-use crate::features::{planes::encode_into, PackedPlanes, FEATURE_VERSION, PLANES};
+use crate::features::{FeatureSet, PackedPlanes};
 use crate::go::Rules;
 use crate::progress::Progress;
 use crate::sgf::{read_file, GameRecord, ParsedGame};
@@ -33,6 +33,8 @@ use crate::sgf::{read_file, GameRecord, ParsedGame};
 pub struct PrepareOptions {
     /// Board size of the dataset; games of other sizes are dropped.
     pub board_size: usize,
+    /// The input planes written for each position.
+    pub features: FeatureSet,
     pub seed: u64,
     pub split: SplitFractions,
     pub value: ValueSampling,
@@ -49,6 +51,7 @@ impl Default for PrepareOptions {
     fn default() -> PrepareOptions {
         PrepareOptions {
             board_size: 19,
+            features: FeatureSet::Seed,
             seed: 1,
             split: SplitFractions::default(),
             value: ValueSampling::All,
@@ -58,6 +61,13 @@ impl Default for PrepareOptions {
             zstd_level: 3,
             force: false,
         }
+    }
+}
+
+impl PrepareOptions {
+    /// Board size and planes of the records written.
+    pub fn layout(&self) -> Layout {
+        Layout { board_size: self.board_size, planes: self.features.planes() }
     }
 }
 
@@ -106,8 +116,10 @@ pub fn prepare(
 
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     if let Ok(existing) = Manifest::read(out) {
-        let same =
-            existing.input == input && existing.settings == settings && existing.board_size == options.board_size;
+        let same = existing.input == input
+            && existing.settings == settings
+            && existing.board_size == options.board_size
+            && existing.features == options.features;
         if same && !options.force {
             return Ok((existing, true));
         }
@@ -144,8 +156,9 @@ pub fn prepare(
     let manifest = Manifest {
         dataset_version: DATASET_VERSION,
         go_train_version: env!("CARGO_PKG_VERSION").to_string(),
-        feature_version: FEATURE_VERSION,
-        planes: PLANES,
+        features: options.features,
+        feature_version: options.features.version(),
+        planes: options.features.planes(),
         board_size: options.board_size,
         input,
         settings,
@@ -217,7 +230,7 @@ impl ParsedFiles {
 
 /// Replays and encodes the games of one chunk, in list order.
 fn encode_chunk(games: &[GameRef], files: &ParsedFiles, rules: Rules, options: &PrepareOptions) -> Vec<GameOutcome> {
-    let mut planes = PackedPlanes::new(options.board_size);
+    let mut planes = PackedPlanes::new(options.board_size, options.features.planes());
     games
         .iter()
         .map(|g| {
@@ -245,9 +258,9 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     let labelled = options.value.chosen(record.moves.len(), key, options.seed);
     let winner = record.result.as_ref().and_then(|r| r.winner());
     let mut block = Block::default();
-    block.reserve(record.moves.len(), options.board_size);
+    block.reserve(record.moves.len(), options.layout());
     let replayed = record.replay_with(record.rules_or(rules), |i, game, mv| {
-        encode_into(game, planes);
+        options.features.encode_into(game, planes);
         let policy = mv.mv.policy_index(options.board_size).expect("recorded moves are points or passes") as u16;
         let value = match winner {
             Some(w) if labelled[i] => (w == mv.color) as i8,
@@ -311,7 +324,7 @@ impl<'a> DatasetWriter<'a> {
     /// blocks too.
     fn write_blocks(&mut self, all: bool) -> Result<()> {
         let n = self.options.block_records;
-        let size = self.options.board_size;
+        let layout = self.options.layout();
         let mut blocks: Vec<(Split, Block)> = Vec::new();
         for (&split, pending) in self.pending.iter_mut() {
             // Copy each block out, then drop the consumed records at once:
@@ -321,10 +334,10 @@ impl<'a> DatasetWriter<'a> {
             let mut start = 0;
             while start < end {
                 let stop = (start + n).min(end);
-                blocks.push((split, pending.slice(start..stop, size)));
+                blocks.push((split, pending.slice(start..stop, layout)));
                 start = stop;
             }
-            pending.drain_front(end, size);
+            pending.drain_front(end, layout);
         }
         let level = self.options.zstd_level;
         let frames: Vec<std::io::Result<Vec<u8>>> = blocks.par_iter().map(|(_, b)| b.compress(level)).collect();
@@ -347,7 +360,7 @@ impl<'a> DatasetWriter<'a> {
         if !self.open.contains_key(&split) {
             let number = self.shards.iter().filter(|s| s.split == split).count();
             let name = format!("{split}-{number:05}.shard");
-            let writer = ShardWriter::create(&self.dir.join(&name), self.options.board_size)?;
+            let writer = ShardWriter::create(&self.dir.join(&name), self.options.layout())?;
             self.open.insert(split, (name, writer));
         }
         Ok(&mut self.open.get_mut(&split).expect("just opened").1)

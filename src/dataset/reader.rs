@@ -27,9 +27,9 @@ use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
 
 use super::manifest::{Manifest, ShardEntry, MANIFEST};
-use super::shard::{Block, Shard, NO_VALUE};
+use super::shard::{Block, Layout, Shard, NO_VALUE};
 use super::split::{mix, Split};
-use crate::features::{PackedPlanes, Symmetry, PLANES};
+use crate::features::{FeatureSet, PackedPlanes, Symmetry};
 use crate::go::Board;
 
 /// Blocks decoded and shuffled together when [`BatchOptions::window_blocks`]
@@ -85,7 +85,7 @@ impl Dataset {
             .iter()
             .map(|entry| {
                 let shard = Shard::open(&dir.join(&entry.file))?;
-                check_against_manifest(&shard, entry, manifest.board_size)?;
+                check_against_manifest(&shard, entry, manifest.layout())?;
                 Ok(shard)
             })
             .collect::<Result<Vec<Shard>>>()?;
@@ -105,6 +105,16 @@ impl Dataset {
     /// Board side of every position.
     pub fn board_size(&self) -> usize {
         self.inner.manifest.board_size
+    }
+
+    /// The input planes of its records.
+    pub fn features(&self) -> FeatureSet {
+        self.inner.manifest.features
+    }
+
+    /// Board size and planes of its records.
+    pub fn layout(&self) -> Layout {
+        self.inner.manifest.layout()
     }
 
     /// Records (positions) in `split`: what one epoch of
@@ -150,21 +160,23 @@ impl Dataset {
     }
 }
 
-/// Whether `shard` holds what its manifest entry says: board size, records
-/// and blocks (a shard swapped for another, or a stale manifest).
-pub(crate) fn check_against_manifest(shard: &Shard, entry: &ShardEntry, board_size: usize) -> Result<()> {
-    let found = (shard.board_size(), shard.records(), shard.blocks().len());
-    let expected = (board_size, entry.records, entry.blocks as usize);
+/// Whether `shard` holds what its manifest entry says: board size, planes,
+/// records and blocks (a shard swapped for another, or a stale manifest).
+pub(crate) fn check_against_manifest(shard: &Shard, entry: &ShardEntry, layout: Layout) -> Result<()> {
+    let found = (shard.board_size(), shard.layout().planes, shard.records(), shard.blocks().len());
+    let expected = (layout.board_size, layout.planes, entry.records, entry.blocks as usize);
     if found != expected {
         bail!(
-            "{}: board {}, {} records in {} blocks; the manifest says board {}, {} records in {} blocks",
+            "{}: board {}, {} planes, {} records in {} blocks; the manifest says board {}, {} planes, {} records in {} blocks",
             shard.path().display(),
             found.0,
             found.1,
             found.2,
+            found.3,
             expected.0,
             expected.1,
-            expected.2
+            expected.2,
+            expected.3
         );
     }
     Ok(())
@@ -230,7 +242,7 @@ impl Default for BatchOptions {
 pub struct Batch {
     /// Records in the batch.
     pub len: usize,
-    /// `len × PLANES × size²` values of 0.0 or 1.0, record after record,
+    /// `len × planes × size²` values of 0.0 or 1.0, record after record,
     /// plane after plane, row-major points.
     pub planes: Vec<f32>,
     /// Move played: row-major point, or `size²` for a pass (symmetry
@@ -420,7 +432,7 @@ impl Batches {
             .drain(..n)
             .map(|p| (&self.windows[p.window - self.first_window][p.block as usize], p.record as usize))
             .collect();
-        let batch = decode_batch(&records, &symmetries, &self.permutations, self.dataset.board_size());
+        let batch = decode_batch(&records, &symmetries, &self.permutations, self.dataset.layout());
         self.release_windows();
         batch
     }
@@ -450,15 +462,21 @@ impl Iterator for Batches {
 
 /// `records` (block, index in block) as a batch, each under its symmetry,
 /// unpacked in parallel; `permutations` are those of the 8 symmetries.
-fn decode_batch(records: &[(&Block, usize)], symmetries: &[Symmetry], permutations: &[Vec<u16>], size: usize) -> Batch {
-    let per_record = PLANES * size * size;
+fn decode_batch(
+    records: &[(&Block, usize)],
+    symmetries: &[Symmetry],
+    permutations: &[Vec<u16>],
+    layout: Layout,
+) -> Batch {
+    let size = layout.board_size;
+    let per_record = layout.planes * size * size;
     let mut planes = Vec::new();
     // Zeroed in parallel: `vec![0.0; n]` would be a 2 MB memset on this
     // thread, which caps the gain from more threads.
     planes.par_extend(rayon::iter::repeat_n(0.0f32, records.len() * per_record));
     planes.par_chunks_mut(per_record).zip(records).zip(symmetries).for_each(|((out, &(block, i)), s)| {
-        let packed = PackedPlanes::from_words(size, block.planes_of(i, size))
-            .expect("a decoded block holds planes_bytes(size) bytes per record");
+        let packed = PackedPlanes::from_words(size, layout.planes, block.planes_of(i, layout))
+            .expect("a decoded block holds planes_bytes bytes per record");
         packed.unpack_permuted_into(&permutations[s.number() as usize], out);
     });
     Batch {
@@ -665,7 +683,7 @@ mod tests {
     /// Packs f32 planes back into words (the inverse of `unpack_into`).
     fn pack(planes: &[f32], size: usize) -> Vec<u64> {
         let (n, words_per_plane) = (size * size, (size * size).div_ceil(64));
-        let mut words = vec![0u64; PLANES * words_per_plane];
+        let mut words = vec![0u64; crate::features::PLANES * words_per_plane];
         for (k, &x) in planes.iter().enumerate() {
             assert!(x == 0.0 || x == 1.0, "planes hold 0 or 1, not {x}");
             if x == 1.0 {
@@ -677,7 +695,7 @@ mod tests {
 
     /// The records of `batches` with their symmetries undone, in order.
     fn unrotated(batches: &[Batch], size: usize) -> Vec<Key> {
-        let per = PLANES * size * size;
+        let per = crate::features::PLANES * size * size;
         let mut keys = Vec::new();
         let mut original = vec![0.0; per];
         for b in batches {

@@ -3,13 +3,14 @@
 //! fetched without reading the others.
 //!
 //! ```text
-//! "GOTRSHRD" version:u32 board_size:u32            header, 16 bytes
+//! "GOTRSHRD" version:u32 board_size:u16 planes:u16  header, 16 bytes
 //! block 0 | block 1 | ...                          zstd frames (with content checksums)
 //! index: per block { offset:u64 length:u32 records:u32 }
 //! blocks:u32 records:u64 index_offset:u64 "GOTRSHRD"   footer, 28 bytes
 //! ```
 //!
-//! All integers are little-endian. A decompressed block is columnar (all
+//! All integers are little-endian. Version 1 shards held the seed's 15
+//! planes and a u32 board size; they still read. A decompressed block is columnar (all
 //! planes, then all policy labels, ...), which compresses better than
 //! record after record: see [`Block`].
 
@@ -20,11 +21,9 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use thiserror::Error;
 
-use crate::features::PLANES;
-
 const MAGIC: &[u8; 8] = b"GOTRSHRD";
 /// Version of the shard layout.
-pub const SHARD_VERSION: u32 = 1;
+pub const SHARD_VERSION: u32 = 2;
 const HEADER_LEN: usize = 16;
 const FOOTER_LEN: usize = 28;
 const INDEX_ENTRY_LEN: usize = 16;
@@ -46,16 +45,26 @@ pub enum ShardError {
     CorruptBlock { path: PathBuf, block: usize, reason: String },
 }
 
-/// Bytes of the packed planes of one position on a board of `size`.
-pub fn planes_bytes(size: usize) -> usize {
-    PLANES * (size * size).div_ceil(64) * 8
+/// The shape of a record's planes: what a block needs to be cut into records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub board_size: usize,
+    /// Planes per position ([`crate::features::FeatureSet::planes`]).
+    pub planes: usize,
+}
+
+impl Layout {
+    /// Bytes of the packed planes of one position.
+    pub fn planes_bytes(self) -> usize {
+        self.planes * (self.board_size * self.board_size).div_ceil(64) * 8
+    }
 }
 
 /// Records of one block, column by column.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Block {
     /// Packed planes ([`crate::features::PackedPlanes::words`] as
-    /// little-endian bytes), `planes_bytes(size)` per record.
+    /// little-endian bytes), [`Layout::planes_bytes`] per record.
     pub planes: Vec<u8>,
     /// Move played: row-major point, or `size²` for a pass.
     pub policy: Vec<u16>,
@@ -86,8 +95,8 @@ impl Block {
     }
 
     /// A copy of records `range`, sized exactly (no spare capacity).
-    pub fn slice(&self, range: std::ops::Range<usize>, size: usize) -> Block {
-        let pb = planes_bytes(size);
+    pub fn slice(&self, range: std::ops::Range<usize>, layout: Layout) -> Block {
+        let pb = layout.planes_bytes();
         Block {
             planes: self.planes[range.start * pb..range.end * pb].to_vec(),
             policy: self.policy[range.clone()].to_vec(),
@@ -97,8 +106,8 @@ impl Block {
     }
 
     /// Removes the first `n` records.
-    pub fn drain_front(&mut self, n: usize, size: usize) {
-        self.planes.drain(..n * planes_bytes(size));
+    pub fn drain_front(&mut self, n: usize, layout: Layout) {
+        self.planes.drain(..n * layout.planes_bytes());
         self.policy.drain(..n);
         self.value.drain(..n);
         self.move_number.drain(..n);
@@ -113,8 +122,8 @@ impl Block {
     }
 
     /// The packed planes of record `i` as words.
-    pub fn planes_of(&self, i: usize, size: usize) -> Vec<u64> {
-        let n = planes_bytes(size);
+    pub fn planes_of(&self, i: usize, layout: Layout) -> Vec<u64> {
+        let n = layout.planes_bytes();
         self.planes[i * n..(i + 1) * n].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect()
     }
 
@@ -132,9 +141,9 @@ impl Block {
         out
     }
 
-    fn deserialize(bytes: &[u8], size: usize) -> Result<Block, String> {
+    fn deserialize(bytes: &[u8], layout: Layout) -> Result<Block, String> {
         let n = u32::from_le_bytes(bytes.get(..4).ok_or("empty block")?.try_into().unwrap()) as usize;
-        let pb = planes_bytes(size);
+        let pb = layout.planes_bytes();
         if bytes.len() != 4 + n * (pb + 5) {
             return Err(format!("{} bytes for {n} records", bytes.len()));
         }
@@ -171,20 +180,20 @@ impl Block {
         })
     }
 
-    /// Room for `n` more records of a board of `size`.
-    pub fn reserve(&mut self, n: usize, size: usize) {
-        self.planes.reserve(n * planes_bytes(size));
+    /// Room for `n` more records.
+    pub fn reserve(&mut self, n: usize, layout: Layout) {
+        self.planes.reserve(n * layout.planes_bytes());
         self.policy.reserve(n);
         self.value.reserve(n);
         self.move_number.reserve(n);
     }
 
     /// Decompresses a frame written by [`Block::compress`].
-    pub fn decompress(frame: &[u8], size: usize) -> Result<Block, String> {
+    pub fn decompress(frame: &[u8], layout: Layout) -> Result<Block, String> {
         let mut d = zstd::stream::read::Decoder::new(frame).map_err(|e| e.to_string())?;
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut d, &mut bytes).map_err(|e| e.to_string())?;
-        Block::deserialize(&bytes, size)
+        Block::deserialize(&bytes, layout)
     }
 }
 
@@ -220,7 +229,7 @@ pub struct ShardWriter {
 }
 
 impl ShardWriter {
-    pub fn create(path: &Path, board_size: usize) -> Result<ShardWriter, ShardError> {
+    pub fn create(path: &Path, layout: Layout) -> Result<ShardWriter, ShardError> {
         let tmp = tmp_path(path);
         let file = File::create(&tmp).map_err(|error| ShardError::Io { path: tmp.clone(), error })?;
         let mut w = ShardWriter {
@@ -234,7 +243,8 @@ impl ShardWriter {
         };
         let mut header = MAGIC.to_vec();
         header.extend_from_slice(&SHARD_VERSION.to_le_bytes());
-        header.extend_from_slice(&(board_size as u32).to_le_bytes());
+        header.extend_from_slice(&(layout.board_size as u16).to_le_bytes());
+        header.extend_from_slice(&(layout.planes as u16).to_le_bytes());
         w.write_raw(&header)?;
         Ok(w)
     }
@@ -287,18 +297,13 @@ impl ShardWriter {
     }
 }
 
-/// The temporary name of a file being written.
-pub fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
+pub use crate::atomic::tmp_path;
 
 /// A shard opened for reading through a memory map.
 pub struct Shard {
     path: PathBuf,
     map: Mmap,
-    board_size: usize,
+    layout: Layout,
     index: Vec<BlockEntry>,
     records: u64,
 }
@@ -317,11 +322,12 @@ impl Shard {
         }
         let u32_at = |o: usize| u32::from_le_bytes(map[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(map[o..o + 8].try_into().unwrap());
-        let version = u32_at(8);
-        if version != SHARD_VERSION {
-            return Err(bad(format!("shard version {version}, this go-train reads {SHARD_VERSION}")));
-        }
-        let board_size = u32_at(12) as usize;
+        let u16_at = |o: usize| u16::from_le_bytes(map[o..o + 2].try_into().unwrap()) as usize;
+        let layout = match u32_at(8) {
+            1 => Layout { board_size: u32_at(12) as usize, planes: crate::features::PLANES },
+            SHARD_VERSION => Layout { board_size: u16_at(12), planes: u16_at(14) },
+            version => return Err(bad(format!("shard version {version}, this go-train reads 1 and {SHARD_VERSION}"))),
+        };
         let f = map.len() - FOOTER_LEN;
         let (blocks, records, index_offset) = (u32_at(f) as usize, u64_at(f + 4), u64_at(f + 12) as usize);
         if index_offset + blocks * INDEX_ENTRY_LEN != f {
@@ -340,7 +346,7 @@ impl Shard {
         if !in_bounds || total != records {
             return Err(bad("index entries out of bounds or record counts inconsistent".into()));
         }
-        Ok(Shard { path: path.to_path_buf(), map, board_size, index, records })
+        Ok(Shard { path: path.to_path_buf(), map, layout, index, records })
     }
 
     pub fn path(&self) -> &Path {
@@ -348,7 +354,12 @@ impl Shard {
     }
 
     pub fn board_size(&self) -> usize {
-        self.board_size
+        self.layout.board_size
+    }
+
+    /// Board size and planes of its records.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     pub fn records(&self) -> u64 {
@@ -364,7 +375,7 @@ impl Shard {
         let e = self.index[i];
         let frame = &self.map[e.offset as usize..(e.offset + e.length as u64) as usize];
         let corrupt = |reason: String| ShardError::CorruptBlock { path: self.path.clone(), block: i, reason };
-        let block = Block::decompress(frame, self.board_size).map_err(corrupt)?;
+        let block = Block::decompress(frame, self.layout).map_err(corrupt)?;
         if block.len() != e.records as usize {
             return Err(corrupt(format!("{} records, index says {}", block.len(), e.records)));
         }
@@ -381,9 +392,11 @@ impl Shard {
 mod tests {
     use super::*;
 
+    const SEED_19: Layout = Layout { board_size: 19, planes: crate::features::PLANES };
+
     fn block(n: usize, seed: u64) -> Block {
         let mut b = Block::default();
-        let words = planes_bytes(19) / 8;
+        let words = SEED_19.planes_bytes() / 8;
         for i in 0..n {
             let planes: Vec<u64> =
                 (0..words).map(|w| (seed + i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (w % 7)).collect();
@@ -397,7 +410,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("train-00000.shard");
         let blocks = [block(100, 1), block(37, 2), block(1, 3)];
-        let mut w = ShardWriter::create(&path, 19).unwrap();
+        let mut w = ShardWriter::create(&path, SEED_19).unwrap();
         assert!(tmp_path(&path).exists() && !path.exists(), "written under a temporary name");
         for b in &blocks {
             w.write_block(&b.compress(3).unwrap(), b.len()).unwrap();
@@ -411,14 +424,31 @@ mod tests {
         for (i, b) in blocks.iter().enumerate() {
             assert_eq!(&shard.read_block(i).unwrap(), b);
         }
-        assert_eq!(blocks[0].planes_of(5, 19).len(), planes_bytes(19) / 8);
+        assert_eq!(blocks[0].planes_of(5, SEED_19).len(), SEED_19.planes_bytes() / 8);
+        assert_eq!(shard.layout(), SEED_19);
+    }
+
+    #[test]
+    fn the_layout_travels_in_the_header_and_version_1_shards_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.shard");
+        let extended = Layout { board_size: 19, planes: 52 };
+        let w = ShardWriter::create(&path, extended).unwrap();
+        w.finish().unwrap();
+        assert_eq!(Shard::open(&path).unwrap().layout(), extended);
+        // Version 1: a u32 board size, the seed's planes implied.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        bytes[12..16].copy_from_slice(&19u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(Shard::open(&path).unwrap().layout(), SEED_19);
     }
 
     #[test]
     fn corruption_is_reported_with_the_file_and_block() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.shard");
-        let mut w = ShardWriter::create(&path, 19).unwrap();
+        let mut w = ShardWriter::create(&path, SEED_19).unwrap();
         let b = block(50, 9);
         w.write_block(&b.compress(3).unwrap(), b.len()).unwrap();
         w.finish().unwrap();

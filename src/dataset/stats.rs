@@ -129,7 +129,11 @@ mod tests {
     #[test]
     fn counts_add_up() {
         let mut block = Block::default();
-        let planes = vec![0u64; crate::dataset::shard::planes_bytes(9) / 8];
+        let planes =
+            vec![
+                0u64;
+                crate::dataset::shard::Layout { board_size: 9, planes: crate::features::PLANES }.planes_bytes() / 8
+            ];
         for (policy, value, moves) in [(81u16, 1i8, 0u16), (40, 0, 49), (40, NO_VALUE, 50), (3, 1, 149), (40, 1, 150)] {
             block.push(&planes, policy, value, moves);
         }

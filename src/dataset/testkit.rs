@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use super::manifest::{Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION};
 use super::shard::{Block, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
-use crate::features::{encode, FEATURE_VERSION, PLANES};
+use crate::features::FeatureSet;
 use crate::go::Rules;
 use crate::sgf::{read_file, GameRecord};
 
@@ -92,7 +92,7 @@ fn game_records(game: &GameRecord, split: Split) -> Result<Vec<FixtureRecord>> {
             _ => NO_VALUE,
         };
         if let Some(policy) = mv.mv.policy_index(game.size) {
-            let planes = encode(position).words().to_vec();
+            let planes = FeatureSet::Seed.encode(position).words().to_vec();
             records.push(FixtureRecord { split, planes, policy: policy as u16, value, move_number: i as u16 });
         }
     })?;
@@ -104,7 +104,8 @@ fn write_shards(dir: &Path, split: Split, records: &[FixtureRecord], layout: &La
     let mut entries = Vec::new();
     for (n, shard) in records.chunks(layout.shard_records).enumerate() {
         let file = format!("{split}-{n:05}.shard");
-        let mut writer = ShardWriter::create(&dir.join(&file), 19)?;
+        let seed_19 = super::shard::Layout { board_size: 19, planes: FeatureSet::Seed.planes() };
+        let mut writer = ShardWriter::create(&dir.join(&file), seed_19)?;
         for chunk in shard.chunks(layout.block_records) {
             let mut block = Block::default();
             for r in chunk {
@@ -141,8 +142,9 @@ pub fn write_dataset(dir: &Path, games: &[GameRecord], layout: &Layout) -> Resul
     let manifest = Manifest {
         dataset_version: DATASET_VERSION,
         go_train_version: env!("CARGO_PKG_VERSION").into(),
-        feature_version: FEATURE_VERSION,
-        planes: PLANES,
+        features: FeatureSet::Seed,
+        feature_version: FeatureSet::Seed.version(),
+        planes: FeatureSet::Seed.planes(),
         board_size: 19,
         input: Input { list: "testkit".into(), list_crc32: "00000000".into(), games_listed: games.len() as u64 },
         settings: Settings {

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::manifest::{Manifest, ShardEntry};
 use super::reader::{check_against_manifest, check_labels};
-use super::shard::{Shard, NO_VALUE};
+use super::shard::{Layout, Shard, NO_VALUE};
 use super::split::Split;
 use crate::progress::Progress;
 
@@ -67,14 +67,14 @@ impl VerifyReport {
 pub fn verify(dir: &Path, progress: &Progress) -> Result<VerifyReport> {
     let manifest = Manifest::read(dir)?;
     let shards: Vec<ShardReport> =
-        manifest.shards.iter().map(|entry| verify_shard(dir, manifest.board_size, entry, progress)).collect();
+        manifest.shards.iter().map(|entry| verify_shard(dir, manifest.layout(), entry, progress)).collect();
     let mut errors = duplicate_names(&manifest);
     errors.extend(split_totals(dir, &manifest, &shards));
     let warnings = stray_files(dir, &manifest)?;
     Ok(VerifyReport { shards, errors, warnings })
 }
 
-fn verify_shard(dir: &Path, board_size: usize, entry: &ShardEntry, progress: &Progress) -> ShardReport {
+fn verify_shard(dir: &Path, layout: Layout, entry: &ShardEntry, progress: &Progress) -> ShardReport {
     let path = dir.join(&entry.file);
     let mut report =
         ShardReport { file: entry.file.clone(), split: entry.split, records: 0, value_records: 0, errors: Vec::new() };
@@ -90,14 +90,14 @@ fn verify_shard(dir: &Path, board_size: usize, entry: &ShardEntry, progress: &Pr
             return report;
         }
     };
-    report.errors.extend(check_file(&shard, entry, board_size));
+    report.errors.extend(check_file(&shard, entry, layout));
     check_blocks(&shard, &mut report, progress);
     report
 }
 
 /// The checks of a whole file: size and CRC-32 against the manifest, board
 /// size and counts, blocks in order and apart.
-fn check_file(shard: &Shard, entry: &ShardEntry, board_size: usize) -> Vec<String> {
+fn check_file(shard: &Shard, entry: &ShardEntry, layout: Layout) -> Vec<String> {
     let path = shard.path().display();
     let mut errors = Vec::new();
     match std::fs::metadata(shard.path()) {
@@ -114,7 +114,7 @@ fn check_file(shard: &Shard, entry: &ShardEntry, board_size: usize) -> Vec<Strin
         Ok(_) => {}
         Err(_) => errors.push(format!("{path}: the manifest's CRC-32 `{}` is not hexadecimal", entry.crc32)),
     }
-    if let Err(e) = check_against_manifest(shard, entry, board_size) {
+    if let Err(e) = check_against_manifest(shard, entry, layout) {
         errors.push(e.to_string());
     }
     let blocks = shard.blocks();

@@ -1,4 +1,5 @@
-//! The 15 feature planes.
+//! The seed's 15 feature planes, and the bit-packed form of any feature
+//! set's planes.
 //!
 //! | plane | meaning (from the side to move) |
 //! |---|---|
@@ -14,12 +15,8 @@
 
 use crate::go::{Color, Game, Move};
 
-/// Number of input planes.
+/// Number of the seed's planes: the first planes of every feature set.
 pub const PLANES: usize = 15;
-
-/// Version of the feature set, recorded in dataset manifests so that shards
-/// written with other features are refused rather than misread.
-pub const FEATURE_VERSION: u32 = 1;
 
 const EMPTY: usize = 0;
 const OWN: usize = 1;
@@ -28,28 +25,30 @@ const ONES: usize = 3;
 const LIBERTIES: usize = 4;
 const LAST_MOVES: usize = 12;
 
-/// The 15 planes of one position, one bit per point, plane after plane,
+/// The planes of one position, one bit per point, plane after plane,
 /// each plane `words_per_plane` 64-bit words in row-major point order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackedPlanes {
     /// Board side.
     size: usize,
+    /// Number of planes.
+    planes: usize,
     /// `ceil(size² / 64)`.
     words_per_plane: usize,
-    /// `PLANES * words_per_plane` words.
+    /// `planes * words_per_plane` words.
     words: Vec<u64>,
 }
 
 impl PackedPlanes {
-    /// All-zero planes for a board of `size`.
-    pub fn new(size: usize) -> PackedPlanes {
+    /// `planes` all-zero planes for a board of `size`.
+    pub fn new(size: usize, planes: usize) -> PackedPlanes {
         let words_per_plane = (size * size).div_ceil(64);
-        PackedPlanes { size, words_per_plane, words: vec![0; PLANES * words_per_plane] }
+        PackedPlanes { size, planes, words_per_plane, words: vec![0; planes * words_per_plane] }
     }
 
-    /// Rebuilds planes from their words (as stored in a shard).
-    pub fn from_words(size: usize, words: Vec<u64>) -> Option<PackedPlanes> {
-        let p = PackedPlanes::new(size);
+    /// Rebuilds `planes` planes from their words (as stored in a shard).
+    pub fn from_words(size: usize, planes: usize, words: Vec<u64>) -> Option<PackedPlanes> {
+        let p = PackedPlanes::new(size, planes);
         (words.len() == p.words.len()).then_some(PackedPlanes { words, ..p })
     }
 
@@ -57,13 +56,24 @@ impl PackedPlanes {
         self.size
     }
 
+    /// Number of planes.
+    pub fn planes(&self) -> usize {
+        self.planes
+    }
+
+    /// Words of one plane.
+    pub fn words_per_plane(&self) -> usize {
+        self.words_per_plane
+    }
+
     /// The packed words, plane after plane.
     pub fn words(&self) -> &[u64] {
         &self.words
     }
 
+    /// Sets point `index` (row-major) of `plane`.
     #[inline]
-    fn set(&mut self, plane: usize, index: usize) {
+    pub fn set(&mut self, plane: usize, index: usize) {
         self.words[plane * self.words_per_plane + index / 64] |= 1 << (index % 64);
     }
 
@@ -73,7 +83,7 @@ impl PackedPlanes {
         self.words[plane * self.words_per_plane + index / 64] >> (index % 64) & 1 != 0
     }
 
-    /// Writes the planes as 0.0/1.0 into `out` (`PLANES * size²` floats,
+    /// Writes the planes as 0.0/1.0 into `out` (`planes * size²` floats,
     /// plane-major: the NCHW layout of one sample).
     pub fn unpack_into(&self, out: &mut [f32]) {
         self.unpack_placed(out, |i| i);
@@ -94,7 +104,7 @@ impl PackedPlanes {
     #[inline(always)]
     fn unpack_placed(&self, out: &mut [f32], place: impl Fn(usize) -> usize) {
         let n = self.size * self.size;
-        assert_eq!(out.len(), PLANES * n, "output must hold {PLANES} planes of {n} points");
+        assert_eq!(out.len(), self.planes * n, "output must hold {} planes of {n} points", self.planes);
         out.fill(0.0);
         for (plane, dst) in out.chunks_exact_mut(n).enumerate() {
             let words = &self.words[plane * self.words_per_plane..(plane + 1) * self.words_per_plane];
@@ -113,24 +123,20 @@ impl PackedPlanes {
 
     /// The planes as a new `Vec<f32>`.
     pub fn unpack(&self) -> Vec<f32> {
-        let mut out = vec![0.0; PLANES * self.size * self.size];
+        let mut out = vec![0.0; self.planes * self.size * self.size];
         self.unpack_into(&mut out);
         out
     }
 }
 
-/// Encodes the position of `game` for the side to move.
-pub fn encode(game: &Game) -> PackedPlanes {
-    let mut planes = PackedPlanes::new(game.size());
-    encode_into(game, &mut planes);
-    planes
-}
-
-/// Like [`encode`], reusing `planes` (which must be for the same size).
-pub fn encode_into(game: &Game, planes: &mut PackedPlanes) {
+/// Writes the seed's 15 planes of the position of `game`, for the side to
+/// move, into the first 15 planes of `planes` (for the same board size),
+/// clearing every plane first.
+pub(crate) fn encode_seed(game: &Game, planes: &mut PackedPlanes) {
     let board = game.board();
     let size = board.size();
     assert_eq!(planes.size, size, "planes are for another board size");
+    debug_assert!(planes.planes >= PLANES);
     planes.words.fill(0);
     let wpp = planes.words_per_plane;
     let n = size * size;
@@ -175,7 +181,12 @@ pub fn encode_into(game: &Game, planes: &mut PackedPlanes) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FeatureSet;
     use crate::go::{Rules, Vertex};
+
+    fn encode(game: &Game) -> PackedPlanes {
+        FeatureSet::Seed.encode(game)
+    }
 
     fn at(name: &str) -> usize {
         Vertex::parse_gtp(name, 19).unwrap().index(19)
@@ -218,7 +229,7 @@ mod tests {
     fn bits_past_the_last_point_are_ignored() {
         // 9x9: 81 points, two words a plane, the second using 17 bits.
         let words = vec![u64::MAX; PLANES * 2];
-        let planes = PackedPlanes::from_words(9, words).unwrap();
+        let planes = PackedPlanes::from_words(9, PLANES, words).unwrap();
         assert!(planes.unpack().iter().all(|&x| x == 1.0));
         let mut out = vec![0.0; PLANES * 81];
         let reversed: Vec<u16> = (0..81).rev().collect();

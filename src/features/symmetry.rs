@@ -2,7 +2,7 @@
 //! feature planes and move labels so that a rotated position keeps its
 //! right answer.
 
-use super::{PackedPlanes, PLANES};
+use super::PackedPlanes;
 use crate::go::Vertex;
 
 /// One of the 8 symmetries: bit 0 mirrors columns, bit 1 mirrors rows, bit
@@ -90,8 +90,8 @@ impl Symmetry {
         let n = size * size;
         let perm = self.permutation(size);
         let wpp = n.div_ceil(64);
-        let mut words = vec![0u64; PLANES * wpp];
-        for plane in 0..PLANES {
+        let mut words = vec![0u64; planes.planes() * wpp];
+        for plane in 0..planes.planes() {
             for (i, &to) in perm.iter().enumerate() {
                 if planes.get(plane, i) {
                     let to = to as usize;
@@ -99,14 +99,14 @@ impl Symmetry {
                 }
             }
         }
-        PackedPlanes::from_words(size, words).expect("same shape")
+        PackedPlanes::from_words(size, planes.planes(), words).expect("same shape")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::features::encode;
+    use crate::features::FeatureSet;
     use crate::go::{Color, ColoredMove, Game, Move, Rules};
 
     #[test]
@@ -130,8 +130,9 @@ mod tests {
     #[test]
     fn encoding_a_transformed_game_equals_transforming_its_planes() {
         // A short real-looking opening with a capture, played both ways.
-        let moves = ["D4", "E4", "E5", "A1", "E3", "A2", "F4", "pass", "J9", "C3"];
-        for s in Symmetry::all() {
+        let moves = ["D4", "E4", "E5", "A1", "E3", "A2", "F4", "pass", "J9", "C3", "D5", "D3"];
+        for (s, features) in Symmetry::all().into_iter().flat_map(|s| FeatureSet::ALL.map(|f| (s, f))) {
+            let encode = |g: &Game| features.encode(g);
             let mut g = Game::new(9, Rules::CHINESE);
             let mut t = Game::new(9, Rules::CHINESE);
             let mut color = Color::Black;
@@ -144,8 +145,8 @@ mod tests {
                 g.play(color, mv).unwrap();
                 t.play(color, tm).unwrap();
                 color = color.opponent();
-                assert_eq!(s.apply_packed(&encode(&g)), encode(&t), "{s:?} after {m}");
-                let mut f = vec![0.0; 15 * 81];
+                assert_eq!(s.apply_packed(&encode(&g)), encode(&t), "{s:?} {features} after {m}");
+                let mut f = vec![0.0; features.planes() * 81];
                 s.apply_f32(&encode(&g).unpack(), &mut f, 9);
                 assert_eq!(f, encode(&t).unpack());
                 encode(&g).unpack_permuted_into(&s.permutation(9), &mut f);

@@ -204,6 +204,17 @@ impl LibSets {
     }
 }
 
+/// What a legal stone move would leave: see [`Board::move_outcome`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoveOutcome {
+    /// Liberties of the string holding the new stone.
+    pub liberties: u32,
+    /// Stones of that string.
+    pub stones: u32,
+    /// Opponent stones captured.
+    pub captured: u32,
+}
+
 /// A string of connected stones of one colour, stored at its root point.
 #[derive(Clone, Copy)]
 struct Chain {
@@ -850,6 +861,88 @@ impl Board {
     fn add_empty(&mut self, p: usize) {
         self.empty_pos[p] = self.empty.len() as u16;
         self.empty.push(p as u16);
+    }
+
+    /// The liberties of the string at `p`, in board order (none for an
+    /// empty point).
+    pub fn liberty_points(&self, p: Point) -> impl Iterator<Item = Point> + '_ {
+        let set: &[u64] =
+            if self.cells[p.idx()].color().is_some() { self.libs.set(self.chain_of[p.idx()] as usize) } else { &[] };
+        set.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    Point((w * 64 + b) as u16)
+                })
+            })
+        })
+    }
+
+    /// What a stone of `color` at `p` would leave on the board, without
+    /// playing it; `None` when the move is illegal (occupied, simple ko or
+    /// suicide). The input features ask this of every empty point: a union of
+    /// liberty sets, never a copy of the board (a copy is tens of kilobytes,
+    /// and copies were half of `prepare --features extended`'s time).
+    pub fn move_outcome(&self, p: Point, color: Color) -> Option<MoveOutcome> {
+        self.check_move(p, color, false).ok()?;
+        let pi = p.idx();
+        let own = Cell::stone(color);
+        // The new string's liberties: the point's empty neighbours and the
+        // liberties of the friendly strings it joins, as one bit set.
+        let mut union = [0u64; LibSets::WIDTHS[3]];
+        let mut dirs = self.dirs(pi, Cell::Empty);
+        while dirs != 0 {
+            let n = self.step(pi, dirs.trailing_zeros());
+            dirs &= dirs - 1;
+            union[n >> 6] |= 1 << (n & 63);
+        }
+        let (mut joined, mut n_joined, mut stones) = ([u16::MAX; 4], 0, 1);
+        let mut dirs = self.dirs(pi, own);
+        while dirs != 0 {
+            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
+            dirs &= dirs - 1;
+            if !joined[..n_joined].contains(&root) {
+                joined[n_joined] = root;
+                n_joined += 1;
+                stones += self.chains[root as usize].size as u32;
+                for (u, &w) in union.iter_mut().zip(self.libs.set(root as usize)) {
+                    *u |= w;
+                }
+            }
+        }
+        // Enemy strings whose last liberty this is are captured: each of
+        // their stones next to the new string becomes a liberty.
+        let (mut captured_roots, mut n_captured, mut captured) = ([u16::MAX; 4], 0, 0);
+        let mut dirs = self.dirs(pi, Cell::stone(color.opponent()));
+        while dirs != 0 {
+            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
+            dirs &= dirs - 1;
+            let chain = self.chains[root as usize];
+            if chain.lib_count == 1 && !captured_roots[..n_captured].contains(&root) {
+                captured_roots[n_captured] = root;
+                n_captured += 1;
+                captured += chain.size as u32;
+                let mut stone = root as usize;
+                loop {
+                    let touches = (0..4).any(|d| {
+                        let q = self.step(stone, d);
+                        q == pi || (self.cells[q] == own && joined[..n_joined].contains(&self.chain_of[q]))
+                    });
+                    if touches {
+                        union[stone >> 6] |= 1 << (stone & 63);
+                    }
+                    stone = self.next_stone[stone] as usize;
+                    if stone == root as usize {
+                        break;
+                    }
+                }
+            }
+        }
+        union[pi >> 6] &= !(1 << (pi & 63));
+        let liberties = union[..self.libs.words].iter().map(|w| w.count_ones()).sum();
+        Some(MoveOutcome { liberties, stones, captured })
     }
 
     /// The single liberty of a string in atari, if it has exactly one.

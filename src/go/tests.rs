@@ -359,3 +359,47 @@ fn a_suicide_that_recreates_the_position_is_superko_even_before_any_capture() {
     play(&mut game, Color::White, "A2").unwrap();
     assert_eq!(game.board().hash(), before);
 }
+
+/// `move_outcome` (liberties, stones and captures of a move, without
+/// playing it) against playing it, at every empty point of every position
+/// of pseudo-random games on small boards, where captures and big strings
+/// are common.
+#[test]
+fn move_outcome_agrees_with_playing_the_move() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut checked = (0, 0);
+    for size in [5, 7, 9] {
+        for _ in 0..20 {
+            let mut g = Game::new(size, Rules::CHINESE);
+            for _ in 0..3 * size * size {
+                let color = g.to_move();
+                let board = g.board().clone();
+                for p in board.points().filter(|&p| board.color_at(p).is_none()) {
+                    let outcome = board.move_outcome(p, color);
+                    assert_eq!(outcome.is_some(), board.check_move(p, color, false).is_ok());
+                    let Some(o) = outcome else { continue };
+                    let mut after = board.clone();
+                    let captured = after.play(p, color);
+                    let actual = (after.liberties(p) as u32, after.string_size(p) as u32, captured);
+                    assert_eq!((o.liberties, o.stones, o.captured), actual, "{}", board.vertex(p));
+                    checked.0 += 1;
+                    checked.1 += (captured > 0) as u32;
+                }
+                let empty: Vec<Point> = board.empty_points().collect();
+                let choice = empty[next() as usize % empty.len()];
+                if g.check_point(choice, color).is_ok() && !board.is_eye(choice, color) {
+                    g.play_point(color, choice);
+                } else {
+                    g.play(color, Move::Pass).unwrap();
+                }
+            }
+        }
+    }
+    assert!(checked.1 > 100, "captures were checked: {checked:?}");
+}

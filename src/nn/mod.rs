@@ -1,11 +1,11 @@
-//! Neural nets over the 15 feature planes, built on candle.
+//! Neural nets over the feature planes, built on candle.
 //!
 //! Four architectures ([`Arch`]): the seed's policy, playout and value nets
 //! (exactly those of `shared/bench/torch_seed_nets.py`) and a configurable
 //! residual net. A [`Model`] owns one net and its tensors.
 //!
-//! Input: f32 (batch, 15, 19, 19), the planes of
-//! [`crate::features::planes`] as 0.0/1.0. Output, by [`Output`]:
+//! Input: f32 (batch, planes, 19, 19), the planes of a
+//! [`crate::features::FeatureSet`] as 0.0/1.0 (15 for the seed's). Output, by [`Output`]:
 //! move nets give log-probabilities (batch, 362) — points in row-major
 //! order, then pass — with occupied points masked out; value nets give the
 //! probability (batch) that the side to move wins.
@@ -36,6 +36,7 @@ pub mod playout;
 pub mod policy;
 pub mod resnet;
 pub mod value;
+pub mod weights;
 
 use std::str::FromStr;
 use std::sync::Mutex;
@@ -49,6 +50,8 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 pub use resnet::{Head, ResNetConfig};
+
+use crate::features::FeatureSet;
 
 /// Board side the nets are built for.
 pub const BOARD: usize = 19;
@@ -112,15 +115,33 @@ pub enum Arch {
 }
 
 impl Arch {
-    /// Builds the net, creating its tensors through `vb` (or taking them
-    /// from it when they exist).
-    pub fn build(&self, vb: VarBuilder) -> Result<Box<dyn Net>> {
+    /// Builds the net for `planes` input planes, creating its tensors
+    /// through `vb` (or taking them from it when they exist).
+    pub fn build(&self, vb: VarBuilder, planes: usize) -> Result<Box<dyn Net>> {
         Ok(match self {
-            Arch::Policy => Box::new(policy::PolicyNet::new(vb)?),
-            Arch::Playout => Box::new(playout::PlayoutNet::new(vb)?),
-            Arch::Value => Box::new(value::ValueNet::new(vb)?),
-            Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config)?),
+            Arch::Policy => Box::new(policy::PolicyNet::new(vb, planes)?),
+            Arch::Playout => Box::new(playout::PlayoutNet::new(vb, planes)?),
+            Arch::Value => Box::new(value::ValueNet::new(vb, planes)?),
+            Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config, planes)?),
         })
+    }
+}
+
+/// The name [`Arch::from_str`] reads: `policy`, `resnet-value:6x64`, ….
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arch::Policy => f.write_str("policy"),
+            Arch::Playout => f.write_str("playout"),
+            Arch::Value => f.write_str("value"),
+            Arch::ResNet(c) => {
+                let head = match c.head {
+                    Head::Policy => "policy",
+                    Head::Value => "value",
+                };
+                write!(f, "resnet-{head}:{}x{}", c.blocks, c.filters)
+            }
+        }
     }
 }
 
@@ -157,6 +178,8 @@ impl FromStr for Arch {
 /// A net with its tensors.
 pub struct Model {
     arch: Arch,
+    /// The input planes it reads.
+    features: FeatureSet,
     /// Every tensor of the net by name, trained or not.
     varmap: VarMap,
     net: Box<dyn Net>,
@@ -164,19 +187,25 @@ pub struct Model {
 }
 
 impl Model {
-    /// A freshly initialised net on `device`; `seed` fixes the initial
-    /// weights (PyTorch's default initialisation: uniform ±1/√fan_in).
-    pub fn new(arch: Arch, device: &Device, seed: u64) -> Result<Model> {
+    /// A freshly initialised net reading `features` on `device`; `seed`
+    /// fixes the initial weights (PyTorch's default initialisation: uniform
+    /// ±1/√fan_in).
+    pub fn new(arch: Arch, features: FeatureSet, device: &Device, seed: u64) -> Result<Model> {
         let varmap = VarMap::new();
         let backend = SeededVarMap { map: varmap.clone(), rng: Mutex::new(Pcg64Mcg::seed_from_u64(seed)) };
         let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
-        let net = arch.build(vb)?;
-        Ok(Model { arch, varmap, net, device: device.clone() })
+        let net = arch.build(vb, features.planes())?;
+        Ok(Model { arch, features, varmap, net, device: device.clone() })
     }
 
     /// Which net this is.
     pub fn arch(&self) -> Arch {
         self.arch
+    }
+
+    /// The input planes it reads.
+    pub fn features(&self) -> FeatureSet {
+        self.features
     }
 
     /// Where its tensors live.
@@ -236,10 +265,12 @@ pub fn mask_occupied(logits: &Tensor, planes: &Tensor) -> Result<Tensor> {
     logits + legal.affine(-MASKED_LOGIT, MASKED_LOGIT)?
 }
 
-/// The device named `spec`: `cpu`, `cuda` or `cuda:N`.
+/// The device named `spec`: `cpu`, `cuda`, `cuda:N`, or `auto` (the
+/// first GPU when this build and machine have one, else the CPU).
 pub fn device(spec: &str) -> anyhow::Result<Device> {
     let ordinal = match spec {
         "cpu" => return Ok(Device::Cpu),
+        "auto" => return Ok(cuda_device(0).unwrap_or(Device::Cpu)),
         "cuda" => 0,
         _ => match spec.strip_prefix("cuda:") {
             Some(n) => n.parse().with_context(|| format!("device {spec:?}: bad GPU number"))?,
@@ -363,9 +394,9 @@ impl SimpleBackend for SeededVarMap {
 }
 
 /// Layers shared by the seed's playout and value nets: `c.{i}`, 3×3
-/// convolutions with bias and ReLU from the 15 planes through `channels`.
-fn conv_stack(vb: &VarBuilder, channels: &[usize]) -> Result<Vec<layers::Conv>> {
-    let mut c_in = crate::features::PLANES;
+/// convolutions with bias and ReLU from the input `planes` through `channels`.
+fn conv_stack(vb: &VarBuilder, planes: usize, channels: &[usize]) -> Result<Vec<layers::Conv>> {
+    let mut c_in = planes;
     let mut convs = Vec::with_capacity(channels.len());
     for (i, &c_out) in channels.iter().enumerate() {
         convs.push(layers::Conv::new(vb.pp(format!("c.{i}")), c_in, c_out, 3, true, true)?);

@@ -27,9 +27,10 @@ pub struct PlayoutNet {
 }
 
 impl PlayoutNet {
-    /// Creates (or, from a filled `VarMap`, loads) the net's tensors.
-    pub fn new(vb: VarBuilder) -> Result<PlayoutNet> {
-        let hidden = conv_stack(&vb, &[16, 16, 16])?;
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors, for
+    /// `planes` input planes.
+    pub fn new(vb: VarBuilder, planes: usize) -> Result<PlayoutNet> {
+        let hidden = conv_stack(&vb, planes, &[16, 16, 16])?;
         let head = Conv::new(vb.pp("head"), 16, 1, 3, true, false)?;
         let fc = Linear::new(vb.pp("fc"), POINTS, MOVES)?;
         Ok(PlayoutNet { hidden, head, fc })

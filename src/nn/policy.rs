@@ -1,12 +1,12 @@
 //! The seed's policy net: which move would a strong player make here?
 //!
-//! Batch norm on the 15 input planes (then ReLU), four 3×3 convolutions
+//! Batch norm on the input planes (15 for the seed's features) (then ReLU), four 3×3 convolutions
 //! 15→32→64→64→32 each followed by batch norm and ReLU, a 3×3 convolution
 //! 32→1 giving one logit per point, and one learned pass logit: 362 logits.
 //! Occupied points are masked, then log-softmax.
 //!
 //! Tensors (PyTorch's names for `torch_seed_nets.Policy`):
-//! `bn0.{weight,bias,running_mean,running_var}` (15),
+//! `bn0.{weight,bias,running_mean,running_var}` (planes),
 //! `convs.{0..3}.weight` (c_out, c_in, 3, 3) and `.bias` (c_out),
 //! `bns.{0..3}.{weight,bias,running_mean,running_var}` (c_out),
 //! `head.weight` (1, 32, 3, 3), `head.bias` (1), `pass_logit` (1).
@@ -16,7 +16,6 @@ use candle_nn::{Init, VarBuilder};
 
 use super::layers::{flatten, log_softmax, BatchNorm, Conv};
 use super::{mask_occupied, Net, Output};
-use crate::features::PLANES;
 
 /// Channels after each hidden convolution.
 const CHANNELS: [usize; 4] = [32, 64, 64, 32];
@@ -34,11 +33,12 @@ pub struct PolicyNet {
 }
 
 impl PolicyNet {
-    /// Creates (or, from a filled `VarMap`, loads) the net's tensors.
-    pub fn new(vb: VarBuilder) -> Result<PolicyNet> {
-        let bn0 = BatchNorm::new(vb.pp("bn0"), PLANES, true)?;
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors, for
+    /// `planes` input planes.
+    pub fn new(vb: VarBuilder, planes: usize) -> Result<PolicyNet> {
+        let bn0 = BatchNorm::new(vb.pp("bn0"), planes, true)?;
         let mut hidden = Vec::with_capacity(CHANNELS.len());
-        let mut c_in = PLANES;
+        let mut c_in = planes;
         for (i, &c_out) in CHANNELS.iter().enumerate() {
             // The bias is redundant before batch norm, but kept so that the
             // tensors match the PyTorch seed net one for one.

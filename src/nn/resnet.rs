@@ -23,7 +23,6 @@ use serde::{Deserialize, Serialize};
 
 use super::layers::{flatten, log_softmax, BatchNorm, Conv, Linear};
 use super::{mask_occupied, Net, Output, MOVES, POINTS};
-use crate::features::PLANES;
 
 /// What a residual net predicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,14 +90,17 @@ pub struct ResNet {
 }
 
 impl ResNet {
-    /// Creates (or, from a filled `VarMap`, loads) the net's tensors.
-    pub fn new(vb: VarBuilder, config: &ResNetConfig) -> Result<ResNet> {
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors, for
+    /// `planes` input planes.
+    pub fn new(vb: VarBuilder, config: &ResNetConfig, input_planes: usize) -> Result<ResNet> {
         let f = config.filters;
         if f == 0 {
             candle_core::bail!("a residual net needs at least one filter");
         }
-        let stem =
-            (Conv::new(vb.pp("stem.conv"), PLANES, f, 3, false, false)?, BatchNorm::new(vb.pp("stem.bn"), f, true)?);
+        let stem = (
+            Conv::new(vb.pp("stem.conv"), input_planes, f, 3, false, false)?,
+            BatchNorm::new(vb.pp("stem.bn"), f, true)?,
+        );
         let blocks = (0..config.blocks).map(|i| Block::new(vb.pp(format!("blocks.{i}")), f)).collect::<Result<_>>()?;
         let (name, planes) = match config.head {
             Head::Policy => ("policy", 2),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::features::PLANES;
+use crate::features::{FeatureSet, PLANES};
 
 /// A batch of planes where point 0 is occupied and the rest empty, with
 /// other planes random-ish.
@@ -21,7 +21,7 @@ fn names(model: &Model) -> Vec<String> {
 
 #[test]
 fn seed_nets_use_pytorch_names_and_shapes() {
-    let policy = Model::new(Arch::Policy, &Device::Cpu, 1).unwrap();
+    let policy = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
     let mut expected = vec!["head.bias".to_string(), "head.weight".into(), "pass_logit".into()];
     for layer in ["bn0".to_string()].into_iter().chain((0..4).map(|i| format!("bns.{i}"))) {
         for t in ["bias", "running_mean", "running_var", "weight"] {
@@ -36,12 +36,12 @@ fn seed_nets_use_pytorch_names_and_shapes() {
     assert_eq!(names(&policy), expected);
     assert_eq!(policy.parameters().len(), expected.len() - 10, "running statistics are not trained");
 
-    let value = Model::new(Arch::Value, &Device::Cpu, 1).unwrap();
+    let value = Model::new(Arch::Value, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
     let shape = |m: &Model, n: &str| m.tensors().into_iter().find(|(k, _)| k == n).unwrap().1.dims().to_vec();
     assert_eq!(shape(&value, "c.0.weight"), [16, 15, 3, 3]);
     assert_eq!(shape(&value, "head.weight"), [2, 16, 3, 3]);
     assert_eq!(shape(&value, "fc.weight"), [1, 722]);
-    let playout = Model::new(Arch::Playout, &Device::Cpu, 1).unwrap();
+    let playout = Model::new(Arch::Playout, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
     assert_eq!(names(&playout).len(), 3 * 2 + 2 + 2);
     assert_eq!(shape(&playout, "fc.weight"), [362, 361]);
 }
@@ -50,7 +50,7 @@ fn seed_nets_use_pytorch_names_and_shapes() {
 fn move_nets_give_distributions_without_occupied_points() {
     let x = planes(2);
     for arch in [Arch::Policy, Arch::Playout, "resnet-policy:1x8".parse().unwrap()] {
-        let model = Model::new(arch, &Device::Cpu, 7).unwrap();
+        let model = Model::new(arch, FeatureSet::Seed, &Device::Cpu, 7).unwrap();
         assert_eq!(model.output(), Output::MoveLogProbs);
         for train in [true, false] {
             let p = model.forward(&x, train).unwrap().exp().unwrap();
@@ -68,7 +68,7 @@ fn move_nets_give_distributions_without_occupied_points() {
 #[test]
 fn value_nets_give_probabilities() {
     for arch in [Arch::Value, "resnet-value:2x8".parse().unwrap()] {
-        let model = Model::new(arch, &Device::Cpu, 7).unwrap();
+        let model = Model::new(arch, FeatureSet::Seed, &Device::Cpu, 7).unwrap();
         assert_eq!(model.output(), Output::WinProb);
         let v = model.forward(&planes(3), true).unwrap().to_vec1::<f32>().unwrap();
         assert_eq!(v.len(), 3);
@@ -79,7 +79,7 @@ fn value_nets_give_probabilities() {
 #[test]
 fn the_seed_fixes_the_initial_weights() {
     let w = |seed| {
-        Model::new(Arch::Playout, &Device::Cpu, seed).unwrap().tensors()[0]
+        Model::new(Arch::Playout, FeatureSet::Seed, &Device::Cpu, seed).unwrap().tensors()[0]
             .1
             .flatten_all()
             .unwrap()
@@ -161,8 +161,8 @@ fn the_device_path_gives_the_cpu_losses_and_gradients() {
     let results = Tensor::new(&[1f32, 0.0, 1.0, 1.0, 0.0, 0.0], &Device::Cpu).unwrap();
     let archs = [Arch::Policy, Arch::Playout, Arch::Value, "resnet-policy:2x16".parse().unwrap()];
     for arch in archs.into_iter().chain(["resnet-value:1x8".parse().unwrap()]) {
-        let cpu = Model::new(arch, &Device::Cpu, 5).unwrap();
-        let other = Model::new(arch, &dev, 5).unwrap();
+        let cpu = Model::new(arch, FeatureSet::Seed, &Device::Cpu, 5).unwrap();
+        let other = Model::new(arch, FeatureSet::Seed, &dev, 5).unwrap();
         let target = if cpu.output() == Output::WinProb { &results } else { &moves };
         let (xd, td) = (x.to_device(&dev).unwrap(), target.to_device(&dev).unwrap());
         let config = crate::train::optim::OptimizerConfig::sgd(0.05, 0.9);

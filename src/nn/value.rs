@@ -25,9 +25,10 @@ pub struct ValueNet {
 }
 
 impl ValueNet {
-    /// Creates (or, from a filled `VarMap`, loads) the net's tensors.
-    pub fn new(vb: VarBuilder) -> Result<ValueNet> {
-        let hidden = conv_stack(&vb, &[16, 16, 16, 16])?;
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors, for
+    /// `planes` input planes.
+    pub fn new(vb: VarBuilder, planes: usize) -> Result<ValueNet> {
+        let hidden = conv_stack(&vb, planes, &[16, 16, 16, 16])?;
         let head = Conv::new(vb.pp("head"), 16, 2, 3, true, false)?;
         let fc = Linear::new(vb.pp("fc"), 2 * POINTS, 1)?;
         Ok(ValueNet { hidden, head, fc })

@@ -556,6 +556,7 @@ impl Agent for Mcts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FeatureSet;
     use crate::go::{Rules, Vertex};
     use crate::nn::{Arch, Model};
     use candle_core::Device;
@@ -569,7 +570,7 @@ mod tests {
     }
 
     fn random_net(arch: Arch, seed: u64) -> NetEval {
-        NetEval::new(Model::new(arch, &Device::Cpu, seed).unwrap(), format!("untrained {arch:?}"))
+        NetEval::new(Model::new(arch, FeatureSet::Seed, &Device::Cpu, seed).unwrap(), format!("untrained {arch:?}"))
     }
 
     #[test]

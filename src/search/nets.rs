@@ -5,10 +5,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 
-use crate::features::{encode, PLANES};
 use crate::go::Game;
-use crate::nn::{Model, Output, BOARD, MOVES, POINTS};
-use crate::train::run::load_model;
+use crate::nn::{weights, Model, Output, BOARD, MOVES, POINTS};
 
 /// A net ready to evaluate positions: planes in, move probabilities or a
 /// win probability out. Positions are batched into one forward pass, which
@@ -28,7 +26,7 @@ impl NetEval {
     /// Loads the checkpoint at `path` (a folder or a weights file in one)
     /// and checks that it gives `want`.
     pub fn load(path: &Path, device: &Device, want: Output) -> Result<NetEval> {
-        let model = load_model(path, device)?;
+        let model = weights::load(path, device)?;
         if model.output() != want {
             let what = |o: Output| match o {
                 Output::MoveLogProbs => "a move net (policy or playout)",
@@ -49,17 +47,19 @@ impl NetEval {
         &self.source
     }
 
-    /// The input tensor (n, 15, 19, 19) of `games`, each from its side to move.
+    /// The input tensor (n, planes, 19, 19) of `games`, each from its side
+    /// to move, in the net's feature set.
     fn input(&self, games: &[&Game]) -> Result<Tensor> {
-        let per_position = PLANES * POINTS;
+        let features = self.model.features();
+        let per_position = features.planes() * POINTS;
         let mut data = vec![0f32; games.len() * per_position];
         for (game, chunk) in games.iter().zip(data.chunks_exact_mut(per_position)) {
             if game.size() != BOARD {
                 bail!("the nets play on {BOARD}x{BOARD} only, not {}x{}", game.size(), game.size());
             }
-            encode(game).unpack_into(chunk);
+            features.encode(game).unpack_into(chunk);
         }
-        Ok(Tensor::from_vec(data, (games.len(), PLANES, BOARD, BOARD), self.model.device())?)
+        Ok(Tensor::from_vec(data, (games.len(), features.planes(), BOARD, BOARD), self.model.device())?)
     }
 
     /// Move probabilities (362 each: points in row-major order, then pass)

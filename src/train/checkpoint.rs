@@ -17,17 +17,16 @@
 //! checks the checksum (a flipped byte is refused, naming the file) and that
 //! all three files agree.
 
-use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use candle_core::{DType, Device, Tensor};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use super::optim::Optimizer;
+use crate::atomic::{sync_dir, write_atomic};
+use crate::nn::weights::{self, read_tensors, write_tensors, Meta};
 use crate::nn::{Arch, Model};
 
 /// File of the model's tensors in a checkpoint directory.
@@ -36,15 +35,6 @@ pub const WEIGHTS_FILE: &str = "weights.safetensors";
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// File of the training state.
 pub const STATE_FILE: &str = "state.json";
-/// The one metadata key of go-train's tensor files: `step=N data_crc32=X`
-/// (the step only in checkpoint files). The CRC-32 covers the file's data
-/// (everything after its header): safetensors has no checksum, and a
-/// flipped byte in a weight loaded silently. One key, because safetensors
-/// writes metadata in hash order and two keys would make equal checkpoints
-/// differ byte for byte.
-const META_KEY: &str = "go_train";
-/// The metadata key of files written before [`META_KEY`]: the step alone.
-const LEGACY_STEP_KEY: &str = "step";
 
 /// Where training stands, besides the weights and the optimizer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -75,9 +65,9 @@ pub fn save(dir: &Path, model: &Model, optimizer: &dyn Optimizer, state: &TrainS
     let (staged, previous) = (sibling(dir, "new")?, sibling(dir, "old")?);
     remove_dir_if_present(&staged)?;
     fs::create_dir_all(&staged).with_context(|| format!("cannot create checkpoint folder {}", staged.display()))?;
-    let weights: Vec<(String, Tensor)> = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(&staged.join(WEIGHTS_FILE), weights, Some(state.step))?;
-    write_tensors(&staged.join(OPTIMIZER_FILE), optimizer.state(), Some(state.step))?;
+    weights::save(&staged.join(WEIGHTS_FILE), model, Some(state.step))?;
+    let step_only = Meta { step: Some(state.step), ..Meta::default() };
+    write_tensors(&staged.join(OPTIMIZER_FILE), optimizer.state(), &step_only)?;
     let json = serde_json::to_vec_pretty(&StateFile { arch: model.arch(), state: state.clone() })?;
     // Last: a staged folder with a state file is complete.
     write_atomic(&staged.join(STATE_FILE), &json)?;
@@ -137,11 +127,6 @@ fn remove_dir_if_present(dir: &Path) -> Result<()> {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync folder {}", dir.display()))
-}
-
 /// Loads the checkpoint in `dir` into `model` and `optimizer` (which must be
 /// of the kinds that saved it) and returns the training state.
 pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<TrainState> {
@@ -157,39 +142,16 @@ pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<
     check_step(&weights, load_weights_at(&weights, model)?, step)?;
     let opt_path = dir.join(OPTIMIZER_FILE);
     let opt_file = read_tensors(&opt_path, model.device())?;
-    check_step(&opt_path, opt_file.step, step)?;
+    check_step(&opt_path, opt_file.meta.step, step)?;
     optimizer
         .load_state(opt_file.tensors)
         .with_context(|| format!("{}: cannot restore the optimizer", opt_path.display()))?;
     Ok(file.state)
 }
 
-/// Writes `model`'s tensors to the safetensors file `path`.
-pub fn save_weights(path: &Path, model: &Model) -> Result<()> {
-    let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(path, weights, None)
-}
-
-/// Sets `model`'s tensors from the safetensors file `path`, which must hold
-/// exactly the net's tensors with their shapes.
-pub fn load_weights(path: &Path, model: &Model) -> Result<()> {
-    load_weights_at(path, model).map(|_| ())
-}
-
-/// [`load_weights`], returning the step recorded in the file's metadata.
+/// [`weights::load_into`], returning the step recorded in the file.
 fn load_weights_at(path: &Path, model: &Model) -> Result<Option<u64>> {
-    let TensorFile { mut tensors, step } = read_tensors(path, model.device())?;
-    for (name, var) in model.tensors() {
-        let t = tensors.remove(&name).ok_or_else(|| anyhow!("{}: no tensor {name}", path.display()))?;
-        if t.shape() != var.shape() {
-            bail!("{}: tensor {name} has shape {:?}, the net needs {:?}", path.display(), t.dims(), var.dims());
-        }
-        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{}: cannot set {name}", path.display()))?;
-    }
-    if let Some(extra) = tensors.keys().min() {
-        bail!("{}: tensor {extra} is not part of a {:?} net", path.display(), model.arch());
-    }
-    Ok(step)
+    Ok(weights::load_into(path, model)?.step)
 }
 
 fn check_step(path: &Path, found: Option<u64>, expected: u64) -> Result<()> {
@@ -203,85 +165,13 @@ fn check_step(path: &Path, found: Option<u64>, expected: u64) -> Result<()> {
     }
 }
 
-/// Tensors read from a safetensors file.
-struct TensorFile {
-    tensors: HashMap<String, Tensor>,
-    /// The step recorded in the metadata, if any.
-    step: Option<u64>,
-}
-
-fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
-    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (header_len, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-        .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
-    let meta = meta.metadata().clone().unwrap_or_default();
-    let fields: HashMap<&str, &str> = meta
-        .get(META_KEY)
-        .map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect())
-        .unwrap_or_default();
-    // Files from before checksums were written have none to check.
-    if let Some(&stored) = fields.get("data_crc32") {
-        let data = bytes.get(8 + header_len..).unwrap_or_default();
-        let actual = format!("{:08x}", crc32fast::hash(data));
-        if stored != actual {
-            bail!("{}: damaged: its tensor data has CRC-32 {actual}, written as {stored}", path.display());
-        }
-    }
-    let step = match fields.get("step").copied().or(meta.get(LEGACY_STEP_KEY).map(String::as_str)) {
-        Some(s) => Some(s.parse().with_context(|| format!("{}: bad step {s:?} in metadata", path.display()))?),
-        None => None,
-    };
-    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
-        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
-    Ok(TensorFile { tensors, step })
-}
-
-/// Writes `tensors` to `path` with their checksum and, for a checkpoint's
-/// files, the training step (see [`META_KEY`]).
-fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, step: Option<u64>) -> Result<()> {
-    // Contiguous CPU copies: serialising reads raw bytes, and candle's
-    // conversion for other layouts would panic rather than fail.
-    let host = tensors
-        .into_iter()
-        .map(|(name, t)| {
-            let t = t.to_device(&Device::Cpu)?;
-            let t = if t.dtype() == DType::F64 { t.to_dtype(DType::F32)? } else { t };
-            Ok((name, t.contiguous()?))
-        })
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    let encode = |value: String| {
-        let meta = HashMap::from([(META_KEY.to_string(), value)]);
-        safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
-            .with_context(|| format!("cannot encode tensors for {}", path.display()))
-    };
-    // The data section does not depend on the metadata: encode once to
-    // checksum it, then again with the checksum in the header.
-    let first = encode(String::new())?;
-    let header_len = u64::from_le_bytes(first[..8].try_into().expect("safetensors files start with 8 bytes")) as usize;
-    let crc = format!("data_crc32={:08x}", crc32fast::hash(&first[8 + header_len..]));
-    write_atomic(path, &encode(step.map_or(crc.clone(), |s| format!("step={s} {crc}")))?)
-}
-
-/// Writes `bytes` to `path` through a temporary file that is synced and
-/// then renamed over `path`; finally syncs the folder so the rename lasts.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp_name = path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?.to_owned();
-    tmp_name.push(".tmp");
-    let tmp: PathBuf = path.with_file_name(tmp_name);
-    let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    };
-    write().with_context(|| format!("cannot write {}", tmp.display()))?;
-    rename(&tmp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FeatureSet;
+    use crate::nn::weights::{load_into, save as save_weights};
     use crate::train::optim::OptimizerConfig;
+    use candle_core::{DType, Device, Tensor};
     use rand::SeedableRng;
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -292,7 +182,7 @@ mod tests {
 
     /// A trained-a-little value net with Adam, so the optimizer has state.
     fn trained(seed: u64) -> (Model, Box<dyn Optimizer>) {
-        let model = Model::new(Arch::Value, &Device::Cpu, seed).unwrap();
+        let model = Model::new(Arch::Value, FeatureSet::Seed, &Device::Cpu, seed).unwrap();
         let mut opt = OptimizerConfig::adam(0.01).build(model.parameters());
         let x = Tensor::ones((2, 15, 19, 19), DType::F32, &Device::Cpu).unwrap();
         let y = Tensor::new(&[1.0f32, 0.0], &Device::Cpu).unwrap();
@@ -396,7 +286,7 @@ mod tests {
         fs::write(&weights, &flipped).unwrap();
         let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
         assert!(err.contains("weights.safetensors") && err.contains("damaged"), "{err}");
-        let err = format!("{:#}", load_weights(&weights, &model).unwrap_err());
+        let err = format!("{:#}", load_into(&weights, &model).unwrap_err());
         assert!(err.contains("damaged"), "{err}");
 
         fs::write(&weights, b"garbage").unwrap();
@@ -404,13 +294,13 @@ mod tests {
         assert!(err.contains("weights.safetensors"), "{err}");
 
         // Another net's weights: names and shapes differ.
-        let playout = Model::new(Arch::Playout, &Device::Cpu, 1).unwrap();
+        let playout = Model::new(Arch::Playout, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
         fs::write(&weights, &good).unwrap();
-        let err = format!("{:#}", load_weights(&weights, &playout).unwrap_err());
-        assert!(err.contains("weights.safetensors") && err.contains("shape"), "{err}");
+        let err = format!("{:#}", load_into(&weights, &playout).unwrap_err());
+        assert!(err.contains("weights.safetensors") && err.contains("value net, not playout"), "{err}");
 
         // A weights file from another save.
-        save_weights(&weights, &model).unwrap();
+        save_weights(&weights, &model, None).unwrap();
         let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
         assert!(err.contains("weights.safetensors") && err.contains("step"), "{err}");
 

@@ -1,12 +1,14 @@
 //! Measuring a net on a split: loss and top-1/top-5 accuracy for move
 //! nets, mean squared error and accuracy for value nets.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
+use super::baseline::OwnershipBaseline;
+use crate::dataset::MANIFEST;
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
-use crate::features::{Symmetry, PLANES};
+use crate::features::Symmetry;
 use crate::nn::{Model, Output};
 
 /// What a net scores on a set of positions.
@@ -101,7 +103,7 @@ impl Tally {
 /// The tensors of a batch on the model's device: input planes and target.
 pub fn batch_tensors(model: &Model, batch: &Batch, size: usize) -> Result<(Tensor, Tensor)> {
     let device = model.device();
-    let x = Tensor::from_slice(&batch.planes, (batch.len, PLANES, size, size), device)?;
+    let x = Tensor::from_slice(&batch.planes, (batch.len, model.features().planes(), size, size), device)?;
     let target = match model.output() {
         Output::MoveLogProbs => Tensor::from_slice(&batch.policy, batch.len, device)?,
         Output::WinProb => Tensor::from_slice(&batch.value, batch.len, device)?,
@@ -135,13 +137,43 @@ pub fn evaluate_by_phase(
     limit: u64,
     average_symmetries: bool,
 ) -> Result<Report> {
+    check_inputs(model, dataset)?;
+    report_by_phase(model.output(), dataset, split, batch_size, limit, |batch| {
+        model_predictions(model, batch, dataset.board_size(), average_symmetries)
+    })
+}
+
+/// Scores the ownership baseline on the positions [`evaluate_by_phase`]
+/// scores a value net on.
+pub fn baseline_by_phase(
+    baseline: &OwnershipBaseline,
+    dataset: &Dataset,
+    split: Split,
+    batch_size: usize,
+    limit: u64,
+) -> Result<Report> {
+    report_by_phase(Output::WinProb, dataset, split, batch_size, limit, |batch| {
+        Ok(Predictions::Values(baseline.predict(batch, dataset.board_size())?))
+    })
+}
+
+/// Scores the predictions of `predict` for an `output` over up to `limit`
+/// positions of `split`, overall and by game phase.
+fn report_by_phase(
+    output: Output,
+    dataset: &Dataset,
+    split: Split,
+    batch_size: usize,
+    limit: u64,
+    predict: impl FnMut(&Batch) -> Result<Predictions>,
+) -> Result<Report> {
     let started = std::time::Instant::now();
-    let mut overall = Tally::new(model.output());
-    let mut phases = vec![Tally::new(model.output()); PHASES.len()];
-    for_each_batch(model, dataset, split, batch_size, limit, average_symmetries, |pred, batch| {
-        overall.add(pred, batch, 0..batch.len);
+    let mut overall = Tally::new(output);
+    let mut phases = vec![Tally::new(output); PHASES.len()];
+    for_each_batch(output, dataset, split, batch_size, limit, predict, |pred, batch, rows| {
+        overall.add(pred, batch, 0..rows);
         for (tally, (_, range)) in phases.iter_mut().zip(PHASES.iter()) {
-            tally.add(pred, batch, (0..batch.len).filter(|&i| range.contains(&batch.move_number[i])));
+            tally.add(pred, batch, (0..rows).filter(|&i| range.contains(&batch.move_number[i])));
         }
     })?;
     let overall = overall.scores();
@@ -152,36 +184,44 @@ pub fn evaluate_by_phase(
     })
 }
 
-/// Runs `model` over up to `limit` positions of `split` in file order,
-/// calling `visit(predictions, batch)` per batch.
+/// The net's predictions for `batch`, averaged over the symmetries or not.
+fn model_predictions(model: &Model, batch: &Batch, size: usize, average_symmetries: bool) -> Result<Predictions> {
+    if average_symmetries {
+        symmetry_average(model, batch, size)
+    } else {
+        let (x, _) = batch_tensors(model, batch, size)?;
+        Predictions::of(&model.forward(&x, false)?, model.output())
+    }
+}
+
+/// Runs `predict` over up to `limit` positions of `split` in file order
+/// (value-labelled ones for an `output` of win probabilities), calling
+/// `visit(predictions, batch, rows)` per batch, where the first `rows`
+/// positions of the batch are within the limit.
 fn for_each_batch(
-    model: &Model,
+    output: Output,
     dataset: &Dataset,
     split: Split,
     batch_size: usize,
     limit: u64,
-    average_symmetries: bool,
-    mut visit: impl FnMut(&Predictions, &Batch),
+    mut predict: impl FnMut(&Batch) -> Result<Predictions>,
+    mut visit: impl FnMut(&Predictions, &Batch, usize),
 ) -> Result<()> {
     let options = BatchOptions {
-        batch_size,
+        batch_size: if limit > 0 { batch_size.min(limit as usize) } else { batch_size },
         shuffle: false,
         symmetries: false,
-        value_only: model.output() == Output::WinProb,
+        value_only: output == Output::WinProb,
         drop_last: false,
         ..BatchOptions::default()
     };
     let mut seen = 0;
     for batch in dataset.batches(split, &options) {
         let batch = batch?;
-        let predictions = if average_symmetries {
-            symmetry_average(model, &batch, dataset.board_size())?
-        } else {
-            let (x, _) = batch_tensors(model, &batch, dataset.board_size())?;
-            Predictions::of(&model.forward(&x, false)?, model.output())?
-        };
-        visit(&predictions, &batch);
-        seen += batch.len as u64;
+        let predictions = predict(&batch)?;
+        let rows = if limit > 0 { batch.len.min((limit - seen) as usize) } else { batch.len };
+        visit(&predictions, &batch, rows);
+        seen += rows as u64;
         if limit > 0 && seen >= limit {
             break;
         }
@@ -189,12 +229,39 @@ fn for_each_batch(
     Ok(())
 }
 
+/// Refuses a dataset whose positions the net cannot read: other input
+/// planes, or another board than the nets' 19×19.
+pub fn check_inputs(model: &Model, dataset: &Dataset) -> Result<()> {
+    let manifest = dataset.dir().join(MANIFEST);
+    if dataset.features() != model.features() {
+        bail!(
+            "{}: the dataset holds {} features ({} planes), the net reads {} features ({} planes)",
+            manifest.display(),
+            dataset.features(),
+            dataset.features().planes(),
+            model.features(),
+            model.features().planes()
+        );
+    }
+    let size = dataset.board_size();
+    if size != crate::nn::BOARD {
+        bail!(
+            "{}: the dataset's board is {size}x{size}; the nets play {b}x{b} only",
+            manifest.display(),
+            b = crate::nn::BOARD
+        );
+    }
+    Ok(())
+}
+
 /// Scores `model` on up to `limit` positions of `split` (0: all), in file
 /// order, without symmetries.
 pub fn evaluate(model: &Model, dataset: &Dataset, split: Split, batch_size: usize, limit: u64) -> Result<Scores> {
+    check_inputs(model, dataset)?;
     let mut tally = Tally::new(model.output());
-    for_each_batch(model, dataset, split, batch_size, limit, false, |pred, batch| {
-        tally.add(pred, batch, 0..batch.len)
+    let predict = |batch: &Batch| model_predictions(model, batch, dataset.board_size(), false);
+    for_each_batch(model.output(), dataset, split, batch_size, limit, predict, |pred, batch, rows| {
+        tally.add(pred, batch, 0..rows)
     })?;
     Ok(tally.scores())
 }
@@ -209,7 +276,7 @@ fn symmetry_average(model: &Model, batch: &Batch, size: usize) -> Result<Predict
     let mut planes = vec![0f32; batch.planes.len()];
     for symmetry in Symmetry::all() {
         symmetry.apply_f32(&batch.planes, &mut planes, size);
-        let x = Tensor::from_slice(&planes, (batch.len, PLANES, size, size), model.device())?;
+        let x = Tensor::from_slice(&planes, (batch.len, model.features().planes(), size, size), model.device())?;
         match Predictions::of(&model.forward(&x, false)?, model.output())? {
             Predictions::Moves(rows) => {
                 for (sum, row) in moves.iter_mut().zip(rows) {

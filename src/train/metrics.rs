@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::evaluate::Scores;
+use crate::atomic::write_atomic;
 
 /// What one epoch did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,12 +59,6 @@ pub fn write(dir: &Path, all: &[EpochMetrics]) -> Result<()> {
     }
     write_atomic(&dir.join("metrics.jsonl"), &text)?;
     write_atomic(&dir.join("metrics.svg"), plot(all).as_bytes())
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = crate::dataset::shard::tmp_path(path);
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Two charts side by side: loss (train, validation) and accuracy

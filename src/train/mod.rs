@@ -2,6 +2,7 @@
 //! and one training step. The data loader and the `train-*` commands build
 //! on these.
 
+pub mod baseline;
 pub mod checkpoint;
 pub mod config;
 pub mod evaluate;
@@ -29,6 +30,7 @@ pub fn train_step(model: &Model, optimizer: &mut dyn Optimizer, x: &Tensor, targ
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FeatureSet;
     use crate::nn::{Arch, BOARD, PASS};
     use candle_core::Device;
     use optim::OptimizerConfig;
@@ -51,7 +53,7 @@ mod tests {
             (Arch::Playout, OptimizerConfig::sgd(0.05, 0.9), &moves),
             (Arch::Value, OptimizerConfig::adam(0.01), &results),
         ] {
-            let model = Model::new(arch, &dev, 3).unwrap();
+            let model = Model::new(arch, FeatureSet::Seed, &dev, 3).unwrap();
             let mut opt = config.build(model.parameters());
             let first = train_step(&model, opt.as_mut(), &x, target).unwrap();
             let mut last = first;

@@ -20,7 +20,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use candle_core::Device;
 
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
@@ -30,15 +29,6 @@ use super::optim::Optimizer;
 use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
 use crate::nn::{Model, Output};
 use crate::progress::Progress;
-
-/// The device a config names; `auto` takes the first GPU when go-train was
-/// built with CUDA and one answers, else the CPU.
-pub fn config_device(spec: &str) -> Result<Device> {
-    match spec {
-        "auto" => Ok(crate::nn::device("cuda").unwrap_or(Device::Cpu)),
-        other => crate::nn::device(other),
-    }
-}
 
 /// How a run begins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,10 +58,10 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
     let run_started = Instant::now();
     let out = &config.out;
     let last = out.join("last");
-    let device = config_device(&config.device)?;
+    let device = crate::nn::device(&config.device)?;
     crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
-    let model = Model::new(config.arch()?, &device, config.seed)?;
+    let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     let mut optimizer = config.optimizer.build(model.parameters());
     // A save killed part-way leaves the newest complete checkpoint to be put back.
@@ -147,7 +137,7 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         let key = EpochMetrics::key_accuracy(&metrics.validation);
         if state.best_metric.is_none_or(|best| key > best) {
             state.best_metric = Some(key);
-            checkpoint::save_weights(&out.join("best.safetensors"), &model)?;
+            crate::nn::weights::save(&out.join(crate::nn::weights::BEST_FILE), &model, None)?;
         }
         checkpoint::save(&last, &model, optimizer.as_ref(), &state)?;
         log_epoch(&metrics);
@@ -225,6 +215,13 @@ fn check_dataset(dataset: &Dataset, config: &TrainConfig, value_net: bool) -> Re
     };
     let what = if value_net { "value-labelled positions" } else { "positions" };
     let train = count(Split::Train);
+    if value_net && train == 0 {
+        bail!(
+            "{}: no position of the train split has a value label: its games have no result (RE), or it was \
+             prepared without value labels (prepare --value all or per-game:K)",
+            manifest.display()
+        );
+    }
     if train < config.batch as u64 {
         bail!(
             "{}: the train split holds {train} {what}, fewer than one batch of {}: every epoch would train on nothing; \
@@ -290,30 +287,4 @@ fn log_epoch(m: &EpochMetrics) {
         "epoch {}: lr {:.4}, train loss {:.4}, validation loss {:.4}, {detail}, {:.0} positions/s, {:.0} s",
         m.epoch, m.lr, m.train.loss, v.loss, m.samples_per_second, m.seconds
     );
-}
-
-/// A trained net from `path`: a checkpoint folder (its `best.safetensors`,
-/// else `last/weights.safetensors`) or a weights file inside one. The net's
-/// architecture comes from the folder's `config.toml`.
-pub fn load_model(path: &Path, device: &Device) -> Result<Model> {
-    if !path.exists() {
-        bail!("{}: no such checkpoint folder or weights file", path.display());
-    }
-    let (folder, weights) = if path.is_dir() {
-        let best = path.join("best.safetensors");
-        let weights = if best.exists() { best } else { path.join("last").join(checkpoint::WEIGHTS_FILE) };
-        (path.to_path_buf(), weights)
-    } else {
-        let parent = path.parent().unwrap_or(Path::new("."));
-        // `<out>/last/weights.safetensors` or `<out>/best.safetensors`.
-        let folder =
-            if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
-        (folder.to_path_buf(), path.to_path_buf())
-    };
-    let config_path = folder.join("config.toml");
-    let config = TrainConfig::load(&config_path, &[])
-        .with_context(|| format!("{}: the checkpoint's config.toml says which net it is", path.display()))?;
-    let model = Model::new(config.arch()?, device, 0)?;
-    checkpoint::load_weights(&weights, &model)?;
-    Ok(model)
 }

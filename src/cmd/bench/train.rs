@@ -8,7 +8,7 @@ use candle_core::{Device, Tensor};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use go_train::features::PLANES;
+use go_train::features::FeatureSet;
 use go_train::nn::{self, Arch, Model, Output, BOARD, MOVES};
 use go_train::train::optim::OptimizerConfig;
 use go_train::train::train_step;
@@ -41,11 +41,11 @@ pub fn run(args: TrainArgs) -> Result<()> {
     let mut rng = Pcg64Mcg::seed_from_u64(args.seed);
     for &batch in &args.batch {
         for &arch in &archs {
-            let rate = samples_per_second(arch, batch, &device, args.seed, budget, &mut rng)?;
+            let rate = samples_per_second(arch, args.features, batch, &device, args.seed, budget, &mut rng)?;
             println!(
-                "{}: {:.0} samples/s training ({}{}, batch {batch}, threads {threads}, {} steps in {:.1} s, \
-                 CPU {:.1} s); forward at batch 1: {:.0} µs",
-                name(arch),
+                "{arch} ({} features): {:.0} samples/s training ({}{}, batch {batch}, threads {threads}, {} steps in \
+                 {:.1} s, CPU {:.1} s); forward at batch 1: {:.0} µs",
+                args.features,
                 rate.samples_per_second,
                 args.device,
                 if device.is_cuda() && args.tf32 { ", tf32" } else { "" },
@@ -71,20 +71,21 @@ struct Rate {
 /// Trains `arch` on one random batch for about `budget`.
 fn samples_per_second(
     arch: Arch,
+    features: FeatureSet,
     batch: usize,
     device: &Device,
     seed: u64,
     budget: Duration,
     rng: &mut Pcg64Mcg,
 ) -> Result<Rate> {
-    let model = Model::new(arch, device, seed)?;
+    let model = Model::new(arch, features, device, seed)?;
     // The optimizers of torch_seed_nets.py.
     let config = match model.output() {
         Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),
         Output::WinProb => OptimizerConfig::adam(0.001),
     };
     let mut opt = config.build(model.parameters());
-    let x = random_planes(rng, batch, device)?;
+    let x = random_planes(rng, batch, features.planes(), device)?;
     let y = random_targets(rng, model.output(), batch, device)?;
     for _ in 0..WARMUP_STEPS {
         train_step(&model, opt.as_mut(), &x, &y)?;
@@ -103,19 +104,10 @@ fn samples_per_second(
     Ok(Rate { samples_per_second: (steps * batch) as f64 / seconds, steps, seconds, cpu_seconds, single_forward })
 }
 
-fn name(arch: Arch) -> String {
-    match arch {
-        Arch::Policy => "policy".into(),
-        Arch::Playout => "playout".into(),
-        Arch::Value => "value".into(),
-        Arch::ResNet(c) => format!("resnet-{:?}:{}x{}", c.head, c.blocks, c.filters).to_lowercase(),
-    }
-}
-
 /// Planes of 0/1 with [`ONES`] ones.
-fn random_planes(rng: &mut Pcg64Mcg, batch: usize, device: &Device) -> Result<Tensor> {
-    let data: Vec<f32> = (0..batch * PLANES * BOARD * BOARD).map(|_| rng.random_bool(ONES) as u8 as f32).collect();
-    Ok(Tensor::from_vec(data, (batch, PLANES, BOARD, BOARD), device)?)
+fn random_planes(rng: &mut Pcg64Mcg, batch: usize, planes: usize, device: &Device) -> Result<Tensor> {
+    let data: Vec<f32> = (0..batch * planes * BOARD * BOARD).map(|_| rng.random_bool(ONES) as u8 as f32).collect();
+    Ok(Tensor::from_vec(data, (batch, planes, BOARD, BOARD), device)?)
 }
 
 /// Random move indices or random game results.

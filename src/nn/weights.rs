@@ -1,0 +1,250 @@
+//! Weights files: safetensors that know their net.
+//!
+//! go-train's tensor files carry one metadata key, `go_train`, whose value
+//! is a list of `key=value` fields: `net=` the architecture
+//! (`policy`, `resnet-policy:6x64`, …), `features=` the input planes it
+//! reads, `step=` the training step (checkpoint files), and `data_crc32=`
+//! a CRC-32 of the file's data (everything after its header): safetensors
+//! has no checksum, and a flipped byte in a weight would load silently. One
+//! key, because safetensors writes metadata in hash order and two keys would
+//! make equal files differ byte for byte.
+//!
+//! [`load`] builds the right net from a bare weights file, so that playing
+//! needs nothing of training. Files written before the net was recorded are
+//! read with the `net` of their checkpoint folder's `config.toml`.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+
+use super::{Arch, Model};
+use crate::atomic::write_atomic;
+use crate::features::FeatureSet;
+
+/// The metadata key of go-train's tensor files.
+const META_KEY: &str = "go_train";
+/// The metadata key of files written before [`META_KEY`]: the step alone.
+const LEGACY_STEP_KEY: &str = "step";
+/// A checkpoint folder's best weights, by validation.
+pub const BEST_FILE: &str = "best.safetensors";
+/// The weights in a checkpoint folder's `last/`.
+pub const LAST_FILE: &str = "last/weights.safetensors";
+
+/// What a tensor file says about itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// The net, in weights files.
+    pub net: Option<Arch>,
+    /// Its input planes, in weights files.
+    pub features: Option<FeatureSet>,
+    /// The training step, in checkpoint files.
+    pub step: Option<u64>,
+}
+
+impl Meta {
+    /// The metadata of `model`'s weights at `step`.
+    pub fn of(model: &Model, step: Option<u64>) -> Meta {
+        Meta { net: Some(model.arch()), features: Some(model.features()), step }
+    }
+
+    fn fields(&self, crc: u32) -> String {
+        let mut out = Vec::new();
+        if let Some(net) = self.net {
+            out.push(format!("net={net}"));
+        }
+        if let Some(f) = self.features {
+            out.push(format!("features={f}"));
+        }
+        if let Some(s) = self.step {
+            out.push(format!("step={s}"));
+        }
+        out.push(format!("data_crc32={crc:08x}"));
+        out.join(" ")
+    }
+}
+
+/// Tensors read from a safetensors file, with its metadata.
+pub struct TensorFile {
+    pub tensors: HashMap<String, Tensor>,
+    pub meta: Meta,
+}
+
+/// Reads a safetensors file onto `device`, checking its CRC-32 when it has
+/// one. Errors name the file.
+pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
+    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    let fields: HashMap<&str, &str> = meta
+        .get(META_KEY)
+        .map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect())
+        .unwrap_or_default();
+    // Files from before checksums were written have none to check.
+    if let Some(&stored) = fields.get("data_crc32") {
+        let data = bytes.get(8 + header_len..).unwrap_or_default();
+        let actual = format!("{:08x}", crc32fast::hash(data));
+        if stored != actual {
+            bail!("{}: damaged: its tensor data has CRC-32 {actual}, written as {stored}", path.display());
+        }
+    }
+    let bad = |what: &str, value: &str| format!("{}: bad {what} {value:?} in its metadata", path.display());
+    let step = match fields.get("step").copied().or(meta.get(LEGACY_STEP_KEY).map(String::as_str)) {
+        Some(s) => Some(s.parse().with_context(|| bad("step", s))?),
+        None => None,
+    };
+    let net = fields.get("net").map(|s| s.parse::<Arch>().with_context(|| bad("net", s))).transpose()?;
+    let features =
+        fields.get("features").map(|s| s.parse::<FeatureSet>().with_context(|| bad("features", s))).transpose()?;
+    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
+        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
+    Ok(TensorFile { tensors, meta: Meta { net, features, step } })
+}
+
+/// Writes `tensors` to `path` (atomically) with `meta` and the checksum of
+/// their data.
+pub fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: &Meta) -> Result<()> {
+    // Contiguous CPU copies: serialising reads raw bytes, and candle's
+    // conversion for other layouts would panic rather than fail.
+    let host = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let t = t.to_device(&Device::Cpu)?;
+            let t = if t.dtype() == DType::F64 { t.to_dtype(DType::F32)? } else { t };
+            Ok((name, t.contiguous()?))
+        })
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let encode = |value: String| {
+        let meta = HashMap::from([(META_KEY.to_string(), value)]);
+        safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
+            .with_context(|| format!("cannot encode tensors for {}", path.display()))
+    };
+    // The data section does not depend on the metadata: encode once to
+    // checksum it, then again with the checksum in the header.
+    let first = encode(String::new())?;
+    let header_len = u64::from_le_bytes(first[..8].try_into().expect("safetensors files start with 8 bytes")) as usize;
+    let crc = crc32fast::hash(&first[8 + header_len..]);
+    write_atomic(path, &encode(meta.fields(crc))?)
+}
+
+/// Writes `model`'s tensors to `path`, with its net and features (and
+/// `step`, for a checkpoint).
+pub fn save(path: &Path, model: &Model, step: Option<u64>) -> Result<()> {
+    let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
+    write_tensors(path, weights, &Meta::of(model, step))
+}
+
+/// Sets `model`'s tensors from the file `path`, which must hold exactly the
+/// net's tensors with their shapes, for the same net and features when it
+/// names them. Returns the file's metadata.
+pub fn load_into(path: &Path, model: &Model) -> Result<Meta> {
+    let TensorFile { mut tensors, meta } = read_tensors(path, model.device())?;
+    if let Some(net) = meta.net.filter(|&n| n != model.arch()) {
+        bail!("{}: weights of a {net} net, not {}", path.display(), model.arch());
+    }
+    if let Some(f) = meta.features.filter(|&f| f != model.features()) {
+        bail!("{}: a net for {f} features, not {}", path.display(), model.features());
+    }
+    for (name, var) in model.tensors() {
+        let t = tensors.remove(&name).ok_or_else(|| anyhow!("{}: no tensor {name}", path.display()))?;
+        if t.shape() != var.shape() {
+            bail!("{}: tensor {name} has shape {:?}, the net needs {:?}", path.display(), t.dims(), var.dims());
+        }
+        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{}: cannot set {name}", path.display()))?;
+    }
+    if let Some(extra) = tensors.keys().min() {
+        bail!("{}: tensor {extra} is not part of a {} net", path.display(), model.arch());
+    }
+    Ok(meta)
+}
+
+/// The weights file `path` names: the file itself, or in a checkpoint
+/// folder its best weights, else its last.
+pub fn resolve(path: &Path) -> Result<PathBuf> {
+    if !path.exists() {
+        bail!("{}: no such checkpoint folder or weights file", path.display());
+    }
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let best = path.join(BEST_FILE);
+    Ok(if best.exists() { best } else { path.join(LAST_FILE) })
+}
+
+/// Loads a net from `path` (a weights file, or a checkpoint folder: see
+/// [`resolve`]) onto `device`, building the net the file names.
+pub fn load(path: &Path, device: &Device) -> Result<Model> {
+    let file = resolve(path)?;
+    let TensorFile { meta, .. } = read_tensors(&file, &Device::Cpu)?;
+    let arch = match meta.net {
+        Some(net) => net,
+        None => legacy_arch(&file)?,
+    };
+    let model = Model::new(arch, meta.features.unwrap_or_default(), device, 0)?;
+    load_into(&file, &model)?;
+    Ok(model)
+}
+
+/// The net of a weights file written before files named it: the `net` of
+/// its checkpoint folder's `config.toml` (`<out>/best.safetensors`,
+/// `<out>/last/weights.safetensors`).
+fn legacy_arch(file: &Path) -> Result<Arch> {
+    let parent = file.parent().unwrap_or(Path::new("."));
+    let folder =
+        if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
+    let config = folder.join("config.toml");
+    let hint = || format!("{}: names no net, and {} says none", file.display(), config.display());
+    let text = fs::read_to_string(&config).with_context(hint)?;
+    let table: toml::Table = text.parse().with_context(hint)?;
+    let net = table.get("net").and_then(|v| v.as_str()).with_context(hint)?;
+    net.parse().with_context(hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_weights_file_loads_as_its_net_and_features() {
+        let dir = tempfile::tempdir().unwrap();
+        for (arch, features) in [
+            (Arch::Policy, FeatureSet::Extended),
+            (Arch::Value, FeatureSet::Seed),
+            ("resnet-value:1x8".parse().unwrap(), FeatureSet::Extended),
+        ] {
+            let model = Model::new(arch, features, &Device::Cpu, 3).unwrap();
+            let path = dir.path().join("net.safetensors");
+            save(&path, &model, None).unwrap();
+            let loaded = load(&path, &Device::Cpu).unwrap();
+            assert_eq!((loaded.arch(), loaded.features()), (arch, features));
+            for ((n, a), (_, b)) in model.tensors().iter().zip(loaded.tensors()) {
+                let (a, b): (Vec<f32>, Vec<f32>) = (
+                    a.as_tensor().flatten_all().unwrap().to_vec1().unwrap(),
+                    b.as_tensor().flatten_all().unwrap().to_vec1().unwrap(),
+                );
+                assert_eq!(a, b, "{n}");
+            }
+            // Loading into another net or for other features is refused,
+            // naming both.
+            let other = FeatureSet::ALL.into_iter().find(|&f| f != features).unwrap();
+            let err = load_into(&path, &Model::new(arch, other, &Device::Cpu, 3).unwrap()).unwrap_err().to_string();
+            assert!(err.contains(features.name()) && err.contains(other.name()), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_old_file_takes_its_net_from_the_folder_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Model::new(Arch::Playout, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
+        let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
+        let path = dir.path().join(BEST_FILE);
+        write_tensors(&path, weights, &Meta::default()).unwrap();
+        let err = load(dir.path(), &Device::Cpu).err().unwrap().to_string();
+        assert!(err.contains("config.toml"), "{err}");
+        fs::write(dir.path().join("config.toml"), "net = \"playout\"\n").unwrap();
+        assert_eq!(load(dir.path(), &Device::Cpu).unwrap().arch(), Arch::Playout);
+    }
+}

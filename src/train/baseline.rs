@@ -1,0 +1,192 @@
+//! A value predictor that learns nothing about Go: the area score that
+//! random playouts give a position, through a logistic fitted on the
+//! training split. A value net is worth its cost only where it beats this
+//! (and the constant ½).
+//!
+//! Each position is rebuilt from its planes (own and opponent stones; the
+//! side to move from the move number's parity, exact in games without
+//! handicap, whose positions datasets hold), [`Ownership`] runs random
+//! playouts from it, and the expected area margin of the side to move `m`
+//! (points, −361..361) gives `P(win) = σ(a·m + b·[White to move] + c)`:
+//! `b` learns komi, which no plane of the seed's features shows.
+
+use anyhow::{bail, Result};
+
+use crate::dataset::{Batch, BatchOptions, Dataset, Split};
+use crate::go::{Color, Game, Rules, Vertex};
+use crate::search::ownership::Ownership;
+
+/// Playouts per position: the margin's noise is far below the
+/// logistic's slope at this count, and 19×19 costs about a millisecond.
+const PLAYOUTS: usize = 32;
+/// The own-stone and opponent-stone planes, the first of every feature set.
+const OWN: usize = 1;
+const OPPONENT: usize = 2;
+
+/// The fitted logistic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OwnershipBaseline {
+    /// Per point of expected area margin.
+    pub slope: f64,
+    /// Added when White is to move.
+    pub white: f64,
+    pub bias: f64,
+}
+
+/// What the logistic reads of one position: the area margin of the side
+/// to move and whether White is to move.
+fn inputs(batch: &Batch, row: usize, size: usize, seed: u64) -> Result<(f64, f64)> {
+    let n = size * size;
+    let per = batch.planes.len() / batch.len.max(1);
+    let planes = &batch.planes[row * per..(row + 1) * per];
+    let me = if batch.move_number[row] % 2 == 0 { Color::Black } else { Color::White };
+    let stones: Vec<(Vertex, Option<Color>)> = (0..n)
+        .filter_map(|i| {
+            let color = if planes[OWN * n + i] == 1.0 {
+                me
+            } else if planes[OPPONENT * n + i] == 1.0 {
+                me.opponent()
+            } else {
+                return None;
+            };
+            Some((Vertex::new(i % size, i / size), Some(color)))
+        })
+        .collect();
+    let mut game = Game::new(size, Rules::CHINESE);
+    if game.setup(&stones).is_err() {
+        bail!("position {row} of a batch holds a string without liberties");
+    }
+    game.set_to_move(me);
+    let ownership = Ownership::estimate(&game, PLAYOUTS, seed);
+    let mine: f64 = (0..n).map(|i| ownership.share(i, me) as f64).sum();
+    Ok((2.0 * mine - n as f64, (me == Color::White) as u8 as f64))
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+impl OwnershipBaseline {
+    /// Fits the logistic on the first `positions` value-labelled positions
+    /// of the training split (Newton's method on the log-likelihood).
+    pub fn fit(dataset: &Dataset, positions: usize) -> Result<OwnershipBaseline> {
+        let size = dataset.board_size();
+        let options = BatchOptions { batch_size: 256, value_only: true, ..BatchOptions::default() };
+        let mut rows: Vec<([f64; 3], f64)> = Vec::new();
+        for batch in dataset.batches(Split::Train, &options) {
+            let batch = batch?;
+            for i in 0..batch.len {
+                let (margin, white) = inputs(&batch, i, size, rows.len() as u64)?;
+                rows.push(([margin / 100.0, white, 1.0], batch.value[i] as f64));
+            }
+            if rows.len() >= positions {
+                break;
+            }
+        }
+        if rows.is_empty() {
+            bail!("{}: no value-labelled positions in the train split to fit the baseline on", dataset.dir().display());
+        }
+        let mut w = [0.0f64; 3];
+        for _ in 0..25 {
+            // Gradient and Hessian of the mean log-likelihood, with a small
+            // ridge so that a separable sample cannot diverge.
+            let (mut g, mut h) = ([0.0f64; 3], [[0.0f64; 3]; 3]);
+            for (x, y) in &rows {
+                let p = sigmoid(x.iter().zip(&w).map(|(a, b)| a * b).sum());
+                for j in 0..3 {
+                    g[j] += (y - p) * x[j];
+                    for k in 0..3 {
+                        h[j][k] += p * (1.0 - p) * x[j] * x[k];
+                    }
+                }
+            }
+            for (j, row) in h.iter_mut().enumerate() {
+                row[j] += 1e-6 * rows.len() as f64;
+            }
+            let step = solve3(h, g);
+            w.iter_mut().zip(step).for_each(|(w, s)| *w += s);
+        }
+        Ok(OwnershipBaseline { slope: w[0] / 100.0, white: w[1], bias: w[2] })
+    }
+
+    /// The win probability of the side to move in each position of `batch`.
+    pub fn predict(&self, batch: &Batch, size: usize) -> Result<Vec<f32>> {
+        (0..batch.len)
+            .map(|i| {
+                let (margin, white) = inputs(batch, i, size, i as u64)?;
+                Ok(sigmoid(self.slope * margin + self.white * white + self.bias) as f32)
+            })
+            .collect()
+    }
+}
+
+/// Solves the 3×3 system `a·x = b` (Gaussian elimination with pivoting).
+fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> [f64; 3] {
+    for col in 0..3 {
+        let pivot = (col..3).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).unwrap_or(col);
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        if a[col][col].abs() < 1e-12 {
+            return [0.0; 3];
+        }
+        for row in col + 1..3 {
+            let f = a[row][col] / a[col][col];
+            for k in col..3 {
+                a[row][k] -= f * a[col][k];
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = [0.0; 3];
+    for row in (0..3).rev() {
+        let s: f64 = (row + 1..3).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solves_a_small_system() {
+        let x = solve3([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]], [3.0, 5.0, 5.0]);
+        for (got, want) in x.iter().zip([1.0, 1.0, 1.0]) {
+            assert!((got - want).abs() < 1e-9, "{x:?}");
+        }
+    }
+
+    #[test]
+    fn a_won_position_is_judged_won_for_the_right_side() {
+        // Black fills the left 11 columns, White the right 7, each with an
+        // eye at every odd-odd point (alive whatever random play does):
+        // Black is far ahead whoever moves. Planes from the side to move.
+        let size = 19;
+        let n = size * size;
+        let batch_for = |move_number: u16| {
+            let me_black = move_number % 2 == 0;
+            let mut planes = vec![0f32; 15 * n];
+            for i in 0..n {
+                let (x, y) = (i % size, i / size);
+                if x == 11 || (x % 2 == 1 && y % 2 == 1) {
+                    continue;
+                }
+                let own = (x < 11) == me_black;
+                planes[if own { OWN } else { OPPONENT } * n + i] = 1.0;
+            }
+            Batch {
+                len: 1,
+                planes,
+                policy: vec![0],
+                value: vec![1.0],
+                move_number: vec![move_number],
+                symmetry: vec![0],
+            }
+        };
+        let (black_margin, black_white) = inputs(&batch_for(100), 0, size, 1).unwrap();
+        let (white_margin, white_white) = inputs(&batch_for(101), 0, size, 1).unwrap();
+        assert_eq!((black_white, white_white), (0.0, 1.0));
+        assert!(black_margin > 50.0 && white_margin < -50.0, "{black_margin} {white_margin}");
+    }
+}

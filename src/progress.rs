@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
 /// How often plain-text progress is printed.
 const PLAIN_EVERY: Duration = Duration::from_secs(10);
@@ -36,8 +36,11 @@ impl Progress {
         let tty = std::io::stderr().is_terminal();
         let bar = tty.then(|| {
             let bar = ProgressBar::new(total);
-            let template = format!("{label} {{bar:40}} {{pos}}/{{len}} {unit} {{per_sec}} eta {{eta}} {{msg}}");
-            bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+            let template = format!("{label} {{bar:40}} {{pos}}/{{len}} {unit} {{rate}} eta {{eta}} {{msg}}");
+            let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style.with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&speed(state.per_sec()));
+            }));
             bar
         });
         Progress {
@@ -71,9 +74,7 @@ impl Progress {
             if last.elapsed() >= PLAIN_EVERY {
                 *last = Instant::now();
                 let elapsed = self.start.elapsed().as_secs_f64();
-                let rate = done as f64 / elapsed;
-                // Slow units (match games) read better as seconds each.
-                let speed = if rate >= 1.0 { format!("{rate:.0}/s") } else { format!("{:.1} s each", 1.0 / rate) };
+                let speed = speed(done as f64 / elapsed);
                 eprintln!("{}: {done}/{} ({speed}, {elapsed:.0} s)", self.label, self.total);
             }
         }
@@ -96,5 +97,27 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// A rate for people: whole units per second, or seconds each for slow
+/// units (match games); indicatif's own prints four decimals.
+fn speed(rate: f64) -> String {
+    if !rate.is_finite() || rate <= 0.0 {
+        "-".to_string()
+    } else if rate >= 1.0 {
+        format!("{rate:.0}/s")
+    } else {
+        format!("{:.1} s each", 1.0 / rate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rates_read_as_whole_units_or_seconds_each() {
+        assert_eq!(super::speed(323.1371), "323/s");
+        assert_eq!(super::speed(0.25), "4.0 s each");
+        assert_eq!(super::speed(0.0), "-");
     }
 }

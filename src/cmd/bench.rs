@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::dataset::prepare::{prepare as prepare_dataset, PrepareOptions};
 use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
+use go_train::features::FeatureSet;
 use go_train::go::{Board, Game, Rules};
 use go_train::progress::Progress;
 use go_train::search::random::{playout, RandomAgent};
@@ -33,6 +34,10 @@ pub struct Args {
 #[derive(Subcommand)]
 enum What {
     /// Random playouts from the empty board until both pass, on one thread.
+    #[command(after_help = "Examples:
+  go-train bench playouts
+  go-train bench playouts --size 9 --seconds 5
+  go-train bench playouts --playouts 2000   # a fixed amount of work, for profilers")]
     Playouts {
         /// Board size.
         #[arg(long, default_value_t = 19)]
@@ -51,6 +56,10 @@ enum What {
     /// filter + prepare over a whole collection, every game kept (handicap,
     /// any komi, any year): positions/s end to end, bytes per position on
     /// disk, peak memory.
+    #[command(after_help = "Examples:
+  go-train bench prepare
+  go-train bench prepare --data ../shared/datasets/kgs-6d --threads 2
+  go-train bench prepare --features extended")]
     Prepare {
         /// Folder of SGF files.
         #[arg(long, default_value = "../shared/datasets/kgs-6d")]
@@ -61,9 +70,15 @@ enum What {
         /// Worker threads [default: all cores].
         #[arg(long)]
         threads: Option<usize>,
+        /// Input planes: seed or extended.
+        #[arg(long, default_value = "seed")]
+        features: FeatureSet,
     },
     /// Records decoded into f32 batches of 100 (shuffled, with symmetries),
     /// on 1 thread and on all: what the dataset reader feeds a trainer.
+    #[command(after_help = "Examples:
+  go-train bench reader --data datasets/kgs
+  go-train bench reader --data datasets/kgs --split validation --threads 4 --seconds 5")]
     Reader {
         /// The dataset folder (holding manifest.json).
         #[arg(long)]
@@ -81,6 +96,11 @@ enum What {
     /// Training speed of the nets: forward, backward and optimizer step on
     /// random planes (30% ones) and random targets, as
     /// shared/bench/torch_seed_nets.py measures PyTorch.
+    #[command(after_help = "Examples:
+  go-train bench train
+  go-train bench train --net policy,resnet-policy:6x64 --batch 100,256 --seconds 10
+  go-train bench train --net all --features extended
+  go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU")]
     Train(TrainArgs),
 }
 
@@ -99,7 +119,7 @@ struct TrainArgs {
     tf32: bool,
     /// Input planes: seed (15) or extended.
     #[arg(long, default_value = "seed")]
-    features: go_train::features::FeatureSet,
+    features: FeatureSet,
     /// How long to train each net.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -116,7 +136,7 @@ struct TrainArgs {
 
 pub fn run(args: Args) -> Result<()> {
     match args.what {
-        What::Prepare { data, out, threads } => prepare(&data, out, threads),
+        What::Prepare { data, out, threads, features } => prepare(&data, out, threads, features),
         What::Playouts { size, seconds, seed, playouts: count } => playouts(size, seconds, seed, count),
         What::Reader { data, split, threads, seconds } => reader(&data, split, threads, seconds),
         What::Train(args) => train::run(args),
@@ -168,7 +188,7 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
     Ok(())
 }
 
-fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<()> {
+fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>, features: FeatureSet) -> Result<()> {
     super::set_threads(threads)?;
     let scratch = tempfile::tempdir().context("creating a temporary folder")?;
     // A dataset asked for with --out is kept, and an existing one there is
@@ -183,7 +203,7 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<
     let (games, report) = filter(&files, &all, &Progress::new("filter", files.len() as u64, "files"));
     std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();
-    let options = PrepareOptions { force: !keep, ..PrepareOptions::default() };
+    let options = PrepareOptions { force: !keep, features, ..PrepareOptions::default() };
     let (manifest, _) =
         prepare_dataset(&list, &out, &options, &Progress::new("prepare", games.0.len() as u64, "games"))?;
     let total = start.elapsed().as_secs_f64();
@@ -192,6 +212,7 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>) -> Result<
     let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
     println!("data: {} ({} files, {} games kept)", data.display(), report.files, report.kept);
     println!("threads:            {}", rayon::current_num_threads());
+    println!("features:           {features} ({} planes)", features.planes());
     println!("filter:             {filtered:.1} s");
     println!("prepare:            {:.1} s", total - filtered);
     println!("positions:          {positions}");

@@ -187,3 +187,41 @@ fn the_device_path_gives_the_cpu_losses_and_gradients() {
         }
     }
 }
+
+/// A value net must be able to learn the simplest signal there is: the
+/// winner given by one input plane (extended feature 15, Black to move),
+/// the rest of the planes noise.
+#[test]
+fn value_nets_learn_a_one_plane_signal() {
+    use crate::train::optim::OptimizerConfig;
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
+    let planes = FeatureSet::Extended.planes();
+    for arch in [Arch::Value, "resnet-value:1x8".parse().unwrap()] {
+        let model = Model::new(arch, FeatureSet::Extended, &Device::Cpu, 2).unwrap();
+        let mut opt = OptimizerConfig::adam(0.001).build(model.parameters());
+        let mut last = 1.0;
+        for step in 0..300 {
+            let batch = 32;
+            let mut data = vec![0f32; batch * planes * POINTS];
+            let mut labels = vec![0f32; batch];
+            for (b, label) in labels.iter_mut().enumerate() {
+                let black = rng.random_bool(0.5);
+                *label = black as u8 as f32;
+                for p in 0..planes {
+                    for i in 0..POINTS {
+                        let on = if p == 15 { black } else { p == 3 || rng.random_bool(0.2) };
+                        data[(b * planes + p) * POINTS + i] = on as u8 as f32;
+                    }
+                }
+            }
+            let x = Tensor::from_vec(data, (batch, planes, BOARD, BOARD), &Device::Cpu).unwrap();
+            let y = Tensor::from_vec(labels, batch, &Device::Cpu).unwrap();
+            last = crate::train::train_step(&model, opt.as_mut(), &x, &y).unwrap();
+            if step % 50 == 0 {
+                eprintln!("{arch}: step {step} loss {last}");
+            }
+        }
+        assert!(last < 0.1, "{arch}: loss {last} after 300 steps");
+    }
+}

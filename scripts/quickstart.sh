@@ -4,7 +4,7 @@
 # filtered, prepared into a dataset, checked, then a short training of the
 # policy net, its evaluation on the held-out games and a short match against
 # the random agent (about a minute on a CPU; drop --steps-per-epoch and raise
-# --epochs for a real run).
+# --epochs for a real run), then a short match of the shipped nets.
 #
 # Usage: scripts/quickstart.sh
 set -euo pipefail
@@ -29,3 +29,7 @@ $bin eval --data datasets/pro --policy checkpoints/quickstart-policy --limit 500
 
 # The trained net plays: four games against the random agent, saved as SGF.
 $bin eval --match policy random --policy checkpoints/quickstart-policy --games 4 --out matches/quickstart --force
+
+# The nets go-train ships (nets/, trained on 79,000 strong amateur games):
+# MCTS with them against their policy net alone, two games.
+$bin eval --match mcts:selection=puct policy --games 2 --out matches/quickstart-shipped --force

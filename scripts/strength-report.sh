@@ -4,19 +4,22 @@
 # GnuGo 3.8 at level 10, on 19x19 with komi 7.5. Each match writes its SGF
 # files, games.jsonl and summary.json under matches/<name>/.
 #
-# Usage: scripts/strength-report.sh POLICY PLAYOUT VALUE [GAMES_SCALE]
-#   POLICY, PLAYOUT, VALUE: checkpoint folders of the three nets.
+# Usage: scripts/strength-report.sh [POLICY PLAYOUT [VALUE [GAMES_SCALE]]]
+#   POLICY, PLAYOUT, VALUE: checkpoint folders or weights files of the nets
+#   (default: the shipped nets/policy.safetensors and nets/playout.safetensors;
+#   without VALUE, or with VALUE "-", the value-leaf match is left out).
 #   GAMES_SCALE: multiplies every match's number of games (default 1).
 # Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 3 ] || { sed -n 2,10p "$0"; exit 2; }
-policy=$1 playout=$2 value=$3 scale=${4:-1}
+case ${1:-} in -h|--help) sed -n 2,13p "$0"; exit 0;; esac
+policy=${1:-nets/policy.safetensors} playout=${2:-nets/playout.safetensors} value=${3:--} scale=${4:-1}
 gnugo=${GNUGO:-/usr/games/gnugo}
 parallel=${PARALLEL:-$(nproc)}
 bin=target/release/go-train
 cargo build --release
-nets=(--policy "$policy" --playout "$playout" --value "$value")
+nets=(--policy "$policy" --playout "$playout")
+[ "$value" = - ] || nets+=(--value "$value")
 
 match() { # name games A B [more eval flags]
   local name=$1 games=$(( $2 * scale )) a=$3 b=$4; shift 4
@@ -28,6 +31,6 @@ match() { # name games A B [more eval flags]
 match policy-vs-random 100 policy random
 match mcts-ucb-stones-vs-policy 20 mcts:leaf=stones policy
 match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
-match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
+[ "$value" = - ] || match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
 match mcts-vs-gnugo10 20 mcts:leaf=stones,selection=puct "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

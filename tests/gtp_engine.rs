@@ -317,3 +317,47 @@ fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
     let (answers, _) = session(&[], &format!("loadsgf {f}\n"));
     assert!(answers[0].starts_with(&format!("? cannot open or parse '{f}': ")), "{answers:?}");
 }
+
+/// A bare `go-train gtp` plays MCTS with the shipped nets (here a folder
+/// of untrained ones named by `GO_TRAIN_NETS`), which load from their
+/// weights files alone; a board the nets cannot play is refused up front.
+#[test]
+fn a_bare_engine_plays_the_shipped_nets() {
+    use go_train::features::FeatureSet;
+    use go_train::nn::{weights, Arch, Model};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "test nets\n").unwrap();
+    for (name, arch) in [("policy", Arch::Policy), ("playout", Arch::Playout)] {
+        let model = Model::new(arch, FeatureSet::Extended, &candle_core::Device::Cpu, 1).unwrap();
+        weights::save(&dir.path().join(format!("{name}.safetensors")), &model, None).unwrap();
+    }
+    let run = |args: &[&str]| {
+        let mut child = Command::new(BIN)
+            .arg("gtp")
+            .args(args)
+            .env("GO_TRAIN_NETS", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"genmove b\nquit\n").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["--iterations", "16"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("mcts") && stderr.contains("Puct") && stderr.contains("policy.safetensors"), "{stderr}");
+    assert!(stdout.starts_with("= ") && !stdout.starts_with("= pass"), "{stdout}");
+    // The nets play 19x19 only: a policy engine on 9x9 is refused, naming the size.
+    let out = run(&[
+        "--engine",
+        "policy",
+        "--policy",
+        dir.path().join("policy.safetensors").to_str().unwrap(),
+        "--size",
+        "9",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--size 9"), "{}", String::from_utf8_lossy(&out.stderr));
+}

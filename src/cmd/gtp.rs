@@ -17,7 +17,8 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// net rollouts, value-net leaves; without nets it expands every move and
 /// values leaves by stone count). By default: mcts when --policy and --value
 /// are given, policy when only --policy is, random otherwise. With no engine
-/// and no net named, the nets shipped in `nets/` (or `GO_TRAIN_NETS`) play.
+/// and no net named, MCTS (PUCT) with the nets shipped in `nets/` (or
+/// `GO_TRAIN_NETS`) plays.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train gtp                        # MCTS with the shipped nets (nets/)
@@ -83,9 +84,14 @@ pub struct Args {
 }
 
 pub fn run(mut args: Args) -> Result<()> {
-    // Named nothing: the shipped nets, on the board they play.
+    // Named nothing: the shipped nets, on the board they play, in the
+    // search that measured strongest with them (README, Playing strength).
     if args.engine.is_none() && args.nets.is_empty() && args.size == nn::BOARD {
         args.nets = super::NetPaths::shipped();
+        if args.nets.policy.is_some() {
+            args.engine = Some(AgentKind::Mcts);
+            args.selection = args.selection.or(Some(Selection::Puct));
+        }
     }
     let kind = args.engine.unwrap_or(match (&args.nets.policy, &args.nets.value) {
         (Some(_), Some(_)) => AgentKind::Mcts,

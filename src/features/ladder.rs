@@ -56,7 +56,7 @@ pub fn extension_escapes(board: &Board, s: Point) -> bool {
 /// board onto the stack at every level of the recursion.
 fn with_reader<T>(board: &Board, read: impl FnOnce(&mut Reader) -> T) -> T {
     thread_local! {
-        static READER: RefCell<Reader> = RefCell::new(Reader { boards: Vec::new(), budget: 0 });
+        static READER: RefCell<Reader> = const { RefCell::new(Reader { boards: Vec::new(), budget: 0 }) };
     }
     READER.with(|cell| {
         let mut r = cell.borrow_mut();

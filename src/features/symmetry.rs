@@ -131,7 +131,7 @@ mod tests {
     fn encoding_a_transformed_game_equals_transforming_its_planes() {
         // A short real-looking opening with a capture, played both ways.
         let moves = ["D4", "E4", "E5", "A1", "E3", "A2", "F4", "pass", "J9", "C3", "D5", "D3"];
-        for (s, features) in Symmetry::all().into_iter().flat_map(|s| FeatureSet::ALL.map(|f| (s, f))) {
+        for (s, features) in Symmetry::all().flat_map(|s| FeatureSet::ALL.map(|f| (s, f))) {
             let encode = |g: &Game| features.encode(g);
             let mut g = Game::new(9, Rules::CHINESE);
             let mut t = Game::new(9, Rules::CHINESE);

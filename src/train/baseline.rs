@@ -39,7 +39,7 @@ fn inputs(batch: &Batch, row: usize, size: usize, seed: u64) -> Result<(f64, f64
     let n = size * size;
     let per = batch.planes.len() / batch.len.max(1);
     let planes = &batch.planes[row * per..(row + 1) * per];
-    let me = if batch.move_number[row] % 2 == 0 { Color::Black } else { Color::White };
+    let me = if batch.move_number[row].is_multiple_of(2) { Color::Black } else { Color::White };
     let stones: Vec<(Vertex, Option<Color>)> = (0..n)
         .filter_map(|i| {
             let color = if planes[OWN * n + i] == 1.0 {
@@ -131,8 +131,9 @@ fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> [f64; 3] {
         }
         for row in col + 1..3 {
             let f = a[row][col] / a[col][col];
-            for k in col..3 {
-                a[row][k] -= f * a[col][k];
+            let pivot_row = a[col];
+            for (x, p) in a[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
             }
             b[row] -= f * b[col];
         }
@@ -165,7 +166,7 @@ mod tests {
         let size = 19;
         let n = size * size;
         let batch_for = |move_number: u16| {
-            let me_black = move_number % 2 == 0;
+            let me_black = move_number.is_multiple_of(2);
             let mut planes = vec![0f32; 15 * n];
             for i in 0..n {
                 let (x, y) = (i % size, i / size);

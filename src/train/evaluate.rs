@@ -246,7 +246,7 @@ pub fn check_inputs(model: &Model, dataset: &Dataset) -> Result<()> {
     let size = dataset.board_size();
     if size != crate::nn::BOARD {
         bail!(
-            "{}: the dataset's board is {size}x{size}; the nets play {b}x{b} only",
+            "{}: the dataset's board is {size}x{size}; the nets play {b}x{b} only (prepare it with --size {b})",
             manifest.display(),
             b = crate::nn::BOARD
         );

@@ -62,6 +62,7 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
     crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
     let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
+    super::evaluate::check_inputs(&model, &dataset)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     let mut optimizer = config.optimizer.build(model.parameters());
     // A save killed part-way leaves the newest complete checkpoint to be put back.
@@ -191,21 +192,14 @@ fn train_epoch(
 }
 
 /// Refuses, before anything is written, a dataset the run cannot train
-/// on: a board other than the nets' 19x19, a train split smaller than one
+/// on (besides inputs the net cannot read: [`super::evaluate::check_inputs`]):
+/// a train split smaller than one
 /// batch (every epoch would train on nothing, since short batches are
 /// dropped), or an empty validation split (no epoch could be scored, so
 /// `best.safetensors` would never follow the training). Value nets count
 /// only the positions with a value label, as their batches do.
 fn check_dataset(dataset: &Dataset, config: &TrainConfig, value_net: bool) -> Result<()> {
     let manifest = dataset.dir().join(MANIFEST);
-    let size = dataset.board_size();
-    if size != crate::nn::BOARD {
-        bail!(
-            "{}: the dataset's board is {size}x{size}; the nets play {b}x{b} only (prepare it with --size {b})",
-            manifest.display(),
-            b = crate::nn::BOARD
-        );
-    }
     let count = |split: Split| -> u64 {
         if value_net {
             dataset.value_len(split)

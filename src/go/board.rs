@@ -898,51 +898,55 @@ impl Board {
             dirs &= dirs - 1;
             union[n >> 6] |= 1 << (n & 63);
         }
-        let (mut joined, mut n_joined, mut stones) = ([u16::MAX; 4], 0, 1);
-        let mut dirs = self.dirs(pi, own);
-        while dirs != 0 {
-            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
-            dirs &= dirs - 1;
-            if !joined[..n_joined].contains(&root) {
-                joined[n_joined] = root;
-                n_joined += 1;
-                stones += self.chains[root as usize].size as u32;
-                for (u, &w) in union.iter_mut().zip(self.libs.set(root as usize)) {
-                    *u |= w;
-                }
+        let (joined, n_joined) = self.neighbour_roots(pi, self.dirs(pi, own));
+        let joined = &joined[..n_joined];
+        let mut stones = 1;
+        for &root in joined {
+            stones += self.chains[root as usize].size as u32;
+            for (u, &w) in union.iter_mut().zip(self.libs.set(root as usize)) {
+                *u |= w;
             }
         }
         // Enemy strings whose last liberty this is are captured: each of
         // their stones next to the new string becomes a liberty.
-        let (mut captured_roots, mut n_captured, mut captured) = ([u16::MAX; 4], 0, 0);
-        let mut dirs = self.dirs(pi, Cell::stone(color.opponent()));
-        while dirs != 0 {
-            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
-            dirs &= dirs - 1;
-            let chain = self.chains[root as usize];
-            if chain.lib_count == 1 && !captured_roots[..n_captured].contains(&root) {
-                captured_roots[n_captured] = root;
-                n_captured += 1;
-                captured += chain.size as u32;
-                let mut stone = root as usize;
-                loop {
-                    let touches = (0..4).any(|d| {
-                        let q = self.step(stone, d);
-                        q == pi || (self.cells[q] == own && joined[..n_joined].contains(&self.chain_of[q]))
-                    });
-                    if touches {
-                        union[stone >> 6] |= 1 << (stone & 63);
-                    }
-                    stone = self.next_stone[stone] as usize;
-                    if stone == root as usize {
-                        break;
-                    }
+        let (enemies, n_enemies) = self.neighbour_roots(pi, self.dirs(pi, Cell::stone(color.opponent())));
+        let mut captured = 0;
+        for &root in enemies[..n_enemies].iter().filter(|&&r| self.chains[r as usize].lib_count == 1) {
+            captured += self.chains[root as usize].size as u32;
+            let mut stone = root as usize;
+            loop {
+                let touches = (0..4).any(|d| {
+                    let q = self.step(stone, d);
+                    q == pi || (self.cells[q] == own && joined.contains(&self.chain_of[q]))
+                });
+                if touches {
+                    union[stone >> 6] |= 1 << (stone & 63);
+                }
+                stone = self.next_stone[stone] as usize;
+                if stone == root as usize {
+                    break;
                 }
             }
         }
         union[pi >> 6] &= !(1 << (pi & 63));
         let liberties = union[..self.libs.words].iter().map(|w| w.count_ones()).sum();
         Some(MoveOutcome { liberties, stones, captured })
+    }
+
+    /// The distinct strings (their roots) among the neighbours of `pi` in
+    /// the directions `dirs`, and how many there are.
+    #[inline]
+    fn neighbour_roots(&self, pi: usize, mut dirs: u16) -> ([u16; 4], usize) {
+        let (mut roots, mut n) = ([u16::MAX; 4], 0);
+        while dirs != 0 {
+            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
+            dirs &= dirs - 1;
+            if !roots[..n].contains(&root) {
+                roots[n] = root;
+                n += 1;
+            }
+        }
+        (roots, n)
     }
 
     /// The single liberty of a string in atari, if it has exactly one.

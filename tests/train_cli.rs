@@ -258,6 +258,27 @@ fn a_bad_config_names_the_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("manifest.json"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// From a folder with no `configs/` the seed's settings are built in, and
+/// `--resume` with only `--out` goes on with the run's saved settings (its
+/// data, its steps per epoch), not the defaults.
+#[test]
+fn runs_need_no_config_file_and_resume_with_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(data) = small_dataset(dir.path(), "kgs-6d", 19, 12, "0.8,0.1,0.1") else { return };
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let out_dir = dir.path().join("run");
+    let train = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_go-train")).current_dir(&elsewhere).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+    };
+    train(&["train-playout", "--data", s(&data), "--out", s(&out_dir), "--epochs", "1", "--steps-per-epoch", "3"]);
+    train(&["train-playout", "--out", s(&out_dir), "--resume", "--epochs", "2"]);
+    let m = metrics(&out_dir);
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[1]["step"].as_u64(), Some(6), "the resumed epoch kept 3 steps: {m:?}");
+}
+
 /// A small dataset from `games` real records of `collection` on a `size`
 /// board (setup stones allowed: 9x9 records are mostly regression
 /// positions), split as `split` says. `None` without the records.

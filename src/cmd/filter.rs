@@ -45,6 +45,9 @@ pub struct Args {
     /// Fewest moves a game must have.
     #[arg(long, default_value_t = 0)]
     min_moves: usize,
+    /// Most moves a game may have (a game of endless passes is no game).
+    #[arg(long, default_value_t = 1000)]
+    max_moves: usize,
     /// Lowest komi kept.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     min_komi: f32,
@@ -71,6 +74,7 @@ pub fn run(args: Args) -> Result<()> {
         allow_handicap: args.allow_handicap,
         require_result: args.require_result,
         min_moves: args.min_moves,
+        max_moves: args.max_moves,
         komi: (!args.any_komi).then_some((args.min_komi, args.max_komi)),
     };
     let files = find_sgf_files(&args.roots, args.follow_links);
@@ -98,6 +102,12 @@ pub fn run(args: Args) -> Result<()> {
         let example =
             report.examples.get(reason).and_then(|e| e.first()).map(|e| format!("  e.g. {e}")).unwrap_or_default();
         eprintln!("  {n:>8}  {reason}{example}");
+    }
+    if report.komi_in_hundredths > 0 {
+        eprintln!(
+            "  {:>8}  games wrote komi in Fox's hundredths (KM[750], KM[375] in stones): read as 7.5",
+            report.komi_in_hundredths
+        );
     }
     eprintln!("list: {}\nreport: {}", args.out.display(), report_path.display());
     Ok(())

@@ -20,21 +20,23 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn default_config(self) -> &'static str {
+    /// The name of its built-in config.
+    fn net(self) -> &'static str {
         match self {
-            Kind::Policy => "configs/policy.toml",
-            Kind::Playout => "configs/playout.toml",
-            Kind::Value => "configs/value.toml",
+            Kind::Policy => "policy",
+            Kind::Playout => "playout",
+            Kind::Value => "value",
         }
     }
 }
 
 /// Train a net on a dataset written by `go-train prepare`.
 ///
-/// Settings come from a TOML file (configs/<net>.toml by default); any of
-/// them can be overridden with --set key=value. A checkpoint is written
-/// after every epoch; --resume continues a stopped run exactly where it
-/// stopped.
+/// Settings are the seed's (built in; `configs/<net>.toml` holds the same
+/// text), or a TOML file given with --config, and any of them can be
+/// overridden with --set key=value. A checkpoint is written after every
+/// epoch; --resume continues a stopped run exactly where it stopped, with
+/// the settings saved in its folder (config.toml) unless --config is given.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train train-policy --data datasets/kgs --out checkpoints/policy
@@ -43,7 +45,8 @@ impl Kind {
   go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000
   go-train train-policy --config configs/resnet-policy.toml --resume --stop-after 540")]
 pub struct Args {
-    /// Training configuration [default: configs/<net>.toml].
+    /// Training configuration [default: the seed's settings for the net,
+    /// or with --resume the run's own config.toml].
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// Override a setting, e.g. --set optimizer.lr=0.02 (repeatable).
@@ -86,7 +89,6 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(kind: Kind, args: Args) -> Result<()> {
-    let path = args.config.unwrap_or_else(|| PathBuf::from(kind.default_config()));
     let mut overrides = args.set;
     let quoted = |v: String| format!("{v:?}");
     overrides.extend(args.data.map(|d| format!("data={}", quoted(d.display().to_string()))));
@@ -94,7 +96,19 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     overrides.extend(args.device.map(|d| format!("device={}", quoted(d))));
     overrides.extend(args.epochs.map(|e| format!("epochs={e}")));
     overrides.extend(args.steps_per_epoch.map(|s| format!("steps_per_epoch={s}")));
-    let config = TrainConfig::load(&path, &overrides)?;
+    let config = match args.config {
+        Some(path) => TrainConfig::load(&path, &overrides)?,
+        None => {
+            let built_in = TrainConfig::built_in(kind.net(), &overrides)?;
+            // A resumed run goes on with the settings it was started with.
+            let saved = built_in.out.join("config.toml");
+            if args.resume && saved.is_file() {
+                TrainConfig::load(&saved, &overrides)?
+            } else {
+                built_in
+            }
+        }
+    };
     let threads = (config.threads > 0).then_some(config.threads);
     go_train::nn::init_threads(threads)?;
     let start = if args.resume {

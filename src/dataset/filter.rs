@@ -25,6 +25,8 @@ pub struct Criteria {
     pub require_result: bool,
     /// Fewest moves (passes included).
     pub min_moves: usize,
+    /// Most moves (passes included): the longest real games have about 400.
+    pub max_moves: usize,
     /// Komi range, both ends included; `None` keeps any komi (or none).
     pub komi: Option<(f32, f32)>,
 }
@@ -41,6 +43,7 @@ impl Default for Criteria {
             allow_handicap: false,
             require_result: false,
             min_moves: 0,
+            max_moves: 1000,
             komi: Some((5.0, 8.0)),
         }
     }
@@ -55,6 +58,8 @@ pub enum Rejection {
     /// A game tree that is not a readable game (bad SGF, bad move value).
     Unparsable,
     WrongSize,
+    /// `HA` not a whole number of stones the board can hold.
+    BadHandicap,
     Handicap,
     NoDate,
     TooOld,
@@ -62,6 +67,9 @@ pub enum Rejection {
     KomiOutOfRange,
     NoResult,
     TooShort,
+    TooLong,
+    /// Moves after two consecutive passes ended the game.
+    PlayAfterEnd,
     /// A move the rules forbid (under the record's own rules).
     IllegalMove,
 }
@@ -72,6 +80,7 @@ impl Rejection {
             Rejection::Unreadable => "unreadable file",
             Rejection::Unparsable => "unparsable game",
             Rejection::WrongSize => "wrong board size",
+            Rejection::BadHandicap => "handicap out of range",
             Rejection::Handicap => "handicap",
             Rejection::NoDate => "no date",
             Rejection::TooOld => "too old",
@@ -79,6 +88,8 @@ impl Rejection {
             Rejection::KomiOutOfRange => "komi out of range",
             Rejection::NoResult => "no result",
             Rejection::TooShort => "too short",
+            Rejection::TooLong => "too long",
+            Rejection::PlayAfterEnd => "play after two passes",
             Rejection::IllegalMove => "illegal move",
         }
     }
@@ -91,6 +102,13 @@ impl Criteria {
         let reject = |r: Rejection, detail: String| Err((r, detail));
         if record.size != self.size {
             return reject(Rejection::WrongSize, format!("{0}x{0}", record.size));
+        }
+        // An `HA` that could not be read (`HA[-5]`, a number past u32) is
+        // kept among the extras.
+        let unreadable_ha = record.extra_properties.iter().any(|(ident, _)| ident == "HA");
+        if unreadable_ha || record.handicap.is_some_and(|h| h as usize >= record.size * record.size) {
+            let written = record.extra_properties.iter().find(|(ident, _)| ident == "HA").map(|(_, v)| v.join(","));
+            return reject(Rejection::BadHandicap, format!("HA[{}]", written.unwrap_or_else(|| format!("{}", record.handicap.unwrap_or(0)))));
         }
         let handicap = record.handicap.unwrap_or(0) >= 2 || !record.setup.is_empty() || !record.later_setup.is_empty();
         if handicap && !self.allow_handicap {
@@ -115,6 +133,12 @@ impl Criteria {
         }
         if record.moves.len() < self.min_moves {
             return reject(Rejection::TooShort, format!("{} moves", record.moves.len()));
+        }
+        if record.moves.len() > self.max_moves {
+            return reject(Rejection::TooLong, format!("{} moves", record.moves.len()));
+        }
+        if let Some(end) = record.play_after_two_passes() {
+            return reject(Rejection::PlayAfterEnd, format!("{} moves after move {end}", record.moves.len() - end));
         }
         record.replay(record.rules()).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
         Ok(())
@@ -175,6 +199,9 @@ pub struct FilterReport {
     pub rejected: BTreeMap<&'static str, u64>,
     /// A few examples per reason: `file#game: detail`.
     pub examples: BTreeMap<&'static str, Vec<String>>,
+    /// Games (kept or not) whose komi was written in Fox's hundredths
+    /// (`KM[750]`) and read as meant (see [`crate::sgf::fox_komi`]).
+    pub komi_in_hundredths: u64,
 }
 
 const EXAMPLES_PER_REASON: usize = 5;
@@ -204,26 +231,30 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> Vec<Result<PathB
 /// keeps those that meet `criteria`. The list is sorted, so the same tree
 /// gives the same list.
 pub fn filter(files: &[Result<PathBuf, String>], criteria: &Criteria, progress: &Progress) -> (GameList, FilterReport) {
-    type Outcome = (Option<GameRef>, Option<(Rejection, String)>);
+    /// The game if kept, else why not; whether its komi was in hundredths.
+    type Outcome = (Option<GameRef>, Option<(Rejection, String)>, bool);
     let outcomes: Vec<Vec<Outcome>> = files
         .par_iter()
         .map(|file| {
             let out = match file {
-                Err(e) => vec![(None, Some((Rejection::Unreadable, e.clone())))],
+                Err(e) => vec![(None, Some((Rejection::Unreadable, e.clone())), false)],
                 Ok(path) => match read_file(path) {
-                    Err(e) => vec![(None, Some((Rejection::Unreadable, format!("{}: {e}", path.display()))))],
+                    Err(e) => vec![(None, Some((Rejection::Unreadable, format!("{}: {e}", path.display()))), false)],
                     Ok(games) => games
                         .into_iter()
                         .enumerate()
                         .map(|(index, game)| {
                             let at = GameRef { file: path.clone(), index };
+                            let hundredths = game.as_ref().is_ok_and(|r| r.komi_in_hundredths);
                             let verdict = match game {
                                 Err(e) => Err((Rejection::Unparsable, e.to_string())),
                                 Ok(record) => criteria.judge(&record),
                             };
                             match verdict {
-                                Ok(()) => (Some(at), None),
-                                Err((r, detail)) => (None, Some((r, format!("{}#{index}: {detail}", path.display())))),
+                                Ok(()) => (Some(at), None, hundredths),
+                                Err((r, detail)) => {
+                                    (None, Some((r, format!("{}#{index}: {detail}", path.display()))), hundredths)
+                                }
                             }
                         })
                         .collect(),
@@ -237,8 +268,9 @@ pub fn filter(files: &[Result<PathBuf, String>], criteria: &Criteria, progress: 
 
     let mut report = FilterReport { files: files.len() as u64, ..FilterReport::default() };
     let mut kept = Vec::new();
-    for (game, rejection) in outcomes.into_iter().flatten() {
+    for (game, rejection, hundredths) in outcomes.into_iter().flatten() {
         report.games += 1;
+        report.komi_in_hundredths += hundredths as u64;
         if let Some(g) = game {
             kept.push(g);
         }
@@ -276,6 +308,15 @@ mod tests {
         let strict = Criteria { require_result: true, min_moves: 3, ..Criteria::default() };
         assert_eq!(strict.judge(&game("SZ[19]KM[6.5]DT[2005]RE[Void]")).unwrap_err().0, Rejection::NoResult);
         assert_eq!(strict.judge(&game(even)).unwrap_err().0, Rejection::TooShort);
+        assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[-5]"), Rejection::BadHandicap);
+        assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[99999999999999999999]"), Rejection::BadHandicap);
+        assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[400]"), Rejection::BadHandicap);
+        let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[];W[]".repeat(100))).unwrap();
+        assert_eq!(c.judge(&endless).unwrap_err().0, Rejection::PlayAfterEnd);
+        let long = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[aa];W[]".repeat(501))).unwrap();
+        assert_eq!(c.judge(&long).unwrap_err().0, Rejection::TooLong);
+        let fox = parse_game("(;GM[1]SZ[19]KM[375]DT[2019-05-01];B[cd];W[dc])").unwrap();
+        assert_eq!((c.judge(&fox), fox.komi), (Ok(()), Some(7.5)));
         let illegal = parse_game("(;SZ[19]KM[6.5]DT[2005];B[cd];W[cd])").unwrap();
         let (r, detail) = c.judge(&illegal).unwrap_err();
         assert_eq!(r, Rejection::IllegalMove);

@@ -253,6 +253,11 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     if record.moves.is_empty() {
         return GameOutcome::Dropped("no moves");
     }
+    // Lists not written by `filter` may name such a game: one of endless
+    // passes would become as many training positions.
+    if record.play_after_two_passes().is_some() {
+        return GameOutcome::Dropped("play after two passes");
+    }
     let key = game_key(record);
     let split = options.split.assign(key, options.seed);
     let labelled = options.value.chosen(record.moves.len(), key, options.seed);

@@ -110,6 +110,8 @@ pub enum Arch {
     Playout,
     /// The seed's value net ([`value`]).
     Value,
+    /// A value head on the seed policy's trunk ([`value::TrunkValueNet`]).
+    PolicyValue,
     /// A residual net ([`resnet`]).
     ResNet(ResNetConfig),
 }
@@ -122,6 +124,7 @@ impl Arch {
             Arch::Policy => Box::new(policy::PolicyNet::new(vb, planes)?),
             Arch::Playout => Box::new(playout::PlayoutNet::new(vb, planes)?),
             Arch::Value => Box::new(value::ValueNet::new(vb, planes)?),
+            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes)?),
             Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config, planes)?),
         })
     }
@@ -134,6 +137,7 @@ impl std::fmt::Display for Arch {
             Arch::Policy => f.write_str("policy"),
             Arch::Playout => f.write_str("playout"),
             Arch::Value => f.write_str("value"),
+            Arch::PolicyValue => f.write_str("policy-value"),
             Arch::ResNet(c) => {
                 let head = match c.head {
                     Head::Policy => "policy",
@@ -151,11 +155,12 @@ impl FromStr for Arch {
     /// `policy`, `playout`, `value`, or `resnet-policy:BLOCKSxFILTERS` /
     /// `resnet-value:BLOCKSxFILTERS` (e.g. `resnet-policy:6x64`).
     fn from_str(s: &str) -> anyhow::Result<Arch> {
-        let usage = "use policy, playout, value, resnet-policy:BxF or resnet-value:BxF";
+        let usage = "use policy, playout, value, policy-value, resnet-policy:BxF or resnet-value:BxF";
         Ok(match s {
             "policy" => Arch::Policy,
             "playout" => Arch::Playout,
             "value" => Arch::Value,
+            "policy-value" => Arch::PolicyValue,
             _ => {
                 let (kind, size) = s.split_once(':').with_context(|| format!("unknown net {s:?}: {usage}"))?;
                 let head = match kind {

@@ -20,22 +20,21 @@ use super::{mask_occupied, Net, Output};
 /// Channels after each hidden convolution.
 const CHANNELS: [usize; 4] = [32, 64, 64, 32];
 
-/// The seed's policy net.
-pub struct PolicyNet {
+/// The seed policy's layers up to its head: what it has learned to see.
+/// [`super::value::TrunkValueNet`] puts a value head on the same layers,
+/// under the same tensor names, so it can start from a trained policy.
+pub struct SeedTrunk {
     /// Normalises the raw input planes.
     bn0: BatchNorm,
     /// Hidden convolutions, each with its batch norm + ReLU.
     hidden: Vec<(Conv, BatchNorm)>,
-    /// The 3×3 convolution to one logit per point.
-    head: Conv,
-    /// The pass move's logit, learned, the same for every position.
-    pass_logit: Tensor,
 }
 
-impl PolicyNet {
-    /// Creates (or, from a filled `VarMap`, loads) the net's tensors, for
-    /// `planes` input planes.
-    pub fn new(vb: VarBuilder, planes: usize) -> Result<PolicyNet> {
+impl SeedTrunk {
+    /// Channels of its output.
+    pub const CHANNELS: usize = CHANNELS[CHANNELS.len() - 1];
+
+    pub fn new(vb: &VarBuilder, planes: usize) -> Result<SeedTrunk> {
         let bn0 = BatchNorm::new(vb.pp("bn0"), planes, true)?;
         let mut hidden = Vec::with_capacity(CHANNELS.len());
         let mut c_in = planes;
@@ -46,18 +45,42 @@ impl PolicyNet {
             hidden.push((conv, BatchNorm::new(vb.pp(format!("bns.{i}")), c_out, true)?));
             c_in = c_out;
         }
-        let head = Conv::new(vb.pp("head"), c_in, 1, 3, true, false)?;
+        Ok(SeedTrunk { bn0, hidden })
+    }
+
+    /// (batch, planes, 19, 19) to (batch, [`SeedTrunk::CHANNELS`], 19, 19).
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let mut h = self.bn0.forward(x, train)?;
+        for (conv, bn) in &self.hidden {
+            h = bn.forward(&conv.forward(&h)?, train)?;
+        }
+        Ok(h)
+    }
+}
+
+/// The seed's policy net.
+pub struct PolicyNet {
+    trunk: SeedTrunk,
+    /// The 3×3 convolution to one logit per point.
+    head: Conv,
+    /// The pass move's logit, learned, the same for every position.
+    pass_logit: Tensor,
+}
+
+impl PolicyNet {
+    /// Creates (or, from a filled `VarMap`, loads) the net's tensors, for
+    /// `planes` input planes.
+    pub fn new(vb: VarBuilder, planes: usize) -> Result<PolicyNet> {
+        let trunk = SeedTrunk::new(&vb, planes)?;
+        let head = Conv::new(vb.pp("head"), SeedTrunk::CHANNELS, 1, 3, true, false)?;
         let pass_logit = vb.get_with_hints(1, "pass_logit", Init::Const(0.0))?;
-        Ok(PolicyNet { bn0, hidden, head, pass_logit })
+        Ok(PolicyNet { trunk, head, pass_logit })
     }
 }
 
 impl Net for PolicyNet {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let mut h = self.bn0.forward(x, train)?;
-        for (conv, bn) in &self.hidden {
-            h = bn.forward(&conv.forward(&h)?, train)?;
-        }
+        let h = self.trunk.forward(x, train)?;
         let board = flatten(&self.head.forward(&h)?)?;
         let pass = self.pass_logit.reshape((1, 1))?.broadcast_as((board.dim(0)?, 1))?;
         log_softmax(&mask_occupied(&Tensor::cat(&[&board, &pass], 1)?, x)?)

@@ -104,6 +104,8 @@ fn masking_leaves_legal_logits_and_pass_alone() {
 #[test]
 fn arch_names_parse() {
     assert_eq!("value".parse::<Arch>().unwrap(), Arch::Value);
+    assert_eq!("policy-value".parse::<Arch>().unwrap(), Arch::PolicyValue);
+    assert_eq!(Arch::PolicyValue.to_string(), "policy-value");
     assert_eq!(
         "resnet-policy:6x64".parse::<Arch>().unwrap(),
         Arch::ResNet(ResNetConfig { blocks: 6, filters: 64, head: Head::Policy })
@@ -197,7 +199,7 @@ fn value_nets_learn_a_one_plane_signal() {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
     let planes = FeatureSet::Extended.planes();
-    for arch in [Arch::Value, "resnet-value:1x8".parse().unwrap()] {
+    for arch in [Arch::Value, Arch::PolicyValue, "resnet-value:1x8".parse().unwrap()] {
         let model = Model::new(arch, FeatureSet::Extended, &Device::Cpu, 2).unwrap();
         let mut opt = OptimizerConfig::adam(0.001).build(model.parameters());
         let mut last = 1.0;
@@ -224,4 +226,28 @@ fn value_nets_learn_a_one_plane_signal() {
         }
         assert!(last < 0.1, "{arch}: loss {last} after 300 steps");
     }
+}
+
+/// A value net on the policy's trunk starts from a trained policy: every
+/// trunk tensor is taken, the head is left as initialised, and a file of
+/// other features is refused.
+#[test]
+fn a_policy_value_net_starts_from_a_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = Model::new(Arch::Policy, FeatureSet::Extended, &Device::Cpu, 7).unwrap();
+    let path = dir.path().join("policy.safetensors");
+    super::weights::save(&path, &policy, None).unwrap();
+    let value = Model::new(Arch::PolicyValue, FeatureSet::Extended, &Device::Cpu, 8).unwrap();
+    let head_before = value.tensors().into_iter().find(|(n, _)| n == "value.fc1.weight").unwrap().1.to_vec2::<f32>().unwrap();
+    let set = super::weights::load_matching(&path, &value).unwrap();
+    let trunk: Vec<_> = policy.tensors().into_iter().filter(|(n, _)| n.starts_with("bn") || n.starts_with("conv")).collect();
+    assert_eq!(set, trunk.len());
+    let value_tensors: std::collections::HashMap<_, _> = value.tensors().into_iter().collect();
+    for (name, var) in &trunk {
+        assert_eq!(value_tensors[name].flatten_all().unwrap().to_vec1::<f32>().unwrap(), var.flatten_all().unwrap().to_vec1::<f32>().unwrap(), "{name}");
+    }
+    assert_eq!(value_tensors["value.fc1.weight"].to_vec2::<f32>().unwrap(), head_before);
+    let seed = Model::new(Arch::PolicyValue, FeatureSet::Seed, &Device::Cpu, 8).unwrap();
+    let err = super::weights::load_matching(&path, &seed).unwrap_err().to_string();
+    assert!(err.contains("extended features"), "{err}");
 }

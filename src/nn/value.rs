@@ -12,6 +12,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::layers::{flatten, Conv, Linear};
+use super::policy::SeedTrunk;
 use super::{conv_stack, Net, Output, POINTS};
 
 /// The seed's value net.
@@ -43,6 +44,46 @@ impl Net for ValueNet {
         }
         let logit = self.fc.forward(&flatten(&self.head.forward(&h)?)?)?;
         candle_nn::ops::sigmoid(&logit)?.squeeze(1)
+    }
+
+    fn output(&self) -> Output {
+        Output::WinProb
+    }
+}
+
+/// A value head on the seed policy's layers ([`SeedTrunk`], same tensor
+/// names), so that training can start from a trained policy net (the
+/// `init` setting): the trunk has learned from millions of moves what a
+/// value net cannot learn from the few hundred thousand results it gets.
+/// Head: a 1×1 convolution to 2 planes with ReLU, 722 → 64 with ReLU,
+/// 64 → 1, sigmoid (AlphaGo Zero's value head, narrower).
+///
+/// Tensors: the trunk's (`bn0.*`, `convs.{0..3}.*`, `bns.{0..3}.*`), then
+/// `value.conv.{weight,bias}` (2, 32, 1, 1), `value.fc1.*` (64, 722),
+/// `value.fc2.*` (1, 64).
+pub struct TrunkValueNet {
+    trunk: SeedTrunk,
+    conv: Conv,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl TrunkValueNet {
+    pub fn new(vb: VarBuilder, planes: usize) -> Result<TrunkValueNet> {
+        let trunk = SeedTrunk::new(&vb, planes)?;
+        let head = vb.pp("value");
+        let conv = Conv::new(head.pp("conv"), SeedTrunk::CHANNELS, 2, 1, true, true)?;
+        let fc1 = Linear::new(head.pp("fc1"), 2 * POINTS, 64)?;
+        let fc2 = Linear::new(head.pp("fc2"), 64, 1)?;
+        Ok(TrunkValueNet { trunk, conv, fc1, fc2 })
+    }
+}
+
+impl Net for TrunkValueNet {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let h = self.conv.forward(&self.trunk.forward(x, train)?)?;
+        let hidden = self.fc1.forward(&flatten(&h)?)?.relu()?;
+        candle_nn::ops::sigmoid(&self.fc2.forward(&hidden)?)?.squeeze(1)
     }
 
     fn output(&self) -> Output {

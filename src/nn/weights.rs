@@ -161,6 +161,29 @@ pub fn load_into(path: &Path, model: &Model) -> Result<Meta> {
     Ok(meta)
 }
 
+/// Starts `model` from another net: sets each of its tensors that `path`
+/// holds under the same name and shape (a trained policy's trunk under a
+/// value head), and returns how many were set. The features must be the
+/// same; a file sharing no tensor with the net is an error.
+pub fn load_matching(path: &Path, model: &Model) -> Result<usize> {
+    let path = resolve(path)?;
+    let TensorFile { tensors, meta } = read_tensors(&path, model.device())?;
+    if let Some(f) = meta.features.filter(|&f| f != model.features()) {
+        bail!("{}: a net for {f} features, not {}", path.display(), model.features());
+    }
+    let mut set = 0;
+    for (name, var) in model.tensors() {
+        if let Some(t) = tensors.get(&name).filter(|t| t.shape() == var.shape()) {
+            var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{}: cannot set {name}", path.display()))?;
+            set += 1;
+        }
+    }
+    if set == 0 {
+        bail!("{}: no tensor of the same name and shape as the {} net's", path.display(), model.arch());
+    }
+    Ok(set)
+}
+
 /// The weights file `path` names: the file itself, or in a checkpoint
 /// folder its best weights, else its last.
 pub fn resolve(path: &Path) -> Result<PathBuf> {

@@ -22,11 +22,29 @@ pub(crate) fn decode(bytes: &[u8]) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let declared = declared_charset(bytes).and_then(charset_encoding);
-    // A file declaring UTF-8 that is not UTF-8 was mislabelled by its
-    // writer, and one declaring UTF-16 (say) cannot be, as its `CA` was
-    // just read as ASCII.
+    // A file in UTF-8 (declared, or declaring nothing) with a few bad bytes
+    // (a cut character, a stray Latin-1 byte) stays UTF-8, only the bad
+    // bytes replaced: read as Windows-1252 every name would be garbled. A
+    // Latin-1 file mislabelled UTF-8 has no valid multi-byte character.
+    if declared.is_none_or(|e| e == encoding_rs::UTF_8) && mostly_utf8(bytes) {
+        return String::from_utf8_lossy(bytes);
+    }
+    // A file declaring UTF-8 that is not was mislabelled by its writer,
+    // and one declaring UTF-16 (say) cannot be, as its `CA` was just read
+    // as ASCII.
     let encoding = declared.filter(|e| e.is_ascii_compatible() && *e != encoding_rs::UTF_8).unwrap_or(WINDOWS_1252);
     encoding.decode_without_bom_handling(bytes).0
+}
+
+/// Whether valid multi-byte UTF-8 characters outnumber the bytes that are
+/// not UTF-8.
+fn mostly_utf8(bytes: &[u8]) -> bool {
+    let (mut characters, mut bad) = (0usize, 0usize);
+    for chunk in bytes.utf8_chunks() {
+        characters += chunk.valid().chars().filter(|c| !c.is_ascii()).count();
+        bad += chunk.invalid().len();
+    }
+    characters > bad
 }
 
 /// The value of the first `CA[...]` property in the raw bytes.
@@ -102,6 +120,13 @@ mod tests {
         assert_eq!(decode(b"(;CA[no-such]C[\xe9])"), "(;CA[no-such]C[é])");
         assert_eq!(decode(b"(;ECA[GB2312]C[\xe9])"), "(;ECA[GB2312]C[é])");
         assert_eq!(decode(b"(;CA[UTF-16]C[\xe9])"), "(;CA[UTF-16]C[é])");
+    }
+
+    #[test]
+    fn utf8_with_a_bad_byte_keeps_its_names() {
+        let bytes = b"(;CA[UTF-8]PB[\xe6\x9d\x8e\xe6\x98\x8c\xe9\x8e\xac]PW[M\xc3\xbcller]C[\xff])";
+        assert_eq!(decode(bytes), "(;CA[UTF-8]PB[李昌鎬]PW[Müller]C[\u{fffd}])");
+        assert_eq!(decode(&bytes[11..]), "PB[李昌鎬]PW[Müller]C[\u{fffd}])");
     }
 
     #[test]

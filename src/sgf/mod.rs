@@ -25,7 +25,7 @@ mod write;
 
 pub use date::GameDate;
 pub use read::{parse_bytes, parse_game, parse_str, read_file, ParsedGame, SgfError};
-pub use record::{GameError, GameRecord, Setup};
+pub use record::{fox_komi, GameError, GameRecord, Setup};
 pub use replay::{ReplayError, RECORD_DEFAULT_RULES};
 pub use result::{GameResult, WinBy};
 pub use syntax::SyntaxError;

@@ -50,16 +50,28 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<ParsedGame>, SgfError> {
 
 /// [`parse_bytes`] for text already decoded.
 pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
-    let trees = game_trees(text);
-    if trees.is_empty() {
-        return Err(SgfError::NotSgf);
+    // Each tree becomes a record as soon as it is read, so that only one
+    // game's syntax is held at a time.
+    let mut records = Vec::new();
+    let mut first_error = None;
+    let mut any_whole = false;
+    for (index, tree) in game_trees(text, GameRecord::kept_after_root).enumerate() {
+        records.push(match tree.whole() {
+            Ok(game) => {
+                any_whole = true;
+                GameRecord::from_raw(index, &game)
+            }
+            Err(e) => {
+                first_error.get_or_insert_with(|| e.clone());
+                Err(e.into())
+            }
+        });
     }
-    if trees.iter().all(Result::is_err) {
-        let first = trees.into_iter().find_map(Result::err).expect("at least one tree");
-        return Err(SgfError::Malformed(first));
+    match first_error {
+        _ if records.is_empty() => Err(SgfError::NotSgf),
+        Some(first) if !any_whole => Err(SgfError::Malformed(first)),
+        _ => Ok(records),
     }
-    let records = trees.into_iter().enumerate().map(|(index, tree)| GameRecord::from_raw(index, &tree?));
-    Ok(records.collect())
 }
 
 /// The first game of `text`, for texts known to hold one game (tests, GTP

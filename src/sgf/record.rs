@@ -20,8 +20,10 @@ pub struct GameRecord {
     pub index_in_file: usize,
     /// Board side (`SZ`, 19 when absent).
     pub size: usize,
-    /// Komi (`KM`), when given and a number.
+    /// Komi (`KM`), when given and a number, as meant (see [`fox_komi`]).
     pub komi: Option<f32>,
+    /// Whether `KM` was written in Fox's hundredths and read by [`fox_komi`].
+    pub komi_in_hundredths: bool,
     /// Handicap stones announced (`HA`); the stones themselves are in
     /// [`GameRecord::setup`].
     pub handicap: Option<u32>,
@@ -107,6 +109,7 @@ impl GameRecord {
             index_in_file: 0,
             size,
             komi: None,
+            komi_in_hundredths: false,
             handicap: None,
             result: None,
             date: None,
@@ -151,20 +154,20 @@ impl GameRecord {
     }
 
     /// Reads the main line of one game tree.
-    pub(crate) fn from_raw(index_in_file: usize, nodes: &RawGame) -> Result<GameRecord, GameError> {
-        let empty = RawNode::new();
-        let root = nodes.first().unwrap_or(&empty);
-        if let Some(gm) = first_value(root, "GM") {
+    pub(crate) fn from_raw(index_in_file: usize, game: &RawGame) -> Result<GameRecord, GameError> {
+        let root = game.nodes().next();
+        let root_value = |ident| root.and_then(|r| r.first_value(ident));
+        if let Some(gm) = root_value("GM") {
             if gm.trim() != "1" {
                 return Err(GameError::NotGo(gm.to_string()));
             }
         }
-        let size = first_value(root, "SZ").map_or(Ok(19), parse_size)?;
+        let size = root_value("SZ").map_or(Ok(19), parse_size)?;
         let mut record = GameRecord { index_in_file, ..GameRecord::new(size) };
-        for prop in root {
+        for prop in root.into_iter().flat_map(RawNode::properties) {
             record.read_root_property(prop);
         }
-        for (depth, node) in nodes.iter().enumerate() {
+        for (depth, node) in game.nodes().enumerate() {
             let setup = read_setup(node, size)?;
             if depth == 0 {
                 record.setup = setup;
@@ -176,17 +179,37 @@ impl GameRecord {
         Ok(record)
     }
 
+    /// How many moves end the game when more follow: the game is over at
+    /// the second of two consecutive passes, and moves after it (a game of
+    /// endless passes) are no game to learn from.
+    pub fn play_after_two_passes(&self) -> Option<usize> {
+        let end = self.moves.windows(2).position(|w| w[0].mv == Move::Pass && w[1].mv == Move::Pass)? + 2;
+        (end < self.moves.len()).then_some(end)
+    }
+
+    /// The properties read after the root node (the syntax keeps no others,
+    /// so that a game's memory follows its moves, not its markup).
+    pub(crate) fn kept_after_root(ident: &str) -> bool {
+        matches!(ident, "B" | "W" | "AB" | "AW" | "AE")
+    }
+
     /// Stores a root property in its field, or among the extras when no
     /// field takes it or its value cannot be read.
-    fn read_root_property(&mut self, prop: &RawProperty) {
-        let value = prop.values[0].trim();
-        let understood = match prop.ident.as_str() {
+    fn read_root_property(&mut self, prop: RawProperty) {
+        let value = prop.value(0).trim();
+        let understood = match prop.ident() {
             // Rewritten by the writer (FF[4], UTF-8) or read elsewhere.
             "FF" | "CA" | "GM" | "SZ" | "AB" | "AW" | "AE" | "B" | "W" => true,
             // An identifier of lower-case letters only (`size[19]`) names
             // nothing SGF knows.
             "" => true,
-            "KM" => set_first(&mut self.komi, value.parse().ok().filter(|k: &f32| k.is_finite())),
+            "KM" => {
+                let written: Option<f32> = value.parse().ok().filter(|k: &f32| k.is_finite());
+                if self.komi.is_none() {
+                    self.komi_in_hundredths = written.is_some_and(|k| fox_komi(k) != k);
+                }
+                set_first(&mut self.komi, written.map(fox_komi))
+            }
             "HA" => set_first(&mut self.handicap, value.parse().ok()),
             "PL" => set_first(&mut self.player_to_move, Color::parse(value)),
             "DT" => set_first(&mut self.date, GameDate::parse(value)),
@@ -199,16 +222,16 @@ impl GameRecord {
             _ => false,
         };
         // An empty value says nothing: nothing to keep.
-        let says_nothing = prop.values.len() == 1 && value.is_empty();
+        let says_nothing = prop.count() == 1 && value.is_empty();
         if !(understood || says_nothing) {
-            self.extra_properties.push((prop.ident.clone(), prop.values.clone()));
+            self.extra_properties.push((prop.ident().to_string(), prop.values().map(String::from).collect()));
         }
     }
 
     /// Appends the node's move, if it has one.
-    fn read_move(&mut self, node: &RawNode) -> Result<(), GameError> {
+    fn read_move(&mut self, node: RawNode) -> Result<(), GameError> {
         let number = self.moves.len() + 1;
-        let mut moves = node.iter().filter_map(|p| match p.ident.as_str() {
+        let mut moves = node.properties().filter_map(|p| match p.ident() {
             "B" => Some((Color::Black, p)),
             "W" => Some((Color::White, p)),
             _ => None,
@@ -217,11 +240,27 @@ impl GameRecord {
         if moves.next().is_some() {
             return Err(GameError::TwoMoves { number });
         }
-        let bad = || GameError::BadMove { number, color, value: prop.values.join("]["), size: self.size };
-        let [value] = prop.values.as_slice() else { return Err(bad()) };
-        let mv = parse_move(value.trim(), self.size).ok_or_else(bad)?;
+        let bad = || GameError::BadMove { number, color, value: prop.values().collect::<Vec<_>>().join("]["), size: self.size };
+        if prop.count() != 1 {
+            return Err(bad());
+        }
+        let mv = parse_move(prop.value(0).trim(), self.size).ok_or_else(bad)?;
         self.moves.push(ColoredMove { color, mv });
         Ok(())
+    }
+}
+
+/// Komi as meant. Fox writes it in hundredths, and in Chinese games in
+/// hundredths of a stone (two points): `KM[650]` is 6.5, `KM[750]` 7.5,
+/// `KM[375]` 3.75 stones, 7.5 points. No real komi is 100 or more, so a
+/// value of 100 or more that is a multiple of 25 can only be that.
+pub fn fox_komi(komi: f32) -> f32 {
+    if komi.abs() < 100.0 || komi % 25.0 != 0.0 {
+        komi
+    } else if komi.abs() < 500.0 {
+        komi / 50.0
+    } else {
+        komi / 100.0
     }
 }
 
@@ -233,10 +272,6 @@ fn set_first<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
         *slot = value;
     }
     read
-}
-
-fn first_value<'a>(node: &'a RawNode, ident: &str) -> Option<&'a str> {
-    node.iter().find(|p| p.ident == ident).map(|p| p.values[0].as_str())
 }
 
 /// `19`, or `19:19` (`FF[4]`'s form for rectangles, accepted when square).
@@ -280,12 +315,12 @@ fn parse_move(value: &str, size: usize) -> Option<Move> {
 }
 
 /// The node's `AB`, `AW` and `AE` points, in that order.
-fn read_setup(node: &RawNode, size: usize) -> Result<Setup, GameError> {
+fn read_setup(node: RawNode, size: usize) -> Result<Setup, GameError> {
     let mut setup = Setup::new();
     for (ident, color) in [("AB", Some(Color::Black)), ("AW", Some(Color::White)), ("AE", None)] {
-        for prop in node.iter().filter(|p| p.ident == ident) {
-            for value in &prop.values {
-                let bad = || GameError::BadSetupPoint { prop: ident.to_string(), value: value.clone(), size };
+        for prop in node.properties().filter(|p| p.ident() == ident) {
+            for value in prop.values() {
+                let bad = || GameError::BadSetupPoint { prop: ident.to_string(), value: value.to_string(), size };
                 let points = point_list(value.trim(), size).ok_or_else(bad)?;
                 setup.extend(points.into_iter().map(|v| (v, color)));
             }
@@ -422,5 +457,28 @@ mod tests {
         assert_eq!(r.result, Some(GameResult::parse("W+R")));
         // After the setup the first move is White's: PL says so.
         assert_eq!(r.player_to_move, Some(Color::White));
+    }
+
+    #[test]
+    fn fox_komi_is_read_as_meant() {
+        let komi = |km: &str| parse_game(&format!("(;KM[{km}];B[aa])")).unwrap().komi;
+        assert_eq!(komi("750"), Some(7.5));
+        assert_eq!(komi("650"), Some(6.5));
+        assert_eq!(komi("375"), Some(7.5));
+        assert_eq!(komi("6.5"), Some(6.5));
+        assert_eq!(komi("0"), Some(0.0));
+        assert_eq!(komi("-325"), Some(-6.5));
+        assert_eq!(komi("101"), Some(101.0));
+        assert!(parse_game("(;KM[750])").unwrap().komi_in_hundredths);
+        assert!(!parse_game("(;KM[7.5])").unwrap().komi_in_hundredths);
+    }
+
+    #[test]
+    fn play_after_two_passes_is_found() {
+        let after = |moves: &str| parse_game(&format!("(;SZ[9]{moves})")).unwrap().play_after_two_passes();
+        assert_eq!(after(";B[aa];W[];B[];W[bb]"), Some(3));
+        assert_eq!(after(";B[aa];W[];B[]"), None);
+        assert_eq!(after(";B[];W[bb];B[];W[cc]"), None);
+        assert_eq!(after(&";B[];W[]".repeat(1000)), Some(2));
     }
 }

@@ -57,6 +57,11 @@ pub struct TrainConfig {
     /// convolutions do by default; `false` keeps full float32.
     #[serde(default = "default_tf32")]
     pub tf32: bool,
+    /// A weights file (or checkpoint folder) to start a fresh run from:
+    /// every tensor of the net that it holds under the same name and shape
+    /// (a trained `policy` for a `policy-value` net's trunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<PathBuf>,
     pub optimizer: OptimizerConfig,
     pub schedule: Schedule,
 }
@@ -65,20 +70,41 @@ fn default_tf32() -> bool {
     true
 }
 
+/// The seed's settings for the three nets, compiled in so that a run from
+/// any folder needs no file; `configs/` holds the same texts to read and
+/// copy.
+const BUILT_IN: [(&str, &str); 3] = [
+    ("policy", include_str!("../../configs/policy.toml")),
+    ("playout", include_str!("../../configs/playout.toml")),
+    ("value", include_str!("../../configs/value.toml")),
+];
+
 impl TrainConfig {
     /// Reads `path` and applies `overrides` (`key=value`, the value in TOML
     /// syntax or a bare string). Errors name the file or the override.
     pub fn load(path: &Path, overrides: &[String]) -> Result<TrainConfig> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the config", path.display()))?;
-        let mut table: toml::Table = text.parse().with_context(|| format!("{}: not valid TOML", path.display()))?;
+        TrainConfig::parse(&path.display().to_string(), &text, overrides)
+    }
+
+    /// The built-in settings of `net` (`policy`, `playout` or `value`) with
+    /// `overrides` applied.
+    pub fn built_in(net: &str, overrides: &[String]) -> Result<TrainConfig> {
+        let (_, text) = BUILT_IN.iter().find(|(name, _)| *name == net).with_context(|| format!("no built-in config for {net}"))?;
+        TrainConfig::parse(&format!("the built-in {net} config"), text, overrides)
+    }
+
+    /// `text` with `overrides` applied; errors name `source`.
+    fn parse(source: &str, text: &str, overrides: &[String]) -> Result<TrainConfig> {
+        let mut table: toml::Table = text.parse().with_context(|| format!("{source}: not valid TOML"))?;
         for o in overrides {
             apply_override(&mut table, o)?;
         }
-        let config: TrainConfig = toml::Value::Table(table).try_into().with_context(|| {
-            format!("{}: not a valid training config (with overrides {overrides:?})", path.display())
-        })?;
-        config.check().with_context(|| format!("{}", path.display()))?;
+        let config: TrainConfig = toml::Value::Table(table)
+            .try_into()
+            .with_context(|| format!("{source}: not a valid training config (with overrides {overrides:?})"))?;
+        config.check().with_context(|| source.to_string())?;
         Ok(config)
     }
 

@@ -76,7 +76,13 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         (Start::Fresh, true) => {
             bail!("{} already holds a checkpoint: use --resume to continue it, or --force to start over", out.display())
         }
-        _ => TrainState::default(),
+        _ => {
+            if let Some(init) = &config.init {
+                let set = crate::nn::weights::load_matching(init, &model)?;
+                eprintln!("{}: {set} of the net's {} tensors start from {}", out.display(), model.tensors().len(), init.display());
+            }
+            TrainState::default()
+        }
     };
     if start == Start::Overwrite {
         remove_old_run(out)?;

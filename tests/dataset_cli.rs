@@ -189,3 +189,46 @@ fn what_prepare_writes_verifies_and_reads_back_whole() {
         }
     }
 }
+
+/// Real games under file names with a line feed, a tab and a byte that is
+/// not UTF-8 go through `filter` and `prepare` like any other: the list
+/// escapes them, so no name breaks it or is lost.
+#[test]
+fn odd_file_names_go_through_filter_and_prepare() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(kgs) = testkit::kgs_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let games = dir.path().join("games");
+    std::fs::create_dir_all(&games).unwrap();
+    let names: [&[u8]; 3] = [b"new\nline.sgf", b"tab\there.sgf", b"latin1-\xe9t\xe9.sgf"];
+    let sources = walkdir::WalkDir::new(kgs.join("KGS2001")).sort_by_file_name().into_iter().filter_map(Result::ok);
+    let sources: Vec<_> = sources.filter(|e| e.path().extension().is_some_and(|x| x == "sgf")).take(40).collect();
+    let mut copied = 0;
+    for (i, source) in sources.iter().enumerate() {
+        let name = match names.get(i) {
+            Some(n) => std::ffi::OsStr::from_bytes(n).to_owned(),
+            None => format!("plain{i}.sgf").into(),
+        };
+        std::fs::copy(source.path(), games.join(name)).unwrap();
+        copied += 1;
+    }
+    let list = dir.path().join("games.list");
+    let out = Command::new(env!("CARGO_BIN_EXE_go-train"))
+        .args(["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--out"])
+        .arg(&list)
+        .arg(&games)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let kept = GameList::read(&list).unwrap();
+    for name in names {
+        assert!(kept.0.iter().any(|g| g.file.file_name().unwrap().as_bytes() == name), "{name:?} kept");
+    }
+    assert!(!text(&out).contains("unreadable"), "{}", text(&out));
+    let data = dir.path().join("data");
+    let out = go_train(&["prepare", path(&list), "--split", "1,1,1", "--out"], &data);
+    assert!(out.status.success(), "{}", text(&out));
+    let manifest = Manifest::read(&data).unwrap();
+    let games: u64 = manifest.splits.values().map(|c| c.games).sum();
+    assert_eq!((games, manifest.dropped.len()), (kept.0.len() as u64, 0), "every kept game of {copied} prepared");
+}

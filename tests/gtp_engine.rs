@@ -318,6 +318,31 @@ fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
     assert!(answers[0].starts_with(&format!("? cannot open or parse '{f}': ")), "{answers:?}");
 }
 
+/// A file damaged at a later node (two moves in one node, as GnuGo's
+/// regression files have; a truncated file) loads up to the damage, as
+/// GnuGo loads it; `loadsgf FILE N` works for N before the damage and is
+/// refused past it, naming where the file stops.
+#[test]
+fn loadsgf_reads_up_to_the_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("two-moves.sgf", "(;SZ[19];B[pd];W[dp];B[pp];W[tt]B[tt];B[dd])"),
+        ("truncated.sgf", "(;SZ[19];B[pd];W[dp];B[pp];W[dd]C[cut of"),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let f = file.display();
+        let (answers, log) =
+            session(&[], &format!("loadsgf {f}\nlist_stones black\nloadsgf {f} 3\nlist_stones white\nloadsgf {f} 6\n"));
+        assert_eq!(answers[0], if name == "two-moves.sgf" { "= white" } else { "= black" }, "{name}: {answers:?}");
+        assert_eq!(answers[1], "= Q16 Q4", "{name}");
+        assert_eq!(answers[2], "= black", "{name}");
+        assert_eq!(answers[3], "= D4", "{name}");
+        assert!(answers[4].starts_with(&format!("? {f}: readable up to move ")), "{name}: {answers:?}");
+        assert!(log.contains("read up to move"), "{name}: {log}");
+    }
+}
+
 /// A bare `go-train gtp` plays MCTS with the shipped nets (here a folder
 /// of untrained ones named by `GO_TRAIN_NETS`), which load from their
 /// weights files alone; a board the nets cannot play is refused up front.

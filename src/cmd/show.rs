@@ -8,7 +8,7 @@ use clap::Parser;
 use serde_json::json;
 
 use go_train::go::{Color, Game};
-use go_train::sgf::{read_file, GameRecord, ReplayError};
+use go_train::sgf::{read_file_up_to_damage, GameError, GameRecord, PartialGame, ReplayError};
 
 /// Print the position of SGF game records after N moves.
 #[derive(Parser)]
@@ -36,7 +36,7 @@ pub fn run(args: Args) -> Result<()> {
     // a script must see from the exit code that something went wrong.
     let (mut games_seen, mut bad_games, mut unreadable) = (0usize, 0usize, 0usize);
     for file in &files {
-        let games = match read_file(file) {
+        let games = match read_file_up_to_damage(file) {
             Ok(games) => games,
             Err(e) => {
                 report_unreadable(&mut out, file, &e.to_string(), args.json)?;
@@ -47,7 +47,9 @@ pub fn run(args: Args) -> Result<()> {
         for (index, game) in games.into_iter().enumerate() {
             games_seen += 1;
             let ok = match game {
-                Ok(record) => show_game(&mut out, file, &record, args.moves, args.json)?,
+                Ok(PartialGame { record, damage }) => {
+                    show_game(&mut out, file, &record, damage.as_ref(), args.moves, args.json)?
+                }
                 Err(e) => report_bad_game(&mut out, file, index, &e.to_string(), args.json).map(|_| false)?,
             };
             bad_games += usize::from(!ok);
@@ -77,9 +79,21 @@ fn replay(record: &GameRecord, moves: Option<usize>) -> (Option<Game>, Option<St
     }
 }
 
-/// Shows one game; returns whether it replayed without error.
-fn show_game(out: &mut impl Write, file: &Path, record: &GameRecord, moves: Option<usize>, json: bool) -> Result<bool> {
-    let (game, error) = replay(record, moves);
+/// Shows one game, read up to `damage` when it has one; returns whether
+/// the position asked for was reached without error.
+fn show_game(
+    out: &mut impl Write,
+    file: &Path,
+    record: &GameRecord,
+    damage: Option<&GameError>,
+    moves: Option<usize>,
+    json: bool,
+) -> Result<bool> {
+    let (game, mut error) = replay(record, moves);
+    // Past the damage the record says nothing: say where it stopped.
+    if let Some(damage) = damage.filter(|_| moves.is_none_or(|n| n > record.moves.len())) {
+        error.get_or_insert_with(|| format!("read up to move {}, then: {damage}", record.moves.len()));
+    }
     let replayed = error.is_none();
     if json {
         let value = match &game {

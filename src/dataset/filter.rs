@@ -108,7 +108,10 @@ impl Criteria {
         let unreadable_ha = record.extra_properties.iter().any(|(ident, _)| ident == "HA");
         if unreadable_ha || record.handicap.is_some_and(|h| h as usize >= record.size * record.size) {
             let written = record.extra_properties.iter().find(|(ident, _)| ident == "HA").map(|(_, v)| v.join(","));
-            return reject(Rejection::BadHandicap, format!("HA[{}]", written.unwrap_or_else(|| format!("{}", record.handicap.unwrap_or(0)))));
+            return reject(
+                Rejection::BadHandicap,
+                format!("HA[{}]", written.unwrap_or_else(|| format!("{}", record.handicap.unwrap_or(0)))),
+            );
         }
         let handicap = record.handicap.unwrap_or(0) >= 2 || !record.setup.is_empty() || !record.later_setup.is_empty();
         if handicap && !self.allow_handicap {
@@ -153,17 +156,22 @@ pub struct GameRef {
 }
 
 /// The list `filter` writes and `prepare` reads: one game per line,
-/// `path<TAB>index`, sorted, after a comment line.
+/// `path<TAB>index`, sorted, after a comment line. In paths, a backslash,
+/// tab, line feed or carriage return is written `\\`, `\t`, `\n`, `\r`,
+/// and a byte that is not UTF-8 `\xHH`, so that any file name survives
+/// the round trip (lists written before escapes, under the old first line,
+/// are read as they are).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GameList(pub Vec<GameRef>);
 
-const LIST_HEADER: &str = "# go-train game list: file<TAB>game index in file";
+const LIST_HEADER: &str = r"# go-train game list: file<TAB>game index in file (file names escaped: \\ \t \n \r \xHH)";
+const OLD_LIST_HEADER: &str = "# go-train game list: file<TAB>game index in file";
 
 impl GameList {
     pub fn to_text(&self) -> String {
         let mut out = format!("{LIST_HEADER}\n");
         for g in &self.0 {
-            out.push_str(&format!("{}\t{}\n", g.file.display(), g.index));
+            out.push_str(&format!("{}\t{}\n", escape_path(&g.file), g.index));
         }
         out
     }
@@ -172,19 +180,70 @@ impl GameList {
     pub fn read(path: &Path) -> Result<GameList> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
+        let escaped = !text.starts_with(&format!("{OLD_LIST_HEADER}\n"));
         let mut games = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.starts_with('#') || line.trim().is_empty() {
                 continue;
             }
+            let bad = || format!("{}:{}: expected `file<TAB>game index`, found {line:?}", path.display(), n + 1);
             let (file, index) =
-                line.rsplit_once('\t').and_then(|(f, i)| Some((f, i.trim().parse().ok()?))).with_context(|| {
-                    format!("{}:{}: expected `file<TAB>game index`, found {line:?}", path.display(), n + 1)
-                })?;
-            games.push(GameRef { file: PathBuf::from(file), index });
+                line.rsplit_once('\t').and_then(|(f, i)| Some((f, i.trim().parse().ok()?))).with_context(bad)?;
+            let file = if escaped { unescape_path(file).with_context(bad)? } else { PathBuf::from(file) };
+            games.push(GameRef { file, index });
         }
         Ok(GameList(games))
     }
+}
+
+/// A path's bytes as list text (see [`GameList`]).
+fn escape_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\t' => out.push_str("\\t"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`escape_path`]; `None` for a bad escape.
+fn unescape_path(text: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        if b != b'\\' {
+            bytes.push(b);
+            continue;
+        }
+        let (&e, tail) = rest.split_first()?;
+        rest = tail;
+        bytes.push(match e {
+            b'\\' => b'\\',
+            b't' => b'\t',
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b'x' => {
+                let hex = std::str::from_utf8(rest.get(..2)?).ok()?;
+                rest = &rest[2..];
+                u8::from_str_radix(hex, 16).ok()?
+            }
+            _ => return None,
+        });
+    }
+    Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
 }
 
 /// What `filter` found.
@@ -321,6 +380,28 @@ mod tests {
         let (r, detail) = c.judge(&illegal).unwrap_err();
         assert_eq!(r, Rejection::IllegalMove);
         assert!(detail.contains("move 2"), "{detail}");
+    }
+
+    #[test]
+    fn any_file_name_survives_a_list() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = [
+            PathBuf::from("new\nline/game\t1.sgf"),
+            PathBuf::from("back\\slash\r.sgf"),
+            PathBuf::from(std::ffi::OsStr::from_bytes(b"latin1-\xe9t\xe9.sgf")),
+            PathBuf::from("名人戦/第1局.sgf"),
+        ];
+        let list =
+            GameList(odd.iter().enumerate().map(|(index, file)| GameRef { file: file.clone(), index }).collect());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("games.txt");
+        std::fs::write(&path, list.to_text()).unwrap();
+        assert_eq!(GameList::read(&path).unwrap(), list);
+        // A list written before escapes reads as it is.
+        std::fs::write(&path, format!("{OLD_LIST_HEADER}\nC:\\games\\a.sgf\t2\n")).unwrap();
+        assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("C:\\games\\a.sgf"));
+        std::fs::write(&path, format!("{LIST_HEADER}\nbad\\q.sgf\t2\n")).unwrap();
+        assert!(GameList::read(&path).unwrap_err().to_string().contains("games.txt:2"));
     }
 
     #[test]

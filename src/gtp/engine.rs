@@ -11,7 +11,7 @@ use super::protocol::{format_answer, parse_line, Command};
 use crate::go::{fixed_handicap, Board, Color, Game, Move, Point, Rules, Vertex};
 use crate::search::ownership::{estimate_default, Ownership};
 use crate::search::{acceptable_points, Agent};
-use crate::sgf::{read_file, write_game, GameRecord};
+use crate::sgf::{read_file_up_to_damage, write_game, GameRecord, PartialGame};
 
 /// Every command the engine knows, in `list_commands` order.
 pub const COMMANDS: &[&str] = &[
@@ -373,9 +373,11 @@ impl Engine {
         let path = args.first().ok_or("missing filename")?;
         // GnuGo's words, then the reason.
         let refuse = |why: String| format!("cannot open or parse '{path}': {why}");
-        let parsed = read_file(Path::new(path)).map_err(|e| refuse(e.to_string()))?;
-        let record = match parsed.into_iter().next() {
-            Some(Ok(record)) => record,
+        // Read as far as it goes, as GnuGo does: a damaged later node
+        // refuses only the moves from it on.
+        let parsed = read_file_up_to_damage(Path::new(path)).map_err(|e| refuse(e.to_string()))?;
+        let (record, damage) = match parsed.into_iter().next() {
+            Some(Ok(PartialGame { record, damage })) => (record, damage),
             Some(Err(e)) => return Err(refuse(e.to_string())),
             None => return Err(refuse("no game in it".to_string())),
         };
@@ -394,6 +396,13 @@ impl Engine {
                 }
             },
         };
+        if let Some(damage) = &damage {
+            let read = record.moves.len();
+            if args.get(1).is_some() && stop > read {
+                return Err(format!("{path}: readable up to move {read}, then: {damage}"));
+            }
+            eprintln!("loadsgf {path}: read up to move {read}, then: {damage}");
+        }
         let rules = record.rules_or(self.rules);
         let game = record.replay_until(rules, stop).map_err(|e| format!("{path}: {e}"))?;
         self.rules = rules;

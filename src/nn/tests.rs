@@ -238,13 +238,19 @@ fn a_policy_value_net_starts_from_a_policy() {
     let path = dir.path().join("policy.safetensors");
     super::weights::save(&path, &policy, None).unwrap();
     let value = Model::new(Arch::PolicyValue, FeatureSet::Extended, &Device::Cpu, 8).unwrap();
-    let head_before = value.tensors().into_iter().find(|(n, _)| n == "value.fc1.weight").unwrap().1.to_vec2::<f32>().unwrap();
+    let head_before =
+        value.tensors().into_iter().find(|(n, _)| n == "value.fc1.weight").unwrap().1.to_vec2::<f32>().unwrap();
     let set = super::weights::load_matching(&path, &value).unwrap();
-    let trunk: Vec<_> = policy.tensors().into_iter().filter(|(n, _)| n.starts_with("bn") || n.starts_with("conv")).collect();
+    let trunk: Vec<_> =
+        policy.tensors().into_iter().filter(|(n, _)| n.starts_with("bn") || n.starts_with("conv")).collect();
     assert_eq!(set, trunk.len());
     let value_tensors: std::collections::HashMap<_, _> = value.tensors().into_iter().collect();
     for (name, var) in &trunk {
-        assert_eq!(value_tensors[name].flatten_all().unwrap().to_vec1::<f32>().unwrap(), var.flatten_all().unwrap().to_vec1::<f32>().unwrap(), "{name}");
+        assert_eq!(
+            value_tensors[name].flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            var.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            "{name}"
+        );
     }
     assert_eq!(value_tensors["value.fc1.weight"].to_vec2::<f32>().unwrap(), head_before);
     let seed = Model::new(Arch::PolicyValue, FeatureSet::Seed, &Device::Cpu, 8).unwrap();

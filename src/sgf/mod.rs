@@ -24,7 +24,9 @@ mod syntax;
 mod write;
 
 pub use date::GameDate;
-pub use read::{parse_bytes, parse_game, parse_str, read_file, ParsedGame, SgfError};
+pub use read::{
+    parse_bytes, parse_game, parse_str, read_file, read_file_up_to_damage, ParsedGame, PartialGame, SgfError,
+};
 pub use record::{fox_komi, GameError, GameRecord, Setup};
 pub use replay::{ReplayError, RECORD_DEFAULT_RULES};
 pub use result::{GameResult, WinBy};

@@ -74,6 +74,36 @@ pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
     }
 }
 
+/// A game read up to its first damage (a malformed node, a bad move value,
+/// a truncated file): the moves before it, and what the damage is.
+#[derive(Debug)]
+pub struct PartialGame {
+    pub record: GameRecord,
+    /// `None` when the whole game was read.
+    pub damage: Option<GameError>,
+}
+
+/// Reads every game of an SGF file as far as it goes, as GnuGo does for
+/// viewing and `loadsgf` (training reads whole games only: [`read_file`]).
+/// A game whose root cannot be read is an error in its place.
+pub fn read_file_up_to_damage(path: &Path) -> Result<Vec<Result<PartialGame, GameError>>, SgfError> {
+    let bytes = std::fs::read(path)?;
+    let text = decode(&bytes);
+    let games: Vec<_> = game_trees(&text, GameRecord::kept_after_root)
+        .enumerate()
+        .map(|(index, tree)| {
+            let (record, damage) = GameRecord::from_raw_up_to_damage(index, &tree.game)?;
+            // The syntax error comes first in the file: nodes after it were not read.
+            let damage = tree.error.map(GameError::Syntax).or(damage);
+            Ok(PartialGame { record, damage })
+        })
+        .collect();
+    if games.is_empty() {
+        return Err(SgfError::NotSgf);
+    }
+    Ok(games)
+}
+
 /// The first game of `text`, for texts known to hold one game (tests, GTP
 /// `loadsgf`); its error becomes [`SgfError::Game`].
 pub fn parse_game(text: &str) -> Result<GameRecord, SgfError> {
@@ -120,5 +150,39 @@ mod tests {
         let record = games[0].as_ref().unwrap();
         assert_eq!(record.white.as_deref(), Some("Müller"));
         assert_eq!(record.extra_properties, vec![("C".into(), vec!["créé".into()])]);
+    }
+
+    /// 8 MiB of random bytes: each `(;` starts a game tree and nearly every
+    /// byte in one is an error. Counting each error's line from the start
+    /// of the text made this minutes of work (quadratic); it is one pass.
+    #[test]
+    fn garbage_is_read_in_one_pass() {
+        use rand::{Rng, SeedableRng};
+        let mut bytes = vec![0u8; 8 << 20];
+        rand_pcg::Pcg64Mcg::seed_from_u64(5).fill_bytes(&mut bytes);
+        match parse_bytes(&bytes) {
+            Ok(games) => assert!(games.iter().filter(|g| g.is_err()).count() * 2 > games.len()),
+            Err(e) => assert!(matches!(e, SgfError::NotSgf | SgfError::Malformed(_)), "{e}"),
+        }
+    }
+
+    #[test]
+    fn damaged_games_are_read_up_to_the_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = |text: &str| {
+            let path = dir.path().join("game.sgf");
+            std::fs::write(&path, text).unwrap();
+            let mut games = read_file_up_to_damage(&path).unwrap();
+            assert!(read_file(&path).map_or(true, |g| g[0].is_err()), "training reads refuse it: {text}");
+            games.remove(0).unwrap()
+        };
+        let two_moves = read("(;SZ[19];B[pd];W[dp];B[tt]W[tt];B[dd])");
+        assert_eq!(two_moves.record.moves.len(), 2);
+        assert_eq!(two_moves.damage.unwrap().to_string(), "move 3: one node holds two moves");
+        let truncated = read("(;SZ[19]KM[6.5];B[pd];W[dp];B[pp];W[d");
+        assert_eq!((truncated.record.moves.len(), truncated.record.komi), (3, Some(6.5)));
+        assert!(truncated.damage.unwrap().to_string().starts_with("truncated"));
+        let whole = read("(;SZ[9];B[aa];W[bb])");
+        assert!(whole.damage.is_none() && whole.record.moves.len() == 2);
     }
 }

@@ -155,6 +155,19 @@ impl GameRecord {
 
     /// Reads the main line of one game tree.
     pub(crate) fn from_raw(index_in_file: usize, game: &RawGame) -> Result<GameRecord, GameError> {
+        match GameRecord::from_raw_up_to_damage(index_in_file, game)? {
+            (record, None) => Ok(record),
+            (_, Some(damage)) => Err(damage),
+        }
+    }
+
+    /// Reads the main line of one game tree up to its first bad node (a
+    /// bad move value, two moves in one node): the record of the moves
+    /// before it, and the error. Fails only when the root cannot be read.
+    pub(crate) fn from_raw_up_to_damage(
+        index_in_file: usize,
+        game: &RawGame,
+    ) -> Result<(GameRecord, Option<GameError>), GameError> {
         let root = game.nodes().next();
         let root_value = |ident| root.and_then(|r| r.first_value(ident));
         if let Some(gm) = root_value("GM") {
@@ -168,15 +181,21 @@ impl GameRecord {
             record.read_root_property(prop);
         }
         for (depth, node) in game.nodes().enumerate() {
-            let setup = read_setup(node, size)?;
+            let setup = match read_setup(node, size) {
+                Ok(setup) => setup,
+                Err(e) if depth == 0 => return Err(e),
+                Err(e) => return Ok((record, Some(e))),
+            };
             if depth == 0 {
                 record.setup = setup;
             } else if !setup.is_empty() {
                 record.later_setup.push((record.moves.len(), setup));
             }
-            record.read_move(node)?;
+            if let Err(e) = record.read_move(node) {
+                return Ok((record, Some(e)));
+            }
         }
-        Ok(record)
+        Ok((record, None))
     }
 
     /// How many moves end the game when more follow: the game is over at
@@ -240,7 +259,12 @@ impl GameRecord {
         if moves.next().is_some() {
             return Err(GameError::TwoMoves { number });
         }
-        let bad = || GameError::BadMove { number, color, value: prop.values().collect::<Vec<_>>().join("]["), size: self.size };
+        let bad = || GameError::BadMove {
+            number,
+            color,
+            value: prop.values().collect::<Vec<_>>().join("]["),
+            size: self.size,
+        };
         if prop.count() != 1 {
             return Err(bad());
         }

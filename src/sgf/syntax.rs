@@ -379,7 +379,8 @@ impl<'a> Scanner<'a> {
                         if on_main_line && error.is_none() {
                             // A node after the root that kept nothing is
                             // dropped: reuse its slot.
-                            let empty = game.nodes.len() > 1 && game.nodes.last() == Some(&(game.properties.len() as u32));
+                            let empty =
+                                game.nodes.len() > 1 && game.nodes.last() == Some(&(game.properties.len() as u32));
                             if !empty {
                                 game.nodes.push(game.properties.len() as u32);
                             }
@@ -413,13 +414,17 @@ impl<'a> Scanner<'a> {
                             self.pos = self.bytes.len();
                             return RawTree { game, error };
                         }
-                        Ok(_) if expect != Expect::InSequence => {
-                            Err(SyntaxError::PropertyOutsideNode { ident: game.piece(ident).to_string(), line: self.line(at) })
+                        Ok(_) if expect != Expect::InSequence => Err(SyntaxError::PropertyOutsideNode {
+                            ident: game.piece(ident).to_string(),
+                            line: self.line(at),
+                        }),
+                        Ok(0) => Err(SyntaxError::PropertyWithoutValue {
+                            ident: game.piece(ident).to_string(),
+                            line: self.line(at),
+                        }),
+                        Ok(_) if node_values > MAX_NODE_VALUES => {
+                            Err(SyntaxError::NodeTooLarge { line: self.line(at) })
                         }
-                        Ok(0) => {
-                            Err(SyntaxError::PropertyWithoutValue { ident: game.piece(ident).to_string(), line: self.line(at) })
-                        }
-                        Ok(_) if node_values > MAX_NODE_VALUES => Err(SyntaxError::NodeTooLarge { line: self.line(at) }),
                         Ok(_) => {
                             if store {
                                 game.properties.push(StoredProperty { ident, first_value });

@@ -91,7 +91,8 @@ impl TrainConfig {
     /// The built-in settings of `net` (`policy`, `playout` or `value`) with
     /// `overrides` applied.
     pub fn built_in(net: &str, overrides: &[String]) -> Result<TrainConfig> {
-        let (_, text) = BUILT_IN.iter().find(|(name, _)| *name == net).with_context(|| format!("no built-in config for {net}"))?;
+        let (_, text) =
+            BUILT_IN.iter().find(|(name, _)| *name == net).with_context(|| format!("no built-in config for {net}"))?;
         TrainConfig::parse(&format!("the built-in {net} config"), text, overrides)
     }
 

@@ -79,7 +79,12 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         _ => {
             if let Some(init) = &config.init {
                 let set = crate::nn::weights::load_matching(init, &model)?;
-                eprintln!("{}: {set} of the net's {} tensors start from {}", out.display(), model.tensors().len(), init.display());
+                eprintln!(
+                    "{}: {set} of the net's {} tensors start from {}",
+                    out.display(),
+                    model.tensors().len(),
+                    init.display()
+                );
             }
             TrainState::default()
         }

@@ -386,3 +386,55 @@ fn a_bare_engine_plays_the_shipped_nets() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--size 9"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A match stopped part-way (here: a game's SGF and log line gone, a torn
+/// last line, as a kill leaves them) goes on with `--resume`: the finished
+/// games are kept as they are, only the missing one is played, and as it
+/// is seeded by its number it comes out the same. Another match's folder
+/// is refused.
+#[test]
+fn a_stopped_match_resumes_with_the_missing_games_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("match");
+    let run = |a: &str, extra: &[&str]| {
+        Command::new(BIN)
+            .args(["eval", "--match", a, "random", "--games", "6", "--size", "9", "--parallel", "2", "--json", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = run("random", &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let game = |i: usize| std::fs::read_to_string(out.join(format!("game-{i:04}.sgf"))).unwrap();
+    let before: Vec<String> = (0..6).map(game).collect();
+    let log = std::fs::read_to_string(out.join("games.jsonl")).unwrap();
+    let kept: String = log.lines().filter(|l| !l.contains("\"index\":3,")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(out.join("games.jsonl"), format!("{kept}{{\"index\":3,\"fi")).unwrap();
+    std::fs::remove_file(out.join("game-0003.sgf")).unwrap();
+    let modified = |i: usize| std::fs::metadata(out.join(format!("game-{i:04}.sgf"))).unwrap().modified().unwrap();
+    let untouched: Vec<_> = [0, 1, 2, 4, 5].iter().map(|&i| modified(i)).collect();
+
+    let refused = run("random", &[]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--resume"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let other = run("mcts:iterations=4", &["--resume"]);
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("holds another match"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+
+    let resumed = run("random", &["--resume"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(summary["games"], 6);
+    assert_eq!((0..6).map(game).collect::<Vec<_>>(), before, "the replayed game is the same game");
+    assert_eq!([0, 1, 2, 4, 5].iter().map(|&i| modified(i)).collect::<Vec<_>>(), untouched, "finished games kept");
+    let log = std::fs::read_to_string(out.join("games.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 6);
+    assert!(log.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()), "{log}");
+}

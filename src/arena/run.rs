@@ -1,7 +1,7 @@
 //! Running a whole match: games in parallel, SGF files as they finish, a
 //! summary with the win rate, its 95% interval and the Elo difference.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 use candle_core::Device;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::player::PlayerSpec;
 use super::referee::{play_game, EndReason, GameConfig, GameOutcome};
@@ -40,10 +40,38 @@ pub struct MatchConfig {
     /// A GnuGo command line whose `final_score` is compared with ours on
     /// every game that ended by two passes or the move limit.
     pub cross_check: Option<String>,
+    /// Keep the games already finished in `out` (a stopped match of the
+    /// same players and settings) and play only the others.
+    pub resume: bool,
+}
+
+/// What makes two runs the same match, saved as `match.json` so that
+/// `--resume` can refuse to mix games of another.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct MatchIdentity {
+    a: String,
+    b: String,
+    size: usize,
+    komi: f32,
+    max_moves: usize,
+    seed: u64,
+}
+
+impl MatchIdentity {
+    fn of(config: &MatchConfig) -> MatchIdentity {
+        MatchIdentity {
+            a: config.a.label(),
+            b: config.b.label(),
+            size: config.game.size,
+            komi: config.game.komi,
+            max_moves: config.game.max_moves,
+            seed: config.seed,
+        }
+    }
 }
 
 /// One game of a match, as reported.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GameSummary {
     /// From 0.
     pub index: usize,
@@ -108,16 +136,29 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
     config.b.build(device, config.seed).context("player B")?;
 
     let names = [config.a.label(), config.b.label()];
+    let done = if config.resume { finished_games(config)? } else { Vec::new() };
+    write_atomic(&config.out.join("match.json"), serde_json::to_string_pretty(&MatchIdentity::of(config))?.as_bytes())?;
+    // The log holds the finished games (a line torn by a kill is dropped),
+    // then each new one as it ends.
     let log_path = config.out.join("games.jsonl");
-    let log = Mutex::new(File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?);
+    let kept: String = done.iter().map(|g| serde_json::to_string(g).map(|l| l + "\n")).collect::<Result<_, _>>()?;
+    write_atomic(&log_path, kept.as_bytes())?;
+    let log = Mutex::new(
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?,
+    );
+    let pending: Vec<usize> = (0..config.games).filter(|i| !done.iter().any(|g| g.index == *i)).collect();
+    progress.inc(done.len() as u64);
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<GameSummary>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<GameSummary>> = Mutex::new(done);
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|scope| {
-        for _ in 0..config.parallel.clamp(1, config.games.max(1)) {
+        for _ in 0..config.parallel.clamp(1, pending.len().max(1)) {
             scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= config.games || first_error.lock().map_or(true, |e| e.is_some()) {
+                let Some(&index) = pending.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
+                if first_error.lock().map_or(true, |e| e.is_some()) {
                     return;
                 }
                 match play_one(config, device, index, &names) {
@@ -152,6 +193,32 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
         return Err(e.context(kept));
     }
     Ok(summary)
+}
+
+/// The games of a stopped match in `config.out` that can be kept: logged
+/// in `games.jsonl` with their SGF file present. Refuses a folder that
+/// holds another match.
+fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
+    let identity_path = config.out.join("match.json");
+    let Ok(text) = fs::read_to_string(&identity_path) else { return Ok(Vec::new()) };
+    let theirs: MatchIdentity =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a match description", identity_path.display()))?;
+    let ours = MatchIdentity::of(config);
+    if theirs != ours {
+        anyhow::bail!(
+            "{} holds another match ({theirs:?}), not this one ({ours:?}): give another --out, or --force to replace it",
+            config.out.display()
+        );
+    }
+    let log = fs::read_to_string(config.out.join("games.jsonl")).unwrap_or_default();
+    let mut done: Vec<GameSummary> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<GameSummary>(line).ok())
+        .filter(|g| g.index < config.games && config.out.join(format!("game-{:04}.sgf", g.index)).is_file())
+        .collect();
+    done.sort_by_key(|g| g.index);
+    done.dedup_by_key(|g| g.index);
+    Ok(done)
 }
 
 /// Plays game `index` and writes its SGF.

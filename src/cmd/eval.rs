@@ -34,6 +34,7 @@ use go_train::train::evaluate::{baseline_by_phase, evaluate_by_phase, Report};
   go-train eval --data datasets/kgs-value --value checkpoints/value --split validation
   go-train eval --data datasets/kgs --playout checkpoints/playout/last/weights.safetensors --json
   go-train eval --match mcts:selection=puct '/usr/games/gnugo --mode gtp --level 10' --games 40   # shipped nets
+  go-train eval --match mcts:selection=puct '/usr/games/gnugo --mode gtp --level 10' --games 40 --resume   # after a kill
   go-train eval --match policy random --policy checkpoints/policy --games 100
   go-train eval --match mcts policy --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train eval --match policy 'gnugo --mode gtp --level 10' --policy checkpoints/policy --games 20
@@ -64,8 +65,12 @@ pub struct Args {
     #[arg(long, default_value = "matches/latest")]
     out: PathBuf,
     /// Match: replace the games already in --out.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     force: bool,
+    /// Match: keep the games a stopped match (same players and settings)
+    /// finished in --out, and play only the others.
+    #[arg(long)]
+    resume: bool,
     /// Match: seeds the agents and the scoring.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -211,13 +216,16 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     let has_games = std::fs::read_dir(&args.out)
         .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sgf")))
         .unwrap_or(false);
-    if has_games && !args.force {
-        bail!("{} already holds games of a match: give another --out, or --force to replace them", args.out.display());
+    if has_games && !args.force && !args.resume {
+        bail!(
+            "{} already holds games of a match: --resume to finish it, --force to replace it, or another --out",
+            args.out.display()
+        );
     }
-    if has_games {
+    if has_games && args.force {
         for entry in std::fs::read_dir(&args.out)?.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            if name.ends_with(".sgf") || name == "games.jsonl" || name == "summary.json" {
+            if name.ends_with(".sgf") || ["games.jsonl", "summary.json", "match.json"].contains(&name.as_str()) {
                 std::fs::remove_file(entry.path()).with_context(|| format!("removing {}", entry.path().display()))?;
             }
         }
@@ -242,6 +250,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
         out: args.out.clone(),
         seed: args.seed,
         cross_check: args.cross_check.clone(),
+        resume: args.resume,
     };
     eprintln!(
         "match: A = {}, B = {}, {} games on {}x{}, komi {}, {} at once",

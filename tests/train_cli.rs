@@ -92,6 +92,7 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
         "config.toml",
         "best.safetensors",
         "metrics.svg",
+        "metrics.png",
         "last/weights.safetensors",
         "last/optimizer.safetensors",
         "last/state.json",

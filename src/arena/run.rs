@@ -200,11 +200,17 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
 /// holds another match.
 fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
     let identity_path = config.out.join("match.json");
-    let Ok(text) = fs::read_to_string(&identity_path) else { return Ok(Vec::new()) };
-    let theirs: MatchIdentity =
-        serde_json::from_str(&text).with_context(|| format!("{}: not a match description", identity_path.display()))?;
+    // A match begun by a go-train that wrote no match.json: its log is
+    // taken on trust, as the user asked for it.
+    let theirs: Option<MatchIdentity> = match fs::read_to_string(&identity_path) {
+        Ok(text) => Some(
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a match description", identity_path.display()))?,
+        ),
+        Err(_) => None,
+    };
     let ours = MatchIdentity::of(config);
-    if theirs != ours {
+    if let Some(theirs) = theirs.filter(|theirs| *theirs != ours) {
         anyhow::bail!(
             "{} holds another match ({theirs:?}), not this one ({ours:?}): give another --out, or --force to replace it",
             config.out.display()

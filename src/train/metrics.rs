@@ -1,11 +1,13 @@
 //! Per-epoch metrics: one JSON line per epoch in `metrics.jsonl`, and a
-//! plot of loss and accuracy per epoch in `metrics.svg` (hand-written SVG:
-//! two line charts need no plotting library or fonts).
+//! plot of loss, accuracy and learning rate per epoch in `metrics.svg` and
+//! `metrics.png` (drawn with `plotters`).
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
 use serde::{Deserialize, Serialize};
 
 use super::evaluate::Scores;
@@ -51,77 +53,219 @@ pub fn read(path: &Path, before: u64) -> Result<Vec<EpochMetrics>> {
     Ok(out)
 }
 
-/// Rewrites `metrics.jsonl` with `all` (atomically) and draws the plot.
+/// Rewrites `metrics.jsonl` with `all` (atomically) and draws the plot,
+/// as `metrics.svg` and `metrics.png`.
 pub fn write(dir: &Path, all: &[EpochMetrics]) -> Result<()> {
     let mut text = Vec::new();
     for m in all {
         writeln!(text, "{}", serde_json::to_string(m)?)?;
     }
     write_atomic(&dir.join("metrics.jsonl"), &text)?;
-    write_atomic(&dir.join("metrics.svg"), plot(all).as_bytes())
+    write_atomic(&dir.join("metrics.svg"), plot_svg(all)?.as_bytes())?;
+    plot_png(all, &dir.join("metrics.png"))
 }
 
-/// Two charts side by side: loss (train, validation) and accuracy
-/// (validation top-1 or accuracy, and top-5 for move nets) per epoch.
-pub fn plot(all: &[EpochMetrics]) -> String {
-    let series_loss = [
-        ("train loss", "#1f77b4", all.iter().map(|m| m.train.loss).collect::<Vec<_>>()),
-        ("validation loss", "#ff7f0e", all.iter().map(|m| m.validation.loss).collect()),
+/// Size of the plot in pixels: three charts side by side.
+const SIZE: (u32, u32) = (1260, 400);
+
+/// The font the plot is laid out (and the PNG drawn) with, inside the
+/// binary so that a machine without fonts draws the same picture: DejaVu
+/// Sans cut to ASCII (14 KB; its licence is `assets/fonts/LICENSE-DejaVu`).
+/// The SVG names a sans-serif font and leaves it to the viewer.
+const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-subset.ttf");
+
+/// The plot as SVG text.
+pub fn plot_svg(all: &[EpochMetrics]) -> Result<String> {
+    let mut svg = String::new();
+    draw(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(), all)?;
+    Ok(svg)
+}
+
+/// Draws the plot as a PNG file at `path`, atomically: drawn to a
+/// temporary name beside it, then renamed.
+pub fn plot_png(all: &[EpochMetrics], path: &Path) -> Result<()> {
+    // The encoder picks the format from the extension: keep `.png` last.
+    let tmp = crate::atomic::tmp_path(path).with_extension("tmp.png");
+    draw(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), all)?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    crate::atomic::sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// One curve: its name, colour and a value per epoch (NaN where none).
+type Series = (&'static str, RGBColor, Vec<f64>);
+
+/// Three charts: loss (train and validation), validation accuracy (top-1
+/// and top-5 for move nets, accuracy for value nets) and the learning rate
+/// (log scale), each against the epoch, with a point at every epoch so a
+/// single epoch shows.
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, all: &[EpochMetrics]) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    // Both backends measure text with the font.
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // The font is valid: a failure here is a build that lost it.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+    root.fill(&WHITE).map_err(plot_error)?;
+    let panels = root.split_evenly((1, 3));
+    let per_epoch = |f: &dyn Fn(&EpochMetrics) -> Option<f64>| all.iter().map(|m| f(m).unwrap_or(f64::NAN)).collect();
+    let (blue, orange, green, purple) =
+        (RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(148, 103, 189));
+    let loss = vec![
+        ("train", blue, per_epoch(&|m| Some(m.train.loss))),
+        ("validation", orange, per_epoch(&|m| Some(m.validation.loss))),
     ];
-    let mut series_acc = vec![(
-        "validation top-1 / accuracy",
-        "#2ca02c",
-        all.iter().map(|m| EpochMetrics::key_accuracy(&m.validation)).collect::<Vec<_>>(),
-    )];
+    let mut accuracy =
+        vec![("validation top-1 / accuracy", green, per_epoch(&|m| Some(EpochMetrics::key_accuracy(&m.validation))))];
     if all.iter().any(|m| m.validation.top5.is_some()) {
-        series_acc.push((
-            "validation top-5",
-            "#9467bd",
-            all.iter().map(|m| m.validation.top5.unwrap_or(0.0)).collect(),
-        ));
+        accuracy.push(("validation top-5", purple, per_epoch(&|m| m.validation.top5)));
     }
-    let mut svg = String::from(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="960" height="360" font-family="sans-serif" font-size="12">"#,
-    );
-    svg.push_str(r#"<rect width="960" height="360" fill="white"/>"#);
-    svg.push_str(&chart(20.0, "loss per epoch", &series_loss));
-    svg.push_str(&chart(500.0, "accuracy per epoch", &series_acc));
-    svg.push_str("</svg>\n");
-    svg
+    let lr = vec![("learning rate", blue, per_epoch(&|m| Some(m.lr)))];
+    chart(&panels[0], "loss", &loss, Scale::Linear)?;
+    chart(&panels[1], "validation accuracy", &accuracy, Scale::Percent)?;
+    chart(&panels[2], "learning rate", &lr, Scale::Log)?;
+    root.present().map_err(plot_error)?;
+    Ok(())
 }
 
-/// One chart at horizontal offset `x0`: axes, ticks, lines, legend.
-fn chart(x0: f64, title: &str, series: &[(&str, &str, Vec<f64>)]) -> String {
-    let (w, h, top, left) = (420.0, 260.0, 40.0, 50.0);
-    let values = series.iter().flat_map(|s| s.2.iter().copied()).filter(|v| v.is_finite());
-    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (lo, hi) = if lo.is_finite() { (lo.min(0.0), if hi > lo { hi } else { lo + 1.0 }) } else { (0.0, 1.0) };
-    let n = series.iter().map(|s| s.2.len()).max().unwrap_or(0).max(2);
-    let px = |i: usize| x0 + left + w * i as f64 / (n - 1) as f64;
-    let py = |v: f64| top + h * (1.0 - (v - lo) / (hi - lo));
-    let mut out = format!(r#"<text x="{}" y="20" font-size="14">{title}</text>"#, x0 + left);
-    out += &format!(
-        r#"<path d="M{a},{t} V{b} H{c}" stroke="black" fill="none"/>"#,
-        a = x0 + left,
-        t = top,
-        b = top + h,
-        c = x0 + left + w
-    );
-    for k in 0..=4 {
-        let v = lo + (hi - lo) * k as f64 / 4.0;
-        out += &format!(r#"<text x="{}" y="{:.1}" text-anchor="end">{v:.3}</text>"#, x0 + left - 4.0, py(v) + 4.0);
+fn plot_error<E: std::error::Error + Send + Sync + 'static>(
+    e: plotters::drawing::DrawingAreaErrorKind<E>,
+) -> anyhow::Error {
+    anyhow::anyhow!("drawing the metrics plot: {e}")
+}
+
+/// A tick label: at most four decimals, no trailing zeros (`2.75`, not
+/// `2.7500000000004`); very small values as `1e-5`.
+fn short(y: f64) -> String {
+    if y != 0.0 && y.abs() < 1e-3 {
+        return format!("{y:.0e}");
     }
-    out += &format!(r#"<text x="{}" y="{}" text-anchor="middle">epoch</text>"#, x0 + left + w / 2.0, top + h + 30.0);
-    for (i, (name, color, ys)) in series.iter().enumerate() {
-        let points: Vec<String> = ys
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(j, v)| format!("{:.1},{:.1}", px(j), py(*v)))
-            .collect();
-        out += &format!(r#"<polyline points="{}" stroke="{color}" fill="none" stroke-width="2"/>"#, points.join(" "));
-        let ly = top + 14.0 * i as f64 + 6.0;
-        out += &format!(r#"<text x="{}" y="{ly:.1}" fill="{color}">{name}</text>"#, x0 + left + 10.0);
+    let text = format!("{y:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// How a chart's y axis reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Scale {
+    Linear,
+    /// Fractions shown as percentages.
+    Percent,
+    Log,
+}
+
+/// One chart: epochs 1..n on x (whole numbers), the series' range on y
+/// with a band left free at the top for the legend, lines with a point per
+/// epoch.
+fn chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    series: &[Series],
+    scale: Scale,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let log_y = scale == Scale::Log;
+    let epochs = series.iter().map(|s| s.2.len()).max().unwrap_or(0).max(1) as f64;
+    let finite = || series.iter().flat_map(|s| s.2.iter().copied()).filter(|v| v.is_finite() && (!log_y || *v > 0.0));
+    let (lo, hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    let x_range = 0.5..epochs + 0.5;
+    let mut builder = ChartBuilder::on(area);
+    builder.caption(title, ("sans-serif", 18)).margin(12).x_label_area_size(40).y_label_area_size(64);
+    let x_ticks = (epochs as usize).min(12);
+    let style = |c: &RGBColor| ShapeStyle::from(c).stroke_width(2);
+    macro_rules! plot_on {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc("epoch")
+                .x_labels(x_ticks)
+                .x_label_formatter(&|x| format!("{}", x.round() as i64))
+                .y_label_formatter(&|y| match scale {
+                    Scale::Percent => format!("{:.1}%", 100.0 * y),
+                    _ => short(*y),
+                })
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(plot_error)?;
+            for (name, color, ys) in series {
+                let points: Vec<(f64, f64)> = ys
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite() && (!log_y || **v > 0.0))
+                    .map(|(i, &v)| (i as f64 + 1.0, v))
+                    .collect();
+                let color = *color;
+                chart
+                    .draw_series(LineSeries::new(points.iter().copied(), style(&color)))
+                    .map_err(plot_error)?
+                    .label(*name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(&color)));
+                chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(plot_error)?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .draw()
+                .map_err(plot_error)?;
+        }};
     }
-    out
+    if log_y {
+        let (lo, hi) = (lo / 2.0, hi * 20.0);
+        plot_on!(builder.build_cartesian_2d(x_range, (lo..hi).log_scale()).map_err(plot_error)?);
+    } else {
+        let span = (hi - lo).max(1e-3);
+        plot_on!(builder.build_cartesian_2d(x_range, lo - 0.1 * span..hi + 0.45 * span).map_err(plot_error)?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn epoch(n: u64, value_net: bool) -> EpochMetrics {
+        let scores = |loss: f64| Scores {
+            positions: 1000,
+            loss,
+            top1: (!value_net).then_some(0.3 + 0.01 * n as f64),
+            top5: (!value_net).then_some(0.6 + 0.01 * n as f64),
+            accuracy: value_net.then_some(0.55),
+        };
+        EpochMetrics {
+            epoch: n,
+            step: 100 * n,
+            lr: 0.01 * 0.1f64.powi((n / 3) as i32),
+            samples_per_second: 100.0,
+            seconds: 10.0,
+            train: scores(3.0 - 0.1 * n as f64),
+            validation: scores(2.9 - 0.1 * n as f64),
+        }
+    }
+
+    /// Every epoch gets a point on every curve (one epoch shows too), the
+    /// axis says "epoch", tick labels are short, and both pictures are
+    /// written.
+    #[test]
+    fn the_plot_shows_every_epoch_of_every_curve() {
+        for (epochs, value_net, curves) in [(1, false, 5), (7, false, 5), (4, true, 4)] {
+            let all: Vec<_> = (1..=epochs).map(|n| epoch(n, value_net)).collect();
+            let svg = plot_svg(&all).unwrap();
+            assert_eq!(svg.matches("<circle").count(), curves * epochs as usize, "{epochs} epochs, value {value_net}");
+            assert!(svg.contains("epoch") && svg.contains("learning rate"));
+            assert!(!svg.contains("00000000"), "long tick labels");
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), &all).unwrap();
+            let png = std::fs::read(dir.path().join("metrics.png")).unwrap();
+            assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000);
+            let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            assert_eq!(names.len(), 3, "no temporary file left: {names:?}");
+        }
+    }
 }

@@ -1,9 +1,9 @@
 //! go-train: a supervised-learning pipeline for Go, after AlphaGo's first
 //! stage. Data flows one way: SGF → game → board → planes → shard → batch → net.
 
-pub mod arena;
 pub mod atomic;
 pub mod dataset;
+pub mod eval;
 pub mod features;
 pub mod go;
 pub mod gtp;

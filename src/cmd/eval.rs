@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use go_train::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
 use go_train::dataset::{Dataset, Split};
+use go_train::eval::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
+use go_train::eval::baseline::OwnershipBaseline;
+use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, Report};
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
-use go_train::train::baseline::OwnershipBaseline;
-use go_train::train::evaluate::{baseline_by_phase, evaluate_by_phase, Report};
 
 /// Measure trained nets on held-out positions or in games.
 ///
@@ -169,7 +169,7 @@ fn print_report(what: &str, source: &str, split: Split, r: &Report) {
         "{what} {source} on {split}: {} positions, {:.0} positions/s",
         r.overall.positions, r.positions_per_second
     );
-    let line = |name: &str, s: &go_train::train::evaluate::Scores| match (s.top1, s.top5, s.accuracy) {
+    let line = |name: &str, s: &go_train::eval::positions::Scores| match (s.top1, s.top5, s.accuracy) {
         (Some(t1), Some(t5), _) => println!(
             "  {name:<14} loss {:.4}  top-1 {:>5.1}%  top-5 {:>5.1}%  ({} positions)",
             s.loss,

@@ -10,8 +10,8 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 use serde::{Deserialize, Serialize};
 
-use super::evaluate::Scores;
 use crate::atomic::write_atomic;
+use crate::eval::positions::Scores;
 
 /// What one epoch did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

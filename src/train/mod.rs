@@ -2,10 +2,8 @@
 //! and one training step. The data loader and the `train-*` commands build
 //! on these.
 
-pub mod baseline;
 pub mod checkpoint;
 pub mod config;
-pub mod evaluate;
 pub mod metrics;
 pub mod optim;
 pub mod run;

@@ -23,10 +23,10 @@ use anyhow::{bail, Context, Result};
 
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
-use super::evaluate::{batch_tensors, evaluate, Predictions, Tally};
 use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
 use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
+use crate::eval::positions::{batch_tensors, evaluate, Predictions, Tally};
 use crate::nn::{Model, Output};
 use crate::progress::Progress;
 
@@ -62,7 +62,7 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
     crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
     let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
-    super::evaluate::check_inputs(&model, &dataset)?;
+    crate::eval::positions::check_inputs(&model, &dataset)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     let mut optimizer = config.optimizer.build(model.parameters());
     // A save killed part-way leaves the newest complete checkpoint to be put back.
@@ -180,7 +180,7 @@ fn train_epoch(
     steps: u64,
     progress: &Progress,
     state: &mut TrainState,
-) -> Result<super::evaluate::Scores> {
+) -> Result<crate::eval::positions::Scores> {
     let mut tally = Tally::new(model.output());
     let batches = dataset.batches(Split::Train, options).prefetch(2);
     for batch in batches.take(steps as usize) {
@@ -203,7 +203,7 @@ fn train_epoch(
 }
 
 /// Refuses, before anything is written, a dataset the run cannot train
-/// on (besides inputs the net cannot read: [`super::evaluate::check_inputs`]):
+/// on (besides inputs the net cannot read: [`crate::eval::positions::check_inputs`]):
 /// a train split smaller than one
 /// batch (every epoch would train on nothing, since short batches are
 /// dropped), or an empty validation split (no epoch could be scored, so

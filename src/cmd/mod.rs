@@ -102,10 +102,11 @@ pub fn shipped_nets_dir() -> Option<PathBuf> {
     std::iter::once(PathBuf::from("nets")).chain(above_exe).find(|d| d.join("README.md").is_file())
 }
 
-/// Sets the size of rayon's global pool (once, before any parallel work).
+/// Sets the size of rayon's global pool (once, before any parallel work)
+/// when `--threads` asks for one.
 fn set_threads(threads: Option<usize>) -> Result<()> {
-    if let Some(n) = threads {
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("setting --threads")?;
+    if threads.is_some() {
+        go_train::nn::init_threads(threads).context("setting --threads")?;
     }
     Ok(())
 }
@@ -120,12 +121,8 @@ fn sgf_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             files.push(path.clone());
             continue;
         }
-        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
-            let entry = entry.with_context(|| format!("walking {}", path.display()))?;
-            let is_sgf = entry.path().extension().is_some_and(|e| e.eq_ignore_ascii_case("sgf"));
-            if entry.file_type().is_file() && is_sgf {
-                files.push(entry.into_path());
-            }
+        for file in go_train::dataset::filter::find_sgf_files(std::slice::from_ref(path), false) {
+            files.push(file.map_err(|e| anyhow::anyhow!("walking {}: {e}", path.display()))?);
         }
     }
     if files.is_empty() {

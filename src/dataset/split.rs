@@ -58,12 +58,7 @@ fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-/// SplitMix64's finaliser: spreads a hash and a seed over 64 bits.
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub(crate) use crate::go::zobrist::mix;
 
 /// Identity of a game: a hash of its board size, setup stones and moves.
 /// Metadata (players, file name) is left out on purpose, so that the same

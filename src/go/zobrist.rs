@@ -9,10 +9,15 @@ use super::board::MAX_POINTS;
 /// One SplitMix64 step: the next state and its output.
 pub(crate) const fn splitmix64(state: u64) -> (u64, u64) {
     let state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = state;
+    (state, mix(state))
+}
+
+/// SplitMix64's finaliser: spreads 64 bits over 64 bits (also how dataset
+/// splits spread a game's hash and a seed).
+pub(crate) const fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (state, z ^ (z >> 31))
+    z ^ (z >> 31)
 }
 
 const fn generate() -> [[u64; MAX_POINTS]; 2] {

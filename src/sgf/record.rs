@@ -276,12 +276,13 @@ impl GameRecord {
 
 /// Komi as meant. Fox writes it in hundredths, and in Chinese games in
 /// hundredths of a stone (two points): `KM[650]` is 6.5, `KM[750]` 7.5,
-/// `KM[375]` 3.75 stones, 7.5 points. No real komi is 100 or more, so a
-/// value of 100 or more that is a multiple of 25 can only be that.
+/// `KM[375]` 3.75 stones, 7.5 points. No real komi is 250 or more, so a
+/// value from 250 that is a multiple of 25 can only be that (KGS's joke
+/// komi of ±100 stays as written, and is out of any even game's range).
 pub fn fox_komi(komi: f32) -> f32 {
-    if komi.abs() < 100.0 || komi % 25.0 != 0.0 {
+    if komi < 250.0 || komi % 25.0 != 0.0 {
         komi
-    } else if komi.abs() < 500.0 {
+    } else if komi < 500.0 {
         komi / 50.0
     } else {
         komi / 100.0
@@ -491,8 +492,10 @@ mod tests {
         assert_eq!(komi("375"), Some(7.5));
         assert_eq!(komi("6.5"), Some(6.5));
         assert_eq!(komi("0"), Some(0.0));
-        assert_eq!(komi("-325"), Some(-6.5));
-        assert_eq!(komi("101"), Some(101.0));
+        assert_eq!(komi("325"), Some(6.5));
+        assert_eq!(komi("-100.00"), Some(-100.0));
+        assert_eq!(komi("100"), Some(100.0));
+        assert_eq!(komi("251"), Some(251.0));
         assert!(parse_game("(;KM[750])").unwrap().komi_in_hundredths);
         assert!(!parse_game("(;KM[7.5])").unwrap().komi_in_hundredths);
     }

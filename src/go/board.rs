@@ -584,18 +584,9 @@ impl Board {
         // Filling an enemy string's last liberty captures it (rare).
         let captures = in_atari & self.dirs(pi, Cell::stone(color.opponent()));
         if captures != 0 {
-            let mut captured = [u16::MAX; 4];
-            let mut n_captured = 0;
-            let mut dirs = captures;
-            while dirs != 0 {
-                let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
-                dirs &= dirs - 1;
-                // A string seen through an earlier direction goes once.
-                if !captured[..n_captured].contains(&root) {
-                    captured[n_captured] = root;
-                    n_captured += 1;
-                    hash ^= self.chains[root as usize].hash;
-                }
+            let (captured, n) = self.neighbour_roots(pi, captures);
+            for &root in &captured[..n] {
+                hash ^= self.chains[root as usize].hash;
             }
         }
         // A liberty of its own, a capture, or a friendly string with
@@ -608,17 +599,9 @@ impl Board {
         }
         // Suicide removes the new stone and the friendly strings it joins.
         let mut hash = self.hash;
-        let mut joined = [u16::MAX; 4];
-        let mut dirs = self.dirs(pi, own);
-        let mut i = 0;
-        while dirs != 0 {
-            let root = self.chain_of[self.step(pi, dirs.trailing_zeros())];
-            dirs &= dirs - 1;
-            if !joined[..i].contains(&root) {
-                hash ^= self.chains[root as usize].hash;
-                joined[i] = root;
-                i += 1;
-            }
+        let (joined, n) = self.neighbour_roots(pi, self.dirs(pi, own));
+        for &root in &joined[..n] {
+            hash ^= self.chains[root as usize].hash;
         }
         Ok(hash)
     }

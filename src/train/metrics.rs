@@ -54,15 +54,22 @@ pub fn read(path: &Path, before: u64) -> Result<Vec<EpochMetrics>> {
 }
 
 /// Rewrites `metrics.jsonl` with `all` (atomically) and draws the plot,
-/// as `metrics.svg` and `metrics.png`.
+/// as `metrics.svg` and `metrics.png` (a plot that fails is a warning).
 pub fn write(dir: &Path, all: &[EpochMetrics]) -> Result<()> {
     let mut text = Vec::new();
     for m in all {
         writeln!(text, "{}", serde_json::to_string(m)?)?;
     }
     write_atomic(&dir.join("metrics.jsonl"), &text)?;
-    write_atomic(&dir.join("metrics.svg"), plot_svg(all)?.as_bytes())?;
-    plot_png(all, &dir.join("metrics.png"))
+    // A plot that cannot be drawn (a full disk, a broken font) must not
+    // stop the run: the metrics are saved, and the next epoch draws again.
+    let drawn = plot_svg(all)
+        .and_then(|svg| write_atomic(&dir.join("metrics.svg"), svg.as_bytes()))
+        .and_then(|()| plot_png(all, &dir.join("metrics.png")));
+    if let Err(e) = drawn {
+        eprintln!("warning: {}: the metrics plot was not drawn: {e:#}", dir.display());
+    }
+    Ok(())
 }
 
 /// Size of the plot in pixels: three charts side by side.
@@ -267,5 +274,16 @@ mod tests {
             let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
             assert_eq!(names.len(), 3, "no temporary file left: {names:?}");
         }
+    }
+
+    /// A plot that cannot be written (here: a folder stands where the PNG
+    /// goes) leaves the metrics saved and the call successful.
+    #[test]
+    fn a_plot_that_fails_loses_no_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("metrics.png")).unwrap();
+        let all = vec![epoch(1, false), epoch(2, false)];
+        write(dir.path(), &all).unwrap();
+        assert_eq!(read(&dir.path().join("metrics.jsonl"), u64::MAX).unwrap(), all);
     }
 }

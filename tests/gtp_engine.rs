@@ -345,7 +345,8 @@ fn loadsgf_reads_up_to_the_damage() {
 
 /// A bare `go-train gtp` plays MCTS with the shipped nets (here a folder
 /// of untrained ones named by `GO_TRAIN_NETS`), which load from their
-/// weights files alone; a board the nets cannot play is refused up front.
+/// weights files alone; a net named alone keeps the others; a board the
+/// nets cannot play is refused up front.
 #[test]
 fn a_bare_engine_plays_the_shipped_nets() {
     use go_train::features::FeatureSet;
@@ -374,6 +375,17 @@ fn a_bare_engine_plays_the_shipped_nets() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("mcts") && stderr.contains("Puct") && stderr.contains("policy.safetensors"), "{stderr}");
     assert!(stdout.starts_with("= ") && !stdout.starts_with("= pass"), "{stdout}");
+    // Naming one net keeps the shipped ones for the others: a value net
+    // alone makes MCTS with the shipped policy and its value leaves.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let value = elsewhere.path().join("my-value.safetensors");
+    let model = Model::new(Arch::PolicyValue, FeatureSet::Extended, &candle_core::Device::Cpu, 1).unwrap();
+    weights::save(&value, &model, None).unwrap();
+    let out = run(&["--iterations", "16", "--value", value.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let named = stderr.lines().find(|l| l.starts_with("go-train gtp:")).unwrap_or_default();
+    assert!(named.contains("mcts") && named.contains("policy.safetensors") && named.contains("my-value"), "{stderr}");
     // The nets play 19x19 only: a policy engine on 9x9 is refused, naming the size.
     let out = run(&[
         "--engine",

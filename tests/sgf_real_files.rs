@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use go_train::go::{IllegalMove, Rules};
 use go_train::sgf::{
-    parse_game, read_file, write_game, GameError, GameRecord, ParsedGame, ReplayError, SgfError, SyntaxError,
+    parse_game, read_file, write_game, written_value, GameError, GameRecord, ParsedGame, ReplayError, SgfError, SyntaxError,
 };
 use rayon::prelude::*;
 
@@ -88,7 +88,7 @@ fn kgs_6d() {
         assert_eq!(games.len(), 1, "{name}");
     }
     let records = records(&files, &[]);
-    assert!(records.iter().all(|(_, r)| r.size == 19 && r.extra_properties.iter().all(|(id, _)| id != "DT")));
+    assert!(records.iter().all(|(_, r)| r.size == 19 && r.extra_properties.iter().all(|p| !p.to_string().starts_with("DT["))));
     let handicapped = records.iter().filter(|(_, r)| r.handicap.unwrap_or(0) >= 2).count();
     assert_eq!(handicapped, 15_571);
     // Five of them never placed their stones: free placement (Chinese
@@ -164,7 +164,7 @@ fn gnugo_regression() {
     // harmless) for 9handicap.sgf, whose `PW` is GB2312 for 白.
     let root_text = |name: &str| {
         let record = files[name].as_ref().unwrap()[0].as_ref().unwrap();
-        let extras = record.extra_properties.iter().flat_map(|(_, values)| values.iter().cloned());
+        let extras = record.extra_properties.iter().map(written_value);
         let names = [&record.black, &record.white].into_iter().flatten().cloned();
         extras.chain(names).collect::<Vec<_>>().join("\n")
     };

@@ -191,12 +191,9 @@ fn print_report(what: &str, source: &str, split: Split, r: &Report) {
 }
 
 fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
-    // Agents without nets take the named ones, else the shipped ones on
-    // the board those play.
-    let nets = match args.nets.is_empty() && args.size == go_train::nn::BOARD {
-        true => super::NetPaths::shipped(),
-        false => args.nets.clone(),
-    };
+    // Agents without nets take the named ones, and for those not named
+    // the shipped ones on the board those play.
+    let nets = args.nets.clone().or_shipped(args.size);
     let spec = |text: &str| -> Result<PlayerSpec> {
         Ok(match PlayerSpec::parse(text)? {
             PlayerSpec::Agent(agent) => PlayerSpec::Agent(agent.with_default_nets(

@@ -15,14 +15,17 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// The engine is the random agent, the policy net (its best legal move),
 /// the playout net, or MCTS (policy-net priors and top-k expansion, playout
 /// net rollouts, value-net leaves; without nets it expands every move and
-/// values leaves by stone count). By default: mcts when --policy and --value
-/// are given, policy when only --policy is, random otherwise. With no engine
-/// and no net named, MCTS (PUCT) with the nets shipped in `nets/` (or
-/// `GO_TRAIN_NETS`) plays.
+/// values leaves by stone count). By default: mcts when --value is given,
+/// policy when --policy is, playout when --playout only, random otherwise.
+/// With no engine and no net named, MCTS (PUCT) with the nets shipped in
+/// `nets/` (or `GO_TRAIN_NETS`) plays; an engine that needs a net not named
+/// takes the shipped one (`--value` alone: MCTS on the shipped policy with
+/// those value leaves).
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train gtp                        # MCTS with the shipped nets (nets/)
   go-train gtp --policy checkpoints/policy
+  go-train gtp --value nets/value-pv.safetensors   # MCTS, shipped policy and playout nets, value leaves
   go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
   gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'
@@ -93,11 +96,18 @@ pub fn run(mut args: Args) -> Result<()> {
             args.selection = args.selection.or(Some(Selection::Puct));
         }
     }
-    let kind = args.engine.unwrap_or(match (&args.nets.policy, &args.nets.value) {
-        (Some(_), Some(_)) => AgentKind::Mcts,
-        (Some(_), None) => AgentKind::Policy,
-        _ => AgentKind::Random,
+    let kind = args.engine.unwrap_or(match (&args.nets.policy, &args.nets.value, &args.nets.playout) {
+        (_, Some(_), _) => AgentKind::Mcts,
+        (Some(_), None, _) => AgentKind::Policy,
+        (None, None, Some(_)) => AgentKind::Playout,
+        (None, None, None) => AgentKind::Random,
     });
+    // Named nothing but the engine: an engine of its own (MCTS without nets
+    // plays any board). Named some nets: the shipped ones stand in for the
+    // others.
+    if kind != AgentKind::Random && !args.nets.is_empty() {
+        args.nets = args.nets.or_shipped(args.size);
+    }
     // Unset flags keep the spec's defaults, the seed design's (MctsConfig).
     let defaults = AgentSpec::new(kind);
     let spec = AgentSpec {

@@ -87,6 +87,20 @@ impl NetPaths {
         let file = |name: &str| Some(dir.join(format!("{name}.safetensors"))).filter(|p| p.is_file());
         NetPaths { policy: file("policy"), value: file("value"), playout: file("playout") }
     }
+
+    /// Each net not named taken from the shipped ones, on the board those
+    /// play (`size`): naming one net (`--value`) keeps the others.
+    pub fn or_shipped(self, size: usize) -> NetPaths {
+        if size != go_train::nn::BOARD {
+            return self;
+        }
+        let shipped = NetPaths::shipped();
+        NetPaths {
+            policy: self.policy.or(shipped.policy),
+            value: self.value.or(shipped.value),
+            playout: self.playout.or(shipped.playout),
+        }
+    }
 }
 
 /// The folder of shipped nets: `GO_TRAIN_NETS` when set (empty: none),

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::progress::Progress;
-use crate::sgf::{read_file, GameRecord, GameResult};
+use crate::sgf::{read_file, written_value, GameRecord, GameResult, Property};
 
 /// What a game must be to be kept.
 #[derive(Clone, Debug, Serialize)]
@@ -105,9 +105,9 @@ impl Criteria {
         }
         // An `HA` that could not be read (`HA[-5]`, a number past u32) is
         // kept among the extras.
-        let unreadable_ha = record.extra_properties.iter().any(|(ident, _)| ident == "HA");
-        if unreadable_ha || record.handicap.is_some_and(|h| h as usize >= record.size * record.size) {
-            let written = record.extra_properties.iter().find(|(ident, _)| ident == "HA").map(|(_, v)| v.join(","));
+        let unreadable_ha = record.extra_properties.iter().find(|p| matches!(p, Property::Invalid(id, _) if id == "HA"));
+        if unreadable_ha.is_some() || record.handicap.is_some_and(|h| h as usize >= record.size * record.size) {
+            let written = unreadable_ha.map(written_value);
             return reject(
                 Rejection::BadHandicap,
                 format!("HA[{}]", written.unwrap_or_else(|| format!("{}", record.handicap.unwrap_or(0)))),

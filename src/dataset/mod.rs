@@ -8,6 +8,7 @@ pub mod reader;
 pub mod shard;
 pub mod split;
 pub mod stats;
+#[cfg(any(test, feature = "testkit"))]
 #[doc(hidden)]
 pub mod testkit;
 pub mod verify;

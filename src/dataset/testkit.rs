@@ -1,6 +1,7 @@
 //! Small datasets made of real game records, for go-train's own tests
 //! (unit and integration: the latter cannot see `#[cfg(test)]` code, hence
-//! a public module). Hidden from the docs; not part of the API.
+//! a public module behind the `testkit` feature, which only the tests turn
+//! on). Not in the library a user builds, nor in its docs.
 //!
 //! Its manifest is written by hand here rather than by `prepare`, so that
 //! the reader's tests check the reader against the format, not against

@@ -2,8 +2,8 @@
 //! real servers and editors), replaying on the rules core, and writing.
 //!
 //! ```text
-//! bytes ─decode─▶ text ─syntax─▶ main lines ─record─▶ GameRecord ─replay─▶ Game
-//!                                                      └──write──▶ FF[4] text
+//! bytes ─decode─▶ text ─split─▶ game trees ─sgf-parse─▶ nodes ─record─▶ GameRecord ─replay─▶ Game
+//!                                                                        └──write──▶ FF[4] text
 //! ```
 //!
 //! A file is read with [`read_file`] or [`parse_bytes`]: every game tree in
@@ -20,15 +20,17 @@ mod read;
 mod record;
 mod replay;
 mod result;
-mod syntax;
+mod split;
 mod write;
 
 pub use date::GameDate;
 pub use read::{
     parse_bytes, parse_game, parse_str, read_file, read_file_up_to_damage, ParsedGame, PartialGame, SgfError,
 };
-pub use record::{fox_komi, GameError, GameRecord, Setup};
+pub use record::{fox_komi, written_value, GameError, GameRecord, Setup};
+/// A property as sgf-parse reads it (`GameRecord::extra_properties`).
+pub use sgf_parse::go::Prop as Property;
 pub use replay::{ReplayError, RECORD_DEFAULT_RULES};
 pub use result::{GameResult, WinBy};
-pub use syntax::SyntaxError;
+pub use split::{SyntaxError, MAX_LINE_NODES, MAX_NODE_VALUES, MAX_TREE_VALUES};
 pub use write::write_game;

@@ -4,9 +4,11 @@ use std::path::Path;
 
 use thiserror::Error;
 
+use sgf_parse::{go::Prop, GameTree, ParseOptions, SgfNode};
+
 use super::decode::decode;
-use super::record::{GameError, GameRecord};
-use super::syntax::{game_trees, SyntaxError};
+use super::record::{written_value, GameError, GameRecord};
+use super::split::{game_trees, SyntaxError, TreeText};
 
 /// One game tree of a file: its record, or why it has none.
 pub type ParsedGame = Result<GameRecord, GameError>;
@@ -51,19 +53,23 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<ParsedGame>, SgfError> {
 /// [`parse_bytes`] for text already decoded.
 pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
     // Each tree becomes a record as soon as it is read, so that only one
-    // game's syntax is held at a time.
+    // game's nodes are held at a time.
     let mut records = Vec::new();
     let mut first_error = None;
     let mut any_whole = false;
-    for (index, tree) in game_trees(text, GameRecord::kept_after_root).enumerate() {
-        records.push(match tree.whole() {
-            Ok(game) => {
+    for (index, tree) in game_trees(text).enumerate() {
+        records.push(match whole_tree(&tree) {
+            Ok(root) => {
                 any_whole = true;
-                GameRecord::from_raw(index, &game)
+                GameRecord::from_tree(index, &root)
+            }
+            Err(GameError::Syntax(e)) => {
+                first_error.get_or_insert_with(|| e.clone());
+                Err(GameError::Syntax(e))
             }
             Err(e) => {
-                first_error.get_or_insert_with(|| e.clone());
-                Err(e.into())
+                any_whole = true;
+                Err(e)
             }
         });
     }
@@ -71,6 +77,51 @@ pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
         _ if records.is_empty() => Err(SgfError::NotSgf),
         Some(first) if !any_whole => Err(SgfError::Malformed(first)),
         _ => Ok(records),
+    }
+}
+
+/// A game tree read whole by sgf-parse, or why it cannot be.
+fn whole_tree(tree: &TreeText) -> Result<SgfNode<Prop>, GameError> {
+    if let Some(damage) = &tree.damage {
+        return Err(damage.error.clone().into());
+    }
+    let strict = ParseOptions { lenient: false, ..ParseOptions::default() };
+    match sgf_parse::parse_with_options(tree.text, &strict) {
+        Ok(parsed) => go_root(parsed),
+        Err(e) => {
+            // Strict parsing refuses harmless oddities of real files (a root
+            // property given twice, `GM[1]GM[1]`), which the lenient mode
+            // reads; but that mode stops quietly at real damage. Its answer
+            // is taken when it holds every node the scan counted.
+            let lenient = ParseOptions { lenient: true, ..ParseOptions::default() };
+            let parsed = sgf_parse::parse_with_options(tree.text, &lenient).unwrap_or_default();
+            match parsed.first() {
+                Some(GameTree::GoGame(root)) if count_nodes(root) == tree.nodes => go_root(parsed),
+                _ => Err(SyntaxError::Grammar { line: tree.line, reason: e.to_string() }.into()),
+            }
+        }
+    }
+}
+
+/// Nodes of a tree, in all variations (with a stack: trees are deep).
+fn count_nodes(root: &SgfNode<Prop>) -> usize {
+    let mut stack = vec![root];
+    let mut count = 0;
+    while let Some(node) = stack.pop() {
+        count += 1;
+        stack.extend(node.children());
+    }
+    count
+}
+
+/// The Go game of sgf-parse's answer for one game tree.
+fn go_root(parsed: Vec<GameTree>) -> Result<SgfNode<Prop>, GameError> {
+    match parsed.into_iter().next() {
+        Some(GameTree::GoGame(root)) => Ok(root),
+        Some(GameTree::Unknown(root)) => {
+            Err(GameError::NotGo(root.get_property("GM").map(written_value).unwrap_or_default()))
+        }
+        None => Err(GameError::NotGo(String::new())),
     }
 }
 
@@ -89,19 +140,33 @@ pub struct PartialGame {
 pub fn read_file_up_to_damage(path: &Path) -> Result<Vec<Result<PartialGame, GameError>>, SgfError> {
     let bytes = std::fs::read(path)?;
     let text = decode(&bytes);
-    let games: Vec<_> = game_trees(&text, GameRecord::kept_after_root)
-        .enumerate()
-        .map(|(index, tree)| {
-            let (record, damage) = GameRecord::from_raw_up_to_damage(index, &tree.game)?;
-            // The syntax error comes first in the file: nodes after it were not read.
-            let damage = tree.error.map(GameError::Syntax).or(damage);
-            Ok(PartialGame { record, damage })
-        })
-        .collect();
+    let games: Vec<_> = game_trees(&text).enumerate().map(|(index, tree)| tree_up_to_damage(index, &tree)).collect();
     if games.is_empty() {
         return Err(SgfError::NotSgf);
     }
     Ok(games)
+}
+
+/// One game tree read by sgf-parse's lenient mode up to the node the scan
+/// or strict parsing found damaged.
+fn tree_up_to_damage(index: usize, tree: &TreeText) -> Result<PartialGame, GameError> {
+    let (text, syntax) = match whole_tree(tree) {
+        Ok(root) => {
+            let (record, damage) = GameRecord::from_tree_up_to_damage(index, &root)?;
+            return Ok(PartialGame { record, damage });
+        }
+        Err(GameError::Syntax(e)) => (tree.readable(), e),
+        Err(e) => return Err(e),
+    };
+    // Damage in the root: there is no game to speak of.
+    if !text.contains(';') || tree.damage.as_ref().is_some_and(|d| !text[..d.readable].contains(';')) {
+        return Err(syntax.into());
+    }
+    let lenient = ParseOptions { lenient: true, ..ParseOptions::default() };
+    let root = go_root(sgf_parse::parse_with_options(text, &lenient).unwrap_or_default())?;
+    let (record, damage) = GameRecord::from_tree_up_to_damage(index, &root)?;
+    // The syntax error comes first in the file: nodes after it were not read.
+    Ok(PartialGame { record, damage: Some(damage.unwrap_or(GameError::Syntax(syntax))) })
 }
 
 /// The first game of `text`, for texts known to hold one game (tests, GTP
@@ -149,7 +214,7 @@ mod tests {
         let games = parse_bytes(b"(;PW[M\xfcller]C[cr\xe9\xe9])").unwrap();
         let record = games[0].as_ref().unwrap();
         assert_eq!(record.white.as_deref(), Some("Müller"));
-        assert_eq!(record.extra_properties, vec![("C".into(), vec!["créé".into()])]);
+        assert_eq!(crate::sgf::record::tests::extras(record), ["C[créé]"]);
     }
 
     /// 8 MiB of random bytes: each `(;` starts a game tree and nearly every

@@ -5,7 +5,10 @@ use thiserror::Error;
 
 use super::date::GameDate;
 use super::result::{GameResult, WinBy};
-use super::syntax::{RawGame, RawNode, RawProperty, SyntaxError};
+use sgf_parse::go::{self, Prop};
+use sgf_parse::{SgfNode, SgfProp, SimpleText};
+
+use super::split::SyntaxError;
 use crate::go::{Board, Color, ColoredMove, Event, Game, Move, Vertex};
 
 /// Stones placed or removed at once (SGF `AB`/`AW`/`AE`): `None` empties
@@ -54,10 +57,10 @@ pub struct GameRecord {
     /// diagrams).
     pub later_setup: Vec<(usize, Setup)>,
     /// Root properties no field above holds (`GN`, `EV`, `PC`, `C`, `TM`,
-    /// ..., or a `KM`/`HA`/`DT`/`PL` whose value could not be read), with
-    /// their unescaped values in file order. Written back by
-    /// [`write_game`](super::write_game).
-    pub extra_properties: Vec<(String, Vec<String>)>,
+    /// ..., or a `KM`/`HA`/`DT`/`PL` whose value could not be read, as
+    /// sgf-parse's `Invalid`), in file order. Written back by
+    /// [`write_game`](super::write_game); [`written_value`] gives their text.
+    pub extra_properties: Vec<Prop>,
 }
 
 /// Why a game tree cannot be read as a game record.
@@ -134,7 +137,7 @@ impl GameRecord {
     pub fn from_game(game: &Game) -> GameRecord {
         let mut record = GameRecord::new(game.size());
         record.komi = Some(game.rules().komi);
-        record.extra_properties.push(("AP".into(), vec![format!("go-train:{}", env!("CARGO_PKG_VERSION"))]));
+        record.extra_properties.push(Prop::AP((SimpleText::from("go-train"), SimpleText::from(env!("CARGO_PKG_VERSION")))));
         for event in game.history() {
             match event {
                 Event::Move(ColoredMove { color, mv: Move::Resign }) => {
@@ -153,9 +156,9 @@ impl GameRecord {
         record
     }
 
-    /// Reads the main line of one game tree.
-    pub(crate) fn from_raw(index_in_file: usize, game: &RawGame) -> Result<GameRecord, GameError> {
-        match GameRecord::from_raw_up_to_damage(index_in_file, game)? {
+    /// Reads the main line of one game tree (sgf-parse's root node).
+    pub(crate) fn from_tree(index_in_file: usize, root: &SgfNode<Prop>) -> Result<GameRecord, GameError> {
+        match GameRecord::from_tree_up_to_damage(index_in_file, root)? {
             (record, None) => Ok(record),
             (_, Some(damage)) => Err(damage),
         }
@@ -164,23 +167,24 @@ impl GameRecord {
     /// Reads the main line of one game tree up to its first bad node (a
     /// bad move value, two moves in one node): the record of the moves
     /// before it, and the error. Fails only when the root cannot be read.
-    pub(crate) fn from_raw_up_to_damage(
+    pub(crate) fn from_tree_up_to_damage(
         index_in_file: usize,
-        game: &RawGame,
+        root: &SgfNode<Prop>,
     ) -> Result<(GameRecord, Option<GameError>), GameError> {
-        let root = game.nodes().next();
-        let root_value = |ident| root.and_then(|r| r.first_value(ident));
-        if let Some(gm) = root_value("GM") {
-            if gm.trim() != "1" {
-                return Err(GameError::NotGo(gm.to_string()));
+        let size = match root.get_property("SZ") {
+            None => 19,
+            Some(Prop::SZ((columns, rows))) if columns == rows && Board::valid_size(*columns as usize) => {
+                *columns as usize
             }
-        }
-        let size = root_value("SZ").map_or(Ok(19), parse_size)?;
+            Some(Prop::Invalid(_, values)) if values.len() == 1 => parse_size(&values[0])?,
+            Some(Prop::SZ((columns, rows))) if columns == rows => return Err(GameError::BadSize(columns.to_string())),
+            Some(other) => return Err(GameError::BadSize(written_value(other))),
+        };
         let mut record = GameRecord { index_in_file, ..GameRecord::new(size) };
-        for prop in root.into_iter().flat_map(RawNode::properties) {
+        for prop in root.properties() {
             record.read_root_property(prop);
         }
-        for (depth, node) in game.nodes().enumerate() {
+        for (depth, node) in root.main_variation().enumerate() {
             let setup = match read_setup(node, size) {
                 Ok(setup) => setup,
                 Err(e) if depth == 0 => return Err(e),
@@ -206,72 +210,117 @@ impl GameRecord {
         (end < self.moves.len()).then_some(end)
     }
 
-    /// The properties read after the root node (the syntax keeps no others,
-    /// so that a game's memory follows its moves, not its markup).
-    pub(crate) fn kept_after_root(ident: &str) -> bool {
-        matches!(ident, "B" | "W" | "AB" | "AW" | "AE")
-    }
-
     /// Stores a root property in its field, or among the extras when no
     /// field takes it or its value cannot be read.
-    fn read_root_property(&mut self, prop: RawProperty) {
-        let value = prop.value(0).trim();
-        let understood = match prop.ident() {
+    fn read_root_property(&mut self, prop: &Prop) {
+        let text = root_text(prop);
+        let value = text.as_deref().unwrap_or("").trim();
+        let understood = match prop {
             // Rewritten by the writer (FF[4], UTF-8) or read elsewhere.
-            "FF" | "CA" | "GM" | "SZ" | "AB" | "AW" | "AE" | "B" | "W" => true,
+            Prop::FF(_) | Prop::CA(_) | Prop::GM(_) | Prop::SZ(_) | Prop::AB(_) | Prop::AW(_) | Prop::AE(_) => true,
+            Prop::B(_) | Prop::W(_) => true,
+            Prop::Invalid(ident, _) | Prop::Unknown(ident, _)
+                if matches!(ident.as_str(), "FF" | "CA" | "GM" | "SZ" | "AB" | "AW" | "AE" | "B" | "W") =>
+            {
+                true
+            }
             // An identifier of lower-case letters only (`size[19]`) names
             // nothing SGF knows.
-            "" => true,
-            "KM" => {
-                let written: Option<f32> = value.parse().ok().filter(|k: &f32| k.is_finite());
-                if self.komi.is_none() {
-                    self.komi_in_hundredths = written.is_some_and(|k| fox_komi(k) != k);
+            Prop::Unknown(ident, _) if ident.is_empty() => true,
+            _ => match prop.identifier().as_str() {
+                "KM" => {
+                    let written: Option<f32> = value.parse().ok().filter(|k: &f32| k.is_finite());
+                    if self.komi.is_none() {
+                        self.komi_in_hundredths = written.is_some_and(|k| fox_komi(k) != k);
+                    }
+                    set_first(&mut self.komi, written.map(fox_komi))
                 }
-                set_first(&mut self.komi, written.map(fox_komi))
-            }
-            "HA" => set_first(&mut self.handicap, value.parse().ok()),
-            "PL" => set_first(&mut self.player_to_move, Color::parse(value)),
-            "DT" => set_first(&mut self.date, GameDate::parse(value)),
-            "RE" => set_first(&mut self.result, (!value.is_empty()).then(|| GameResult::parse(value))),
-            "RU" => set_first(&mut self.rules, simple_text(value)),
-            "PB" => set_first(&mut self.black, simple_text(value)),
-            "PW" => set_first(&mut self.white, simple_text(value)),
-            "BR" => set_first(&mut self.black_rank, simple_text(value)),
-            "WR" => set_first(&mut self.white_rank, simple_text(value)),
-            _ => false,
+                "HA" => set_first(&mut self.handicap, value.parse().ok()),
+                "PL" => set_first(&mut self.player_to_move, Color::parse(value)),
+                "DT" => set_first(&mut self.date, GameDate::parse(value)),
+                "RE" => set_first(&mut self.result, (!value.is_empty()).then(|| GameResult::parse(value))),
+                "RU" => set_first(&mut self.rules, simple_text(value)),
+                "PB" => set_first(&mut self.black, simple_text(value)),
+                "PW" => set_first(&mut self.white, simple_text(value)),
+                "BR" => set_first(&mut self.black_rank, simple_text(value)),
+                "WR" => set_first(&mut self.white_rank, simple_text(value)),
+                _ => false,
+            },
         };
         // An empty value says nothing: nothing to keep.
-        let says_nothing = prop.count() == 1 && value.is_empty();
+        let says_nothing = match prop {
+            Prop::Invalid(_, values) | Prop::Unknown(_, values) => values.len() == 1 && value.is_empty(),
+            _ => text.is_some() && value.is_empty(),
+        };
         if !(understood || says_nothing) {
-            self.extra_properties.push((prop.ident().to_string(), prop.values().map(String::from).collect()));
+            self.extra_properties.push(prop.clone());
         }
     }
 
     /// Appends the node's move, if it has one.
-    fn read_move(&mut self, node: RawNode) -> Result<(), GameError> {
+    fn read_move(&mut self, node: &SgfNode<Prop>) -> Result<(), GameError> {
         let number = self.moves.len() + 1;
-        let mut moves = node.properties().filter_map(|p| match p.ident() {
-            "B" => Some((Color::Black, p)),
-            "W" => Some((Color::White, p)),
+        let mut moves = node.properties().filter_map(|p| match p {
+            Prop::B(mv) => Some((Color::Black, Ok(*mv))),
+            Prop::W(mv) => Some((Color::White, Ok(*mv))),
+            Prop::Invalid(ident, values) if ident == "B" => Some((Color::Black, Err(values))),
+            Prop::Invalid(ident, values) if ident == "W" => Some((Color::White, Err(values))),
             _ => None,
         });
-        let Some((color, prop)) = moves.next() else { return Ok(()) };
+        let Some((color, value)) = moves.next() else { return Ok(()) };
         if moves.next().is_some() {
             return Err(GameError::TwoMoves { number });
         }
-        let bad = || GameError::BadMove {
+        let size = self.size;
+        let mv = match value {
+            Ok(go::Move::Pass) => Some(Move::Pass),
+            // `tt` is a pass up to 19×19.
+            Ok(go::Move::Move(go::Point { x: 19, y: 19 })) if size <= 19 => Some(Move::Pass),
+            Ok(go::Move::Move(point)) => vertex(point, size).map(Move::Play),
+            // What sgf-parse could not read as a move (` aa `, `rp.pm`).
+            Err(values) => match values.as_slice() {
+                [one] => parse_move(one.trim(), size),
+                _ => None,
+            },
+        };
+        let mv = mv.ok_or_else(|| GameError::BadMove {
             number,
             color,
-            value: prop.values().collect::<Vec<_>>().join("]["),
-            size: self.size,
-        };
-        if prop.count() != 1 {
-            return Err(bad());
-        }
-        let mv = parse_move(prop.value(0).trim(), self.size).ok_or_else(bad)?;
+            value: match value {
+                Ok(go::Move::Move(point)) => point_text(point),
+                Ok(go::Move::Pass) => String::new(),
+                Err(values) => values.join("]["),
+            },
+            size,
+        })?;
         self.moves.push(ColoredMove { color, mv });
         Ok(())
     }
+}
+
+/// The single value of a root property whose value go-train reads itself,
+/// as written (numbers as sgf-parse read them); `None` for other
+/// properties.
+fn root_text(prop: &Prop) -> Option<String> {
+    Some(match prop {
+        Prop::KM(komi) => komi.to_string(),
+        Prop::HA(handicap) => handicap.to_string(),
+        Prop::PL(sgf_parse::Color::Black) => "B".into(),
+        Prop::PL(sgf_parse::Color::White) => "W".into(),
+        Prop::DT(t) | Prop::RE(t) | Prop::RU(t) | Prop::PB(t) | Prop::PW(t) | Prop::BR(t) | Prop::WR(t) => {
+            t.text.clone()
+        }
+        Prop::Invalid(_, values) | Prop::Unknown(_, values) => values.first()?.clone(),
+        _ => return None,
+    })
+}
+
+/// A property's values as SGF writes them, escaped, `][` between two
+/// (`KM[six]` gives `six`): for messages and reports.
+pub fn written_value(prop: &impl SgfProp) -> String {
+    let written = prop.to_string();
+    let open = written.find('[').map_or(written.len(), |i| i + 1);
+    written[open..written.len().max(open + 1) - 1].to_string()
 }
 
 /// Komi as meant. Fox writes it in hundredths, and in Chinese games in
@@ -339,19 +388,45 @@ fn parse_move(value: &str, size: usize) -> Option<Move> {
     parse_point(value, size).map(Move::Play)
 }
 
-/// The node's `AB`, `AW` and `AE` points, in that order.
-fn read_setup(node: RawNode, size: usize) -> Result<Setup, GameError> {
+/// The node's `AB`, `AW` and `AE` points, in that order, each row by row
+/// (sgf-parse holds a list as a set).
+fn read_setup(node: &SgfNode<Prop>, size: usize) -> Result<Setup, GameError> {
     let mut setup = Setup::new();
     for (ident, color) in [("AB", Some(Color::Black)), ("AW", Some(Color::White)), ("AE", None)] {
-        for prop in node.properties().filter(|p| p.ident() == ident) {
-            for value in prop.values() {
-                let bad = || GameError::BadSetupPoint { prop: ident.to_string(), value: value.to_string(), size };
-                let points = point_list(value.trim(), size).ok_or_else(bad)?;
-                setup.extend(points.into_iter().map(|v| (v, color)));
+        let bad = |value: String| GameError::BadSetupPoint { prop: ident.to_string(), value, size };
+        let mut points = Vec::new();
+        for prop in node.properties() {
+            match (prop, color) {
+                (Prop::AB(set), Some(Color::Black)) | (Prop::AW(set), Some(Color::White)) | (Prop::AE(set), None) => {
+                    for &point in set {
+                        points.push(vertex(point, size).ok_or_else(|| bad(point_text(point)))?);
+                    }
+                }
+                // What sgf-parse could not read as a point list (` aa`, a
+                // point twice).
+                (Prop::Invalid(id, values), _) if id == ident => {
+                    for value in values {
+                        points.extend(point_list(value.trim(), size).ok_or_else(|| bad(value.clone()))?);
+                    }
+                }
+                _ => {}
             }
         }
+        points.sort_by_key(|v| (v.y, v.x));
+        setup.extend(points.into_iter().map(|v| (v, color)));
     }
     Ok(setup)
+}
+
+/// A point of sgf-parse on a `size`×`size` board.
+fn vertex(point: go::Point, size: usize) -> Option<Vertex> {
+    ((point.x as usize) < size && (point.y as usize) < size).then(|| Vertex::new(point.x as usize, point.y as usize))
+}
+
+/// A point as SGF writes it (`aa`; `A` for 26 on).
+fn point_text(point: go::Point) -> String {
+    let letter = |c: u8| if c < 26 { (b'a' + c) as char } else { (b'A' + c - 26) as char };
+    [letter(point.x), letter(point.y)].into_iter().collect()
 }
 
 /// One value of a point list: a point, a rectangle `aa:cc` (either pair of
@@ -369,13 +444,18 @@ fn point_list(value: &str, size: usize) -> Option<Vec<Vertex>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::go::Rules;
     use crate::sgf::parse_game;
 
     fn v(x: u8, y: u8) -> Vertex {
         Vertex { x, y }
+    }
+
+    /// The extra properties as SGF writes them.
+    pub(crate) fn extras(record: &GameRecord) -> Vec<String> {
+        record.extra_properties.iter().map(|p| p.to_string()).collect()
     }
 
     fn play(color: Color, x: u8, y: u8) -> ColoredMove {
@@ -397,7 +477,7 @@ mod tests {
         assert_eq!(r.rules.as_deref(), Some("Japanese"));
         assert_eq!((r.black.as_deref(), r.black_rank.as_deref()), (Some("jim"), Some("6d")));
         assert_eq!((r.white.as_deref(), r.white_rank.as_deref()), (Some("Thick"), Some("6d")));
-        assert_eq!(r.extra_properties, vec![("PC".into(), vec!["KGS".into()]), ("TM".into(), vec!["1050".into()])]);
+        assert_eq!(extras(&r), ["PC[KGS]", "TM[1050]"]);
         assert_eq!(r.moves, vec![play(Color::Black, 15, 3), play(Color::White, 3, 15)]);
     }
 
@@ -406,7 +486,7 @@ mod tests {
         let r = parse_game("(;KM[six]HA[]DT[someday]PB[ a \n b ]RE[])").unwrap();
         assert_eq!((r.size, r.komi, r.handicap, r.date, r.result.clone()), (19, None, None, None, None));
         assert_eq!(r.black.as_deref(), Some("a b"));
-        assert_eq!(r.extra_properties, vec![("KM".into(), vec!["six".into()]), ("DT".into(), vec!["someday".into()])]);
+        assert_eq!(extras(&r), ["KM[six]", "DT[someday]"]);
     }
 
     #[test]

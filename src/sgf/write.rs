@@ -1,117 +1,133 @@
-//! Writing a record as `FF[4]` SGF.
+//! Writing a record as `FF[4]` SGF: go-train lays out the game tree, and
+//! sgf-parse writes each node (identifiers, values, escaping).
 
-use std::fmt::Write;
+use std::collections::HashSet;
+
+use sgf_parse::go::{self, Prop};
+use sgf_parse::{SgfNode, SimpleText};
 
 use super::record::{GameRecord, Setup};
-use crate::go::{Color, ColoredMove, Move};
+use crate::go::{Color, ColoredMove, Move, Vertex};
 
 /// Moves per output line, to keep files readable.
 const MOVES_PER_LINE: usize = 12;
 
 /// The record as one `FF[4]` game tree in UTF-8: the root with `GM[1]`, `SZ`,
-/// the known metadata, the extra properties, setup and `PL`, then a node
+/// the known metadata, setup and `PL`, the extra properties, then a node
 /// per move (`B[]` for a pass) and a node for each later setup. Reading
-/// the text back gives the same record (root setup is written `AB`, `AW`,
-/// `AE`, so it comes back in that order); resignations are not moves in
-/// SGF and are left out.
+/// the text back gives the same record; resignations are not moves in SGF
+/// and are left out.
+///
+/// Nodes are written one by one rather than as one sgf-parse tree, whose
+/// writer nests each node in the one before it (recursion as deep as the
+/// game, and each level copies the rest of the game's text).
 pub fn write_game(record: &GameRecord) -> String {
-    let mut root = Root { out: String::from("(;FF[4]GM[1]CA[UTF-8]"), written: vec!["FF", "GM", "CA"] };
-    root.property("SZ", record.size);
-    let optional: [(&str, Option<String>); 9] = [
-        ("KM", record.komi.map(|k| k.to_string())),
-        ("HA", record.handicap.map(|h| h.to_string())),
-        ("RU", record.rules.clone()),
-        ("DT", record.date.map(|d| d.to_string())),
-        ("PB", record.black.clone()),
-        ("BR", record.black_rank.clone()),
-        ("PW", record.white.clone()),
-        ("WR", record.white_rank.clone()),
-        ("RE", record.result.as_ref().map(|r| r.to_string())),
+    let mut root = vec![Prop::FF(4), Prop::GM(1), Prop::CA(text("UTF-8"))];
+    // sgf-parse writes `SZ` as `19:19`, FF[4]'s form for rectangles that
+    // FF[3] readers (and sgfmill) refuse: written as the plain number.
+    root.push(Prop::Unknown("SZ".into(), vec![record.size.to_string()]));
+    let simple = |value: &Option<String>| value.as_deref().map(text);
+    let known = [
+        record.komi.map(|k| Prop::KM(k.into())),
+        record.handicap.map(|h| Prop::HA(h.into())),
+        simple(&record.rules).map(Prop::RU),
+        record.date.map(|d| Prop::DT(text(&d.to_string()))),
+        simple(&record.black).map(Prop::PB),
+        simple(&record.black_rank).map(Prop::BR),
+        simple(&record.white).map(Prop::PW),
+        simple(&record.white_rank).map(Prop::WR),
+        record.result.as_ref().map(|r| Prop::RE(text(&r.to_string()))),
+        record.player_to_move.map(|c| Prop::PL(sgf_color(c))),
     ];
-    for (ident, value) in optional {
-        if let Some(value) = value {
-            root.property(ident, value);
+    root.extend(known.into_iter().flatten());
+    root.extend(setup_properties(&record.setup));
+    let written: HashSet<String> = root.iter().map(prop_identifier).collect();
+    for prop in &record.extra_properties {
+        if !written.contains(&prop_identifier(prop)) {
+            root.push(escaped(prop));
         }
     }
-    if let Some(color) = record.player_to_move {
-        root.property("PL", color.letter());
-    }
-    write_setup(&mut root.out, &record.setup);
-    root.written.extend(["AB", "AW", "AE", "B", "W"]);
-    let Root { mut out, written } = root;
-    for (ident, values) in &record.extra_properties {
-        if !written.contains(&ident.as_str()) {
-            write_property(&mut out, ident, values);
-        }
-    }
-    out.push('\n');
+    let mut out = format!("({}\n", node(root));
     let mut later = record.later_setup.iter().peekable();
     for (i, mv) in record.moves.iter().enumerate() {
         while let Some((_, setup)) = later.next_if(|(k, _)| *k <= i) {
-            write_setup_node(&mut out, setup);
+            out.push_str(&format!("\n{}\n", node(setup_properties(setup))));
         }
-        write_move(&mut out, *mv);
+        if let Some(prop) = move_property(*mv) {
+            out.push_str(&node(vec![prop]));
+        }
         if (i + 1) % MOVES_PER_LINE == 0 {
             out.push('\n');
         }
     }
     for (_, setup) in later {
-        write_setup_node(&mut out, setup);
+        out.push_str(&format!("\n{}\n", node(setup_properties(setup))));
     }
     out.push_str(")\n");
     out
 }
 
-/// The root node being written, and the identifiers it holds so far (so
-/// that extra properties do not repeat them).
-struct Root {
-    out: String,
-    written: Vec<&'static str>,
+/// One node as sgf-parse writes it: `;` and its properties.
+fn node(properties: Vec<Prop>) -> String {
+    SgfNode::new(properties, Vec::new(), false).to_string()
 }
 
-impl Root {
-    fn property(&mut self, ident: &'static str, value: impl ToString) {
-        write_property(&mut self.out, ident, &[value.to_string()]);
-        self.written.push(ident);
+fn text(value: &str) -> SimpleText {
+    SimpleText::from(value)
+}
+
+fn sgf_color(color: Color) -> sgf_parse::Color {
+    match color {
+        Color::Black => sgf_parse::Color::Black,
+        Color::White => sgf_parse::Color::White,
     }
 }
 
-fn write_setup_node(out: &mut String, setup: &Setup) {
-    out.push_str("\n;");
-    write_setup(out, setup);
-    out.push('\n');
+fn prop_identifier(prop: &Prop) -> String {
+    match prop {
+        Prop::Unknown(ident, _) | Prop::Invalid(ident, _) => ident.clone(),
+        _ => sgf_parse::SgfProp::identifier(prop),
+    }
 }
 
-fn write_setup(out: &mut String, setup: &Setup) {
+/// The property as written: sgf-parse writes the values of a property it
+/// did not read (`Unknown`, `Invalid`) as they are, so a `]` in one would end
+/// the value early; they are escaped here.
+fn escaped(prop: &Prop) -> Prop {
+    let escape = |values: &[String]| values.iter().map(|v| v.replace('\\', "\\\\").replace(']', "\\]")).collect();
+    match prop {
+        Prop::Unknown(ident, values) => Prop::Unknown(ident.clone(), escape(values)),
+        Prop::Invalid(ident, values) => Prop::Invalid(ident.clone(), escape(values)),
+        other => other.clone(),
+    }
+}
+
+/// `AB`, `AW` and `AE` of a setup. sgf-parse holds point lists as sets,
+/// which it writes in no fixed order; go-train's files must come out the
+/// same each time, so the points are written as a property sgf-parse does
+/// not interpret, row by row.
+fn setup_properties(setup: &Setup) -> Vec<Prop> {
+    let mut properties = Vec::new();
     for (ident, color) in [("AB", Some(Color::Black)), ("AW", Some(Color::White)), ("AE", None)] {
-        let points: Vec<String> = setup.iter().filter(|(_, c)| *c == color).map(|(v, _)| v.to_sgf()).collect();
+        let mut points: Vec<Vertex> = setup.iter().filter(|(_, c)| *c == color).map(|(v, _)| *v).collect();
+        points.sort_by_key(|v| (v.y, v.x));
         if !points.is_empty() {
-            write_property(out, ident, &points);
+            properties.push(Prop::Unknown(ident.into(), points.iter().map(|v| v.to_sgf()).collect()));
         }
     }
+    properties
 }
 
-fn write_move(out: &mut String, mv: ColoredMove) {
+fn move_property(mv: ColoredMove) -> Option<Prop> {
     let value = match mv.mv {
-        Move::Play(v) => v.to_sgf(),
-        Move::Pass => String::new(),
-        Move::Resign => return,
+        Move::Play(v) => go::Move::Move(go::Point { x: v.x, y: v.y }),
+        Move::Pass => go::Move::Pass,
+        Move::Resign => return None,
     };
-    let _ = write!(out, ";{}[{value}]", mv.color.letter());
-}
-
-fn write_property(out: &mut String, ident: &str, values: &[String]) {
-    out.push_str(ident);
-    for value in values {
-        out.push('[');
-        for c in value.chars() {
-            if c == ']' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-        out.push(']');
-    }
+    Some(match mv.color {
+        Color::Black => Prop::B(value),
+        Color::White => Prop::W(value),
+    })
 }
 
 #[cfg(test)]
@@ -133,7 +149,7 @@ mod tests {
             ColoredMove { color: Color::White, mv: Move::Play(Vertex::new(4, 4)) },
             ColoredMove { color: Color::Black, mv: Move::Pass },
         ];
-        record.extra_properties = vec![("GN".into(), vec!["test".into()]), ("KM".into(), vec!["dup".into()])];
+        record.extra_properties = vec![Prop::GN(text("test")), Prop::Invalid("KM".into(), vec!["dup".into()])];
         let text = write_game(&record);
         assert_eq!(
             text,

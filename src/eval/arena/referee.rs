@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::player::Player;
 use crate::go::{Color, Game, Move, Rules, Score};
 use crate::search::ownership::Ownership;
-use crate::sgf::{GameRecord, GameResult, WinBy};
+use crate::sgf::{GameRecord, GameResult, Property, WinBy};
 
 /// How match games are played and scored.
 #[derive(Clone, Copy, Debug)]
@@ -75,7 +75,7 @@ impl GameOutcome {
             (Some(w), _, None) => GameResult::Win { winner: w, by: WinBy::Unknown },
         });
         if let Some(e) = &self.error {
-            record.extra_properties.push(("C".into(), vec![e.clone()]));
+            record.extra_properties.push(Property::C(e.as_str().into()));
         }
         record
     }

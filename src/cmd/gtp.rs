@@ -18,14 +18,15 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// values leaves by stone count). By default: mcts when --value is given,
 /// policy when --policy is, playout when --playout only, random otherwise.
 /// With no engine and no net named, MCTS (PUCT) with the nets shipped in
-/// `nets/` (or `GO_TRAIN_NETS`) plays; an engine that needs a net not named
-/// takes the shipped one (`--value` alone: MCTS on the shipped policy with
-/// those value leaves).
+/// `nets/` (or `GO_TRAIN_NETS`) plays, value-net leaves; with some nets
+/// named, the shipped ones stand in for the others (`--value` alone: MCTS
+/// on the shipped policy with those value leaves); with an engine and no
+/// net, the engine plays without nets.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train gtp                        # MCTS with the shipped nets (nets/)
   go-train gtp --policy checkpoints/policy
-  go-train gtp --value nets/value-pv.safetensors   # MCTS, shipped policy and playout nets, value leaves
+  go-train gtp --value checkpoints/value   # MCTS with the shipped policy and playout nets, this value net
   go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
   gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'

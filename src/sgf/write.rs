@@ -28,7 +28,8 @@ pub fn write_game(record: &GameRecord) -> String {
     root.push(Prop::Unknown("SZ".into(), vec![record.size.to_string()]));
     let simple = |value: &Option<String>| value.as_deref().map(text);
     let known = [
-        record.komi.map(|k| Prop::KM(k.into())),
+        // Through its decimal text: f32 → f64 would write 0.1 as 0.10000000149011612.
+        record.komi.map(|k| Prop::KM(k.to_string().parse().unwrap_or(k.into()))),
         record.handicap.map(|h| Prop::HA(h.into())),
         simple(&record.rules).map(Prop::RU),
         record.date.map(|d| Prop::DT(text(&d.to_string()))),
@@ -158,6 +159,9 @@ mod tests {
                 ";W[ee];B[])\n"
             )
         );
+        record.komi = Some(0.1);
+        assert!(write_game(&record).contains("KM[0.1]"));
+        record.komi = Some(7.5);
         // The extra KM is shadowed by the komi field, so not written.
         record.extra_properties.pop();
         assert_eq!(parse_game(&text).unwrap(), record);

@@ -8,6 +8,7 @@ pub mod features;
 pub mod go;
 pub mod gtp;
 pub mod nn;
+pub mod plot;
 pub mod progress;
 pub mod search;
 pub mod sgf;

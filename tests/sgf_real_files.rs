@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use go_train::go::{IllegalMove, Rules};
 use go_train::sgf::{
-    parse_game, read_file, write_game, written_value, GameError, GameRecord, ParsedGame, ReplayError, SgfError, SyntaxError,
+    parse_game, read_file, write_game, written_value, GameError, GameRecord, ParsedGame, ReplayError, SgfError,
+    SyntaxError,
 };
 use rayon::prelude::*;
 
@@ -88,7 +89,9 @@ fn kgs_6d() {
         assert_eq!(games.len(), 1, "{name}");
     }
     let records = records(&files, &[]);
-    assert!(records.iter().all(|(_, r)| r.size == 19 && r.extra_properties.iter().all(|p| !p.to_string().starts_with("DT["))));
+    assert!(records
+        .iter()
+        .all(|(_, r)| r.size == 19 && r.extra_properties.iter().all(|p| !p.to_string().starts_with("DT["))));
     let handicapped = records.iter().filter(|(_, r)| r.handicap.unwrap_or(0) >= 2).count();
     assert_eq!(handicapped, 15_571);
     // Five of them never placed their stones: free placement (Chinese

@@ -112,9 +112,9 @@ pub fn run(mut args: Args) -> Result<()> {
     // Unset flags keep the spec's defaults, the seed design's (MctsConfig).
     let defaults = AgentSpec::new(kind);
     let spec = AgentSpec {
-        policy: args.nets.policy,
-        value: args.nets.value,
-        playout: args.nets.playout,
+        policy: args.nets.policy.clone(),
+        value: args.nets.value.clone(),
+        playout: args.nets.playout.clone(),
         temperature: args.temperature,
         iterations: args.iterations.unwrap_or(defaults.iterations),
         expand: args.expand.unwrap_or(defaults.expand),
@@ -142,6 +142,13 @@ pub fn run(mut args: Args) -> Result<()> {
     eprintln!("go-train gtp: {}", agent.name());
     let mut engine = Engine::new(agent, rules, size);
     engine.set_verbose(args.verbose);
-    let stdin = std::io::stdin();
-    engine.run(stdin.lock(), std::io::stdout().lock()).context("talking GTP on stdin/stdout")
+    // An engine without a tree search of its own (a net alone) analyzes
+    // with MCTS on the same nets, valued by the value net when there is one.
+    if kind != AgentKind::Mcts && !args.nets.is_empty() {
+        let leaf = if args.nets.value.is_some() { LeafEval::Value } else { LeafEval::Stones };
+        let selection = args.selection.unwrap_or(Selection::Puct);
+        engine.set_analysis_search(AgentSpec { leaf: Some(leaf), selection, ..spec }.build_mcts(&device)?);
+    }
+    let stdin = std::io::BufReader::new(std::io::stdin());
+    engine.run(stdin, std::io::stdout().lock()).context("talking GTP on stdin/stdout")
 }

@@ -6,6 +6,8 @@ mod eval;
 mod filter;
 mod gtp;
 mod prepare;
+mod raw_nn;
+mod review;
 mod show;
 mod train;
 
@@ -33,6 +35,8 @@ enum Command {
     Prepare(prepare::Args),
     Eval(eval::Args),
     Show(show::Args),
+    Review(review::Args),
+    RawNn(raw_nn::Args),
     Gtp(gtp::Args),
     /// Train the seed's policy net (or any net, by config).
     TrainPolicy(train::Args),
@@ -50,6 +54,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Prepare(args) => prepare::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Show(args) => show::run(args),
+        Command::Review(args) => review::run(args),
+        Command::RawNn(args) => raw_nn::run(args),
         Command::Gtp(args) => gtp::run(args),
         Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
         Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),

@@ -105,7 +105,8 @@ impl Criteria {
         }
         // An `HA` that could not be read (`HA[-5]`, a number past u32) is
         // kept among the extras.
-        let unreadable_ha = record.extra_properties.iter().find(|p| matches!(p, Property::Invalid(id, _) if id == "HA"));
+        let unreadable_ha =
+            record.extra_properties.iter().find(|p| matches!(p, Property::Invalid(id, _) if id == "HA"));
         if unreadable_ha.is_some() || record.handicap.is_some_and(|h| h as usize >= record.size * record.size) {
             let written = unreadable_ha.map(written_value);
             return reject(

@@ -7,3 +7,4 @@
 pub mod arena;
 pub mod baseline;
 pub mod positions;
+pub mod review;

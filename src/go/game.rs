@@ -166,6 +166,17 @@ impl Game {
         self.rules.komi = komi;
     }
 
+    /// Changes the rules (GTP `kgs-rules`) and replays the game under them,
+    /// so that the positions a superko rule remembers are the ones it would
+    /// have kept from the start; the side to move stays.
+    pub fn set_rules(&mut self, rules: Rules) {
+        let to_move = self.to_move;
+        self.rules = rules;
+        let events = std::mem::take(&mut self.history);
+        self.replay_from_start(events);
+        self.to_move = to_move;
+    }
+
     pub fn board(&self) -> &Board {
         &self.board
     }
@@ -386,6 +397,30 @@ mod tests {
 
     fn v(s: &str, size: usize) -> Move {
         Move::parse_gtp(s, size).unwrap()
+    }
+
+    #[test]
+    fn rules_changed_mid_game_keep_the_position_and_see_its_history() {
+        // A ko: Black's F5 takes White's E5; White may not take back at once.
+        let mut g = Game::new(9, Rules::JAPANESE);
+        let moves = ["D5", "E5", "E4", "F4", "E6", "F6", "A1", "G5", "F5"];
+        for (i, m) in moves.iter().enumerate() {
+            g.play(if i % 2 == 0 { Color::Black } else { Color::White }, v(m, 9)).unwrap();
+        }
+        let before = g.board().hash();
+        g.set_rules(Rules::CHINESE);
+        assert_eq!((g.board().hash(), g.to_move(), g.rules().ko), (before, Color::White, KoRule::PositionalSuperko));
+        assert_eq!(g.history().len(), moves.len());
+        // After two passes the simple ko rule lets White take back, while
+        // superko finds the position in what the replay remembered.
+        let mut japanese = g.clone();
+        japanese.set_rules(Rules::JAPANESE);
+        for game in [&mut g, &mut japanese] {
+            game.play(Color::White, Move::Pass).unwrap();
+            game.play(Color::Black, Move::Pass).unwrap();
+        }
+        assert_eq!(japanese.check(Color::White, v("E5", 9)), Ok(()));
+        assert_eq!(g.check(Color::White, v("E5", 9)), Err(IllegalMove::Superko));
     }
 
     #[test]

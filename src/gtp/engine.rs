@@ -5,12 +5,14 @@
 use std::io::{self, BufRead, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
+use super::analyze::AnalysisRequest;
 use super::protocol::{format_answer, parse_line, Command};
 use crate::go::{fixed_handicap, Board, Color, Game, Move, Point, Rules, Vertex};
 use crate::search::ownership::{estimate_default, Ownership};
-use crate::search::{acceptable_points, Agent};
+use crate::search::{acceptable_points, Agent, Mcts};
 use crate::sgf::{read_file_up_to_damage, write_game, GameRecord, PartialGame};
 
 /// Every command the engine knows, in `list_commands` order.
@@ -41,6 +43,24 @@ pub const COMMANDS: &[&str] = &[
     "printsgf",
     "list_stones",
     "captures",
+    // Analysis for GUIs (analyze.rs).
+    "lz-analyze",
+    "kata-analyze",
+    "analyze",
+    "lz-genmove_analyze",
+    "kata-genmove_analyze",
+    "genmove_analyze",
+    // Extensions of KataGo, GoGui, gomill and KGS (extensions.rs).
+    "kata-raw-nn",
+    "kata-set-rules",
+    "kgs-rules",
+    "kgs-game_over",
+    "gomill-describe_engine",
+    "gomill-cpu_time",
+    "gogui-analyze_commands",
+    "gogui-policy_heatmap",
+    "gogui-value",
+    "gogui-ownership",
 ];
 
 /// Whether the session goes on after a command.
@@ -53,7 +73,7 @@ pub enum Flow {
 /// The time controls a controller announced (`time_settings`) and the time
 /// it says each side has left (`time_left`).
 #[derive(Clone, Copy, Debug, Default)]
-struct Clock {
+pub(super) struct Clock {
     /// Main time, seconds.
     main: f64,
     /// Byo-yomi period, seconds (0: none).
@@ -70,7 +90,7 @@ impl Clock {
     /// A time budget for `color`'s next move on `board`, or `None` when no
     /// clock is set or time is unlimited (GTP's `time_settings` with
     /// byo-yomi time but 0 stones means "no time limits").
-    fn budget(&self, color: Color, board: &Board) -> Option<Duration> {
+    pub(super) fn budget(&self, color: Color, board: &Board) -> Option<Duration> {
         if !self.set || (self.byo_yomi > 0.0 && self.byo_stones == 0) {
             return None;
         }
@@ -92,20 +112,44 @@ impl Clock {
 /// A GTP engine over one agent.
 pub struct Engine {
     /// The game on the board.
-    game: Game,
+    pub(super) game: Game,
     /// Rules for new games (komi follows the `komi` command).
-    rules: Rules,
+    pub(super) rules: Rules,
     /// Who chooses moves.
-    agent: Box<dyn Agent>,
-    clock: Clock,
+    pub(super) agent: Box<dyn Agent>,
+    /// The search analysis commands run when the agent has none of its own.
+    analysis_search: Option<Mcts>,
+    pub(super) clock: Clock,
     /// Whether to describe each move choice on stderr.
-    verbose: bool,
+    pub(super) verbose: bool,
 }
 
 impl Engine {
     /// An engine playing `agent` under `rules` on a `size` board.
     pub fn new(agent: Box<dyn Agent>, rules: Rules, size: usize) -> Engine {
-        Engine { game: Game::new(size, rules), rules, agent, clock: Clock::default(), verbose: false }
+        Engine {
+            game: Game::new(size, rules),
+            rules,
+            agent,
+            analysis_search: None,
+            clock: Clock::default(),
+            verbose: false,
+        }
+    }
+
+    /// Gives analysis commands (`lz-analyze`, `kata-raw-nn`, ...) a search
+    /// of their own, for an agent that has no tree search (the policy net
+    /// alone): they run it; `genmove` still asks the agent.
+    pub fn set_analysis_search(&mut self, search: Mcts) {
+        self.analysis_search = Some(search);
+    }
+
+    /// The search analysis runs: the agent's own, else the one set aside.
+    pub(super) fn search_mut(&mut self) -> Result<&mut Mcts, String> {
+        match self.agent.tree_search() {
+            Some(search) => Ok(search),
+            None => self.analysis_search.as_mut().ok_or_else(|| "this engine has no search to analyze with".into()),
+        }
     }
 
     /// Logs each generated move and its time to stderr.
@@ -120,23 +164,36 @@ impl Engine {
 
     /// Answers commands from `input` on `output` until `quit` or the end of
     /// the input. Only GTP goes to `output`.
-    pub fn run(&mut self, mut input: impl BufRead, mut output: impl Write) -> io::Result<()> {
-        let mut bytes = Vec::new();
+    ///
+    /// A thread reads `input` line by line, so that a command arriving
+    /// during live analysis (`lz-analyze`, which runs until interrupted)
+    /// stops it and is then answered like any other.
+    pub fn run(&mut self, input: impl BufRead + Send + 'static, mut output: impl Write) -> io::Result<()> {
+        let lines = read_lines(input);
+        let mut pending = None;
         loop {
-            bytes.clear();
-            if input.read_until(b'\n', &mut bytes)? == 0 {
-                return Ok(());
-            }
+            let bytes = match pending.take().map_or_else(|| lines.recv(), Ok) {
+                Ok(Incoming::Line(bytes)) => bytes,
+                Ok(Incoming::Failed(e)) => return Err(e),
+                Ok(Incoming::End) | Err(_) => return Ok(()),
+            };
             // Bytes that are not UTF-8 cannot be part of a valid command;
             // they become U+FFFD and the command is refused normally.
             let line = String::from_utf8_lossy(&bytes);
             let (id, answer, flow) = match parse_line(&line) {
                 None => continue,
                 Some(Err(id)) => (id, Err("missing command".to_string()), Flow::Continue),
-                Some(Ok(command)) => {
-                    let (answer, flow) = self.handle_guarded(&command);
-                    (command.id, answer, flow)
-                }
+                Some(Ok(command)) => match AnalysisRequest::parse(&command.name, &command.args) {
+                    Some(Ok(request)) => {
+                        pending = self.stream_analysis(command.id.as_deref(), &request, &mut output, &lines)?;
+                        continue;
+                    }
+                    Some(Err(message)) => (command.id, Err(message), Flow::Continue),
+                    None => {
+                        let (answer, flow) = self.handle_guarded(&command);
+                        (command.id, answer, flow)
+                    }
+                },
             };
             output.write_all(format_answer(id.as_deref(), &answer).as_bytes())?;
             output.flush()?;
@@ -202,7 +259,7 @@ impl Engine {
                 Some(color) => Ok(self.game.board().captures(color).to_string()),
                 None => Err("invalid color".to_string()),
             },
-            _ => Err("unknown command".to_string()),
+            name => self.handle_extension(name, &args).unwrap_or_else(|| Err("unknown command".to_string())),
         };
         (answer, Flow::Continue)
     }
@@ -244,15 +301,24 @@ impl Engine {
                 started.elapsed().as_secs_f64()
             );
         }
-        if mode != Mode::Regression && mv != Move::Resign {
-            self.game.set_to_move(color);
-            // Agents promise legal moves; a broken promise is an error
-            // answer, never an illegal position.
-            self.game
-                .play(color, mv)
-                .map_err(|e| format!("engine chose an illegal move {}: {e}", mv.to_gtp(self.game.size())))?;
+        if mode != Mode::Regression {
+            self.commit(color, mv)?;
         }
         Ok(mv.to_gtp(self.game.size()))
+    }
+
+    /// Plays a move the engine chose (a resignation changes nothing).
+    pub(super) fn commit(&mut self, color: Color, mv: Move) -> Result<(), String> {
+        if mv == Move::Resign {
+            return Ok(());
+        }
+        self.game.set_to_move(color);
+        // Agents promise legal moves; a broken promise is an error answer,
+        // never an illegal position.
+        self.game
+            .play(color, mv)
+            .map(|_| ())
+            .map_err(|e| format!("engine chose an illegal move {}: {e}", mv.to_gtp(self.game.size())))
     }
 
     fn showboard(&self) -> String {
@@ -432,6 +498,36 @@ impl Engine {
             .map(|p| board.vertex(p).to_gtp(board.size()))
             .collect()
     }
+}
+
+/// What the reader thread hands the engine.
+pub(super) enum Incoming {
+    /// A line, its newline included.
+    Line(Vec<u8>),
+    /// The input ended.
+    End,
+    /// Reading failed.
+    Failed(io::Error),
+}
+
+/// Reads `input` on a thread of its own, line by line, into a channel.
+/// The thread ends with the input; an engine that quits first leaves it
+/// blocked on a read that the process's exit ends.
+fn read_lines(mut input: impl BufRead + Send + 'static) -> Receiver<Incoming> {
+    let (send, receive) = channel();
+    std::thread::spawn(move || loop {
+        let mut bytes = Vec::new();
+        let incoming = match input.read_until(b'\n', &mut bytes) {
+            Ok(0) => Incoming::End,
+            Ok(_) => Incoming::Line(bytes),
+            Err(e) => Incoming::Failed(e),
+        };
+        let last = !matches!(incoming, Incoming::Line(_));
+        if send.send(incoming).is_err() || last {
+            return;
+        }
+    });
+    receive
 }
 
 /// Which genmove variant.

@@ -1,8 +1,10 @@
 //! The Go Text Protocol: the engine behind `go-train gtp`, its framing, and
 //! a client for driving other engines (GnuGo in tests and matches).
 
+pub mod analyze;
 pub mod client;
 pub mod engine;
+pub mod extensions;
 pub mod protocol;
 
 pub use client::{GtpClient, GtpError};

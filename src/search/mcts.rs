@@ -22,12 +22,14 @@
 //! than once per leaf. After a move the subtree under it is kept for the
 //! next search when the game went on through moves the tree has.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
+use super::analysis::{Analysis, MoveInfo};
 use super::net_agent::{choose_move, scored_moves};
 use super::nets::NetEval;
 use super::random::RandomAgent;
@@ -233,6 +235,21 @@ impl Mcts {
     /// Searches from `game` and reports what it found; the tree stays for
     /// the next call.
     pub fn search(&mut self, game: &Game, budget: Option<Duration>) -> Result<SearchReport> {
+        self.search_observed(game, budget, Some(self.config.iterations), &mut |_| ControlFlow::Continue(()))
+    }
+
+    /// [`Mcts::search`] for `iterations` (`None`: until `observe` stops it),
+    /// calling `observe` after every batch with the search as it stands (for
+    /// live analysis, [`Mcts::analysis`]); it ends the search early by
+    /// answering `Break`. A search also ends when its tree is full or the
+    /// game at its root is over.
+    pub fn search_observed(
+        &mut self,
+        game: &Game,
+        budget: Option<Duration>,
+        iterations: Option<u32>,
+        observe: &mut dyn FnMut(&Mcts) -> ControlFlow<()>,
+    ) -> Result<SearchReport> {
         let start = Instant::now();
         let limit = match (self.config.time, budget) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -240,20 +257,62 @@ impl Mcts {
         };
         self.reuse_or_reset(game);
         let reused = self.tree.as_ref().map_or(0, |t| t.nodes[t.root as usize].visits);
-        let mut done = 0;
-        while done < self.config.iterations {
+        let mut done = 0u32;
+        while iterations.is_none_or(|i| done < i) {
             // Until the root has children every leaf of a batch would be the
             // root itself: expand it alone first.
             let root_expanded = self.tree.as_ref().is_some_and(|t| t.nodes[t.root as usize].expanded);
             let batch = if root_expanded { self.config.batch } else { 1 };
-            let n = batch.min((self.config.iterations - done) as usize);
+            let n = iterations.map_or(batch, |i| batch.min((i - done) as usize));
             self.run_batch(n)?;
-            done += n as u32;
-            if limit.is_some_and(|l| start.elapsed() >= l) {
+            done = done.saturating_add(n as u32);
+            if limit.is_some_and(|l| start.elapsed() >= l) || observe(self).is_break() {
+                break;
+            }
+            // An open-ended analysis stops where more iterations would
+            // only grow memory or repeat a finished game's score.
+            let tree = self.tree.as_ref().expect("a tree exists during a search");
+            if iterations.is_none() && (tree.nodes.len() >= MAX_NODES || tree.game.is_over()) {
                 break;
             }
         }
         Ok(self.report(done, reused))
+    }
+
+    /// The search as it stands, seen from the root's side to move: every
+    /// root child with its visits, win rate, prior and principal
+    /// variation, most visited first (`None` before any search).
+    pub fn analysis(&self) -> Option<Analysis> {
+        let tree = self.tree.as_ref()?;
+        let root = &tree.nodes[tree.root as usize];
+        let mut moves: Vec<MoveInfo> = root
+            .children
+            .iter()
+            .map(|&c| {
+                let n = &tree.nodes[c as usize];
+                MoveInfo {
+                    mv: n.mv,
+                    visits: n.visits,
+                    winrate: (n.visits > 0).then(|| n.value_sum / n.visits as f32),
+                    prior: n.prior,
+                    pv: principal_variation(&tree.nodes, c),
+                }
+            })
+            .collect();
+        moves.sort_by(|a, b| b.visits.cmp(&a.visits).then(b.prior.total_cmp(&a.prior)));
+        // The root's values are its mover's, the opponent of the side to move.
+        let winrate = (root.visits > 0).then(|| 1.0 - root.value_sum / root.visits as f32);
+        Some(Analysis { to_move: tree.game.to_move(), visits: root.visits, winrate, moves })
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &MctsConfig {
+        &self.config
+    }
+
+    /// The policy and value nets the search runs (for raw net output).
+    pub fn nets(&self) -> (Option<&NetEval>, Option<&NetEval>) {
+        (self.policy.as_ref(), self.value.as_ref())
     }
 
     /// Keeps the subtree for `game` when the game is the tree's root game
@@ -495,6 +554,19 @@ fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
     parent.children.iter().map(|&c| (c, score(&nodes[c as usize]))).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(c, _)| c)
 }
 
+/// Moves from `node` on, each the most visited child of the one before,
+/// while they have visits (at most 40: a GUI shows a few).
+fn principal_variation(nodes: &[Node], mut node: u32) -> Vec<Move> {
+    let mut pv = vec![nodes[node as usize].mv];
+    while pv.len() < 40 {
+        let next = nodes[node as usize].children.iter().copied().filter(|&c| nodes[c as usize].visits > 0);
+        let Some(best) = next.max_by_key(|&c| nodes[c as usize].visits) else { break };
+        pv.push(nodes[best as usize].mv);
+        node = best;
+    }
+    pv
+}
+
 /// The value of a finished game for its side to move: 1 win, 0 loss, ½ a
 /// draw, by area count with no dead stones (rollouts end with only eyes
 /// left, and a tree leaf that ended by two passes is scored as it stands).
@@ -527,6 +599,10 @@ fn stone_count_value(game: &Game, root_margin: i32) -> f32 {
 impl Agent for Mcts {
     fn genmove(&mut self, game: &Game, budget: Option<Duration>) -> Result<Move> {
         Ok(self.search(game, budget)?.best)
+    }
+
+    fn tree_search(&mut self) -> Option<&mut Mcts> {
+        Some(self)
     }
 
     fn supports_size(&self, size: usize) -> bool {

@@ -11,6 +11,7 @@
 //! and builds it. [`ownership`] estimates who owns each point, which decides
 //! dead stones when a game is scored.
 
+pub mod analysis;
 pub mod mcts;
 pub mod net_agent;
 pub mod nets;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use anyhow::Result;
 use rand::RngExt;
 
+pub use analysis::{Analysis, MoveInfo};
 pub use mcts::{LeafEval, Mcts, MctsConfig, Selection};
 pub use net_agent::NetAgent;
 pub use nets::NetEval;
@@ -48,6 +50,12 @@ pub trait Agent: Send {
 
     /// A short description, for logs, SGF player names and match reports.
     fn name(&self) -> String;
+
+    /// The tree search that chooses this agent's moves, for live analysis
+    /// (`None`: the agent has none).
+    fn tree_search(&mut self) -> Option<&mut Mcts> {
+        None
+    }
 }
 
 impl Agent for RandomAgent {

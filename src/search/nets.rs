@@ -5,7 +5,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 
-use crate::go::Game;
+use crate::features::Symmetry;
+use crate::go::{Game, Move, Vertex};
 use crate::nn::{weights, Model, Output, BOARD, MOVES, POINTS};
 
 /// A net ready to evaluate positions: planes in, move probabilities or a
@@ -48,16 +49,22 @@ impl NetEval {
     }
 
     /// The input tensor (n, planes, 19, 19) of `games`, each from its side
-    /// to move, in the net's feature set.
-    fn input(&self, games: &[&Game]) -> Result<Tensor> {
+    /// to move, in the net's feature set, seen through `symmetry`.
+    fn input(&self, games: &[&Game], symmetry: Symmetry) -> Result<Tensor> {
         let features = self.model.features();
         let per_position = features.planes() * POINTS;
         let mut data = vec![0f32; games.len() * per_position];
+        let mut plain = vec![0f32; if symmetry == Symmetry::IDENTITY { 0 } else { per_position }];
         for (game, chunk) in games.iter().zip(data.chunks_exact_mut(per_position)) {
             if game.size() != BOARD {
                 bail!("the nets play on {BOARD}x{BOARD} only, not {}x{}", game.size(), game.size());
             }
-            features.encode(game).unpack_into(chunk);
+            if symmetry == Symmetry::IDENTITY {
+                features.encode(game).unpack_into(chunk);
+            } else {
+                features.encode(game).unpack_into(&mut plain);
+                symmetry.apply_f32(&plain, chunk, BOARD);
+            }
         }
         Ok(Tensor::from_vec(data, (games.len(), features.planes(), BOARD, BOARD), self.model.device())?)
     }
@@ -65,24 +72,81 @@ impl NetEval {
     /// Move probabilities (362 each: points in row-major order, then pass)
     /// for the side to move in each of `games`. Occupied points get 0.
     pub fn move_probs(&self, games: &[&Game]) -> Result<Vec<Vec<f32>>> {
+        self.move_probs_seen(games, Symmetry::IDENTITY)
+    }
+
+    /// [`NetEval::move_probs`] of the positions turned by `symmetry`, each
+    /// probability mapped back to the point of the position it belongs to
+    /// (the raw output a researcher compares across frameworks).
+    pub fn move_probs_seen(&self, games: &[&Game], symmetry: Symmetry) -> Result<Vec<Vec<f32>>> {
         if games.is_empty() {
             return Ok(Vec::new());
         }
         debug_assert_eq!(self.output(), Output::MoveLogProbs);
-        let x = self.input(games)?;
+        let x = self.input(games, symmetry)?;
         let probs = self.model.forward(&x, false)?.exp()?;
         let probs: Vec<Vec<f32>> = probs.to_vec2().context("reading the move net's output")?;
         debug_assert!(probs.iter().all(|p| p.len() == MOVES));
-        Ok(probs)
+        if symmetry == Symmetry::IDENTITY {
+            return Ok(probs);
+        }
+        // Move `m` of the position is move `apply_label(m)` of its image.
+        Ok(probs.iter().map(|p| (0..MOVES).map(|m| p[symmetry.apply_label(m, BOARD)]).collect()).collect())
     }
 
     /// The probability that the side to move wins, for each of `games`.
     pub fn win_probs(&self, games: &[&Game]) -> Result<Vec<f32>> {
+        self.win_probs_seen(games, Symmetry::IDENTITY)
+    }
+
+    /// [`NetEval::win_probs`] of the positions turned by `symmetry`.
+    pub fn win_probs_seen(&self, games: &[&Game], symmetry: Symmetry) -> Result<Vec<f32>> {
         if games.is_empty() {
             return Ok(Vec::new());
         }
         debug_assert_eq!(self.output(), Output::WinProb);
-        let x = self.input(games)?;
+        let x = self.input(games, symmetry)?;
         self.model.forward(&x, false)?.flatten_all()?.to_vec1().context("reading the value net's output")
     }
+}
+
+/// The raw output of the nets for one position under one symmetry.
+#[derive(Clone, Debug)]
+pub struct RawOutput {
+    pub symmetry: Symmetry,
+    /// Move probabilities, row-major from A19, then pass; `None` where the
+    /// move is illegal. `None` without a policy net.
+    pub policy: Option<Vec<Option<f32>>>,
+    /// The side to move's win probability; `None` without a value net.
+    pub value: Option<f32>,
+}
+
+/// The nets' output for `game` (its side to move) seen through `symmetry`,
+/// mapped back onto the position's own points.
+pub fn raw_output(
+    game: &Game,
+    policy: Option<&NetEval>,
+    value: Option<&NetEval>,
+    symmetry: Symmetry,
+) -> Result<RawOutput> {
+    let policy = match policy {
+        Some(net) => {
+            let probs = net.move_probs_seen(&[game], symmetry)?.remove(0);
+            let size = game.size();
+            let color = game.to_move();
+            Some(
+                probs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &p)| {
+                        let mv = if i == size * size { Move::Pass } else { Move::Play(Vertex::from_index(i, size)) };
+                        game.is_legal(color, mv).then_some(p)
+                    })
+                    .collect(),
+            )
+        }
+        None => None,
+    };
+    let value = value.map(|net| net.win_probs_seen(&[game], symmetry)).transpose()?.map(|mut v| v.remove(0));
+    Ok(RawOutput { symmetry, policy, value })
 }

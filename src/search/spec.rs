@@ -165,8 +165,6 @@ impl AgentSpec {
                 bail!("agent time {t}: give a positive number of seconds per move");
             }
         }
-        let load =
-            |path: &Option<PathBuf>, output| path.as_deref().map(|p| NetEval::load(p, device, output)).transpose();
         let kind = self.kind;
         let need = |path: Option<&PathBuf>, flag: &str| -> Result<PathBuf> {
             path.cloned().with_context(|| format!("the {kind:?} agent needs a net: give {flag}"))
@@ -189,13 +187,21 @@ impl AgentSpec {
                 )?;
                 Box::new(NetAgent::new(net, "playout", self.temperature, self.seed))
             }
-            AgentKind::Mcts => Box::new(Mcts::new(
-                self.mcts_config(),
-                load(&self.policy, Output::MoveLogProbs)?,
-                load(&self.value, Output::WinProb)?,
-                load(&self.playout, Output::MoveLogProbs)?,
-            )?),
+            AgentKind::Mcts => Box::new(self.build_mcts(device)?),
         })
+    }
+
+    /// The tree search of these settings and nets, whatever the kind (GTP
+    /// analysis runs one beside a policy-net agent).
+    pub fn build_mcts(&self, device: &Device) -> Result<Mcts> {
+        let load =
+            |path: &Option<PathBuf>, output| path.as_deref().map(|p| NetEval::load(p, device, output)).transpose();
+        Mcts::new(
+            self.mcts_config(),
+            load(&self.policy, Output::MoveLogProbs)?,
+            load(&self.value, Output::WinProb)?,
+            load(&self.playout, Output::MoveLogProbs)?,
+        )
     }
 }
 

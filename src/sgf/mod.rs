@@ -28,9 +28,9 @@ pub use read::{
     parse_bytes, parse_game, parse_str, read_file, read_file_up_to_damage, ParsedGame, PartialGame, SgfError,
 };
 pub use record::{fox_komi, written_value, GameError, GameRecord, Setup};
-/// A property as sgf-parse reads it (`GameRecord::extra_properties`).
-pub use sgf_parse::go::Prop as Property;
 pub use replay::{ReplayError, RECORD_DEFAULT_RULES};
 pub use result::{GameResult, WinBy};
+/// A property as sgf-parse reads it (`GameRecord::extra_properties`).
+pub use sgf_parse::go::Prop as Property;
 pub use split::{SyntaxError, MAX_LINE_NODES, MAX_NODE_VALUES, MAX_TREE_VALUES};
-pub use write::write_game;
+pub use write::{write_annotated, write_game};

@@ -137,7 +137,9 @@ impl GameRecord {
     pub fn from_game(game: &Game) -> GameRecord {
         let mut record = GameRecord::new(game.size());
         record.komi = Some(game.rules().komi);
-        record.extra_properties.push(Prop::AP((SimpleText::from("go-train"), SimpleText::from(env!("CARGO_PKG_VERSION")))));
+        record
+            .extra_properties
+            .push(Prop::AP((SimpleText::from("go-train"), SimpleText::from(env!("CARGO_PKG_VERSION")))));
         for event in game.history() {
             match event {
                 Event::Move(ColoredMove { color, mv: Move::Resign }) => {

@@ -22,6 +22,12 @@ const MOVES_PER_LINE: usize = 12;
 /// writer nests each node in the one before it (recursion as deep as the
 /// game, and each level copies the rest of the game's text).
 pub fn write_game(record: &GameRecord) -> String {
+    write_annotated(record, &[])
+}
+
+/// [`write_game`] with `comments[i]` as the comment (`C`) of move `i`'s
+/// node (a game review's figures); moves past the list get none.
+pub fn write_annotated(record: &GameRecord, comments: &[String]) -> String {
     let mut root = vec![Prop::FF(4), Prop::GM(1), Prop::CA(text("UTF-8"))];
     // sgf-parse writes `SZ` as `19:19`, FF[4]'s form for rectangles that
     // FF[3] readers (and sgfmill) refuse: written as the plain number.
@@ -55,7 +61,8 @@ pub fn write_game(record: &GameRecord) -> String {
             out.push_str(&format!("\n{}\n", node(setup_properties(setup))));
         }
         if let Some(prop) = move_property(*mv) {
-            out.push_str(&node(vec![prop]));
+            let comment = comments.get(i).filter(|c| !c.is_empty()).map(|c| Prop::C(sgf_parse::Text::from(c.as_str())));
+            out.push_str(&node([prop].into_iter().chain(comment).collect()));
         }
         if (i + 1) % MOVES_PER_LINE == 0 {
             out.push('\n');

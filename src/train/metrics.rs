@@ -7,7 +7,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::write_atomic;
@@ -75,12 +74,6 @@ pub fn write(dir: &Path, all: &[EpochMetrics]) -> Result<()> {
 /// Size of the plot in pixels: three charts side by side.
 const SIZE: (u32, u32) = (1260, 400);
 
-/// The font the plot is laid out (and the PNG drawn) with, inside the
-/// binary so that a machine without fonts draws the same picture: DejaVu
-/// Sans cut to ASCII (14 KB; its licence is `assets/fonts/LICENSE-DejaVu`).
-/// The SVG names a sans-serif font and leaves it to the viewer.
-const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-subset.ttf");
-
 /// The plot as SVG text.
 pub fn plot_svg(all: &[EpochMetrics]) -> Result<String> {
     let mut svg = String::new();
@@ -91,11 +84,7 @@ pub fn plot_svg(all: &[EpochMetrics]) -> Result<String> {
 /// Draws the plot as a PNG file at `path`, atomically: drawn to a
 /// temporary name beside it, then renamed.
 pub fn plot_png(all: &[EpochMetrics], path: &Path) -> Result<()> {
-    // The encoder picks the format from the extension: keep `.png` last.
-    let tmp = crate::atomic::tmp_path(path).with_extension("tmp.png");
-    draw(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), all)?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    crate::atomic::sync_dir(path.parent().unwrap_or(Path::new(".")))
+    crate::plot::write_png(path, SIZE, |area| draw(area, all))
 }
 
 /// One curve: its name, colour and a value per epoch (NaN where none).
@@ -109,12 +98,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, all: 
 where
     DB::ErrorType: 'static,
 {
-    // Both backends measure text with the font.
-    static REGISTERED: std::sync::Once = std::sync::Once::new();
-    REGISTERED.call_once(|| {
-        // The font is valid: a failure here is a build that lost it.
-        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
-    });
+    crate::plot::register_font();
     root.fill(&WHITE).map_err(plot_error)?;
     let panels = root.split_evenly((1, 3));
     let per_epoch = |f: &dyn Fn(&EpochMetrics) -> Option<f64>| all.iter().map(|m| f(m).unwrap_or(f64::NAN)).collect();
@@ -140,7 +124,7 @@ where
 fn plot_error<E: std::error::Error + Send + Sync + 'static>(
     e: plotters::drawing::DrawingAreaErrorKind<E>,
 ) -> anyhow::Error {
-    anyhow::anyhow!("drawing the metrics plot: {e}")
+    crate::plot::plot_error("the metrics plot")(e)
 }
 
 /// A tick label: at most four decimals, no trailing zeros (`2.75`, not

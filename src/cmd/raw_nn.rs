@@ -1,0 +1,88 @@
+//! `go-train raw-nn`: the nets' raw output for one position.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde_json::json;
+
+use go_train::features::Symmetry;
+use go_train::nn::{self, Output};
+use go_train::search::nets::raw_output;
+use go_train::search::NetEval;
+
+/// Print what the nets answer for one position of a game: the policy over
+/// all 362 moves (row-major from A19, then pass; null where illegal), the
+/// side to move's win probability, and the symmetry the position was seen
+/// through — to compare go-train's nets with another framework's on the
+/// same input (`gtp`'s `kata-raw-nn` gives the same). Nets not named are
+/// the shipped ones.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train raw-nn game.sgf --move 50 --json
+  go-train raw-nn game.sgf --move 50 --symmetry all --policy checkpoints/policy --json")]
+pub struct Args {
+    /// The SGF file.
+    game: PathBuf,
+    /// Which game of a collection (0 for the first).
+    #[arg(long, default_value_t = 0)]
+    index: usize,
+    /// The position after this many moves [default: the end].
+    #[arg(long = "move", value_name = "N")]
+    moves: Option<usize>,
+    /// 0 to 7, or all.
+    #[arg(long, default_value = "0")]
+    symmetry: String,
+    #[command(flatten)]
+    nets: super::NetPaths,
+    /// One JSON object per symmetry on stdout (otherwise KataGo's
+    /// `kata-raw-nn` text).
+    #[arg(long)]
+    json: bool,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let symmetries: Vec<Symmetry> = match args.symmetry.as_str() {
+        "all" => Symmetry::all().collect(),
+        n => match n.parse::<u8>() {
+            Ok(n) if n < 8 => vec![Symmetry::new(n)],
+            _ => bail!("--symmetry {n}: give 0 to 7, or all"),
+        },
+    };
+    let record = super::review::read_game(&args.game, args.index)?;
+    if record.size != nn::BOARD {
+        bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
+    }
+    let moves = args.moves.unwrap_or(record.moves.len());
+    if moves > record.moves.len() {
+        bail!("{}: --move {moves}, but the game has {} moves", args.game.display(), record.moves.len());
+    }
+    let game = record.replay_until(record.rules(), moves).with_context(|| format!("{}", args.game.display()))?;
+    let nets = args.nets.clone().or_shipped(nn::BOARD);
+    nn::init_threads(None)?;
+    let device = nn::device(&args.device)?;
+    let load = |path: &Option<PathBuf>, want| path.as_deref().map(|p| NetEval::load(p, &device, want)).transpose();
+    let (policy, value) = (load(&nets.policy, Output::MoveLogProbs)?, load(&nets.value, Output::WinProb)?);
+    if policy.is_none() && value.is_none() {
+        bail!("no nets: give --policy and/or --value (no shipped nets were found)");
+    }
+    for symmetry in symmetries {
+        let raw = raw_output(&game, policy.as_ref(), value.as_ref(), symmetry)?;
+        if args.json {
+            let line = json!({
+                "file": args.game.display().to_string(), "game": args.index, "move": moves,
+                "to_move": game.to_move().to_string(), "symmetry": symmetry.number(),
+                "policy": raw.policy, "value": raw.value,
+                "policy_net": nets.policy.as_ref().map(|p| p.display().to_string()),
+                "value_net": nets.value.as_ref().map(|p| p.display().to_string()),
+            });
+            println!("{line}");
+        } else {
+            print!("{}", go_train::gtp::extensions::raw_nn_text(&raw, game.to_move(), game.size()));
+        }
+    }
+    Ok(())
+}

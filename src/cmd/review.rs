@@ -1,0 +1,145 @@
+//! `go-train review`: what the nets think of every move of a game.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use go_train::eval::review::{biggest_swings, plot_win_rate, review_game, MoveReview};
+use go_train::nn::{self, Output};
+use go_train::search::NetEval;
+use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, PartialGame};
+
+/// Review a game with the nets: for every move, its rank and probability
+/// under the policy, the policy's top 3, and Black's win probability
+/// before and after it (value net); then the moves that swung the game
+/// most. Writes the game as SGF with these figures as comments (open it in
+/// Sabaki) and a PNG of Black's win probability over the game. Nets not
+/// named are the shipped ones.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train review game.sgf                                  # the shipped nets; game.review.sgf, game.review.png
+  go-train review game.sgf --policy checkpoints/policy --value checkpoints/value-pv
+  go-train review collection.sgf --game 3 --out review.sgf --plot review.png
+  go-train review game.sgf --json | jq .rank                # one JSON object per move")]
+pub struct Args {
+    /// The SGF file.
+    game: PathBuf,
+    /// Which game of a collection (0 for the first).
+    #[arg(long, default_value_t = 0)]
+    index: usize,
+    #[command(flatten)]
+    nets: super::NetPaths,
+    /// The reviewed SGF [default: GAME's name with .review.sgf, in the
+    /// current folder].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The win-rate plot [default: GAME's name with .review.png].
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Moves listed as the biggest swings.
+    #[arg(long, default_value_t = 5)]
+    swings: usize,
+    /// One JSON object per move on stdout instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let record = read_game(&args.game, args.index)?;
+    if record.size != nn::BOARD {
+        bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
+    }
+    let nets = args.nets.clone().or_shipped(nn::BOARD);
+    if nets.policy.is_none() && nets.value.is_none() {
+        bail!("no nets: give --policy and/or --value (no shipped nets were found)");
+    }
+    nn::init_threads(None)?;
+    let device = nn::device(&args.device)?;
+    let load = |path: &Option<PathBuf>, want| path.as_deref().map(|p| NetEval::load(p, &device, want)).transpose();
+    let policy = load(&nets.policy, Output::MoveLogProbs)?;
+    let value = load(&nets.value, Output::WinProb)?;
+    let reviews = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())
+        .with_context(|| format!("{}: replaying game {}", args.game.display(), args.index))?;
+
+    let stem = args.game.file_stem().map_or("game".into(), |s| s.to_string_lossy().into_owned());
+    let sgf_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.sgf")));
+    let png_path = args.plot.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.png")));
+    let comments: Vec<String> = reviews.iter().map(MoveReview::comment).collect();
+    go_train::atomic::write_atomic(&sgf_path, write_annotated(&record, &comments).as_bytes())
+        .with_context(|| format!("writing {}", sgf_path.display()))?;
+    let swings = biggest_swings(&reviews, args.swings);
+    if value.is_some() {
+        let players =
+            format!("{} (B) vs {} (W)", record.black.as_deref().unwrap_or("?"), record.white.as_deref().unwrap_or("?"));
+        let title = format!("{players}, {}: Black's win probability", result_text(&record));
+        if let Err(e) = plot_win_rate(&reviews, &swings, &title, &png_path) {
+            eprintln!("warning: no plot: {e:#}");
+        }
+    }
+    if args.json {
+        for review in &reviews {
+            println!("{}", serde_json::to_string(review)?);
+        }
+        return Ok(());
+    }
+    print_summary(&args.game, &record, &reviews, &swings);
+    println!(
+        "written: {}{}",
+        sgf_path.display(),
+        if value.is_some() { format!(", {}", png_path.display()) } else { String::new() }
+    );
+    Ok(())
+}
+
+/// Game `index` of the file, read up to any damage (with a warning).
+pub fn read_game(path: &Path, index: usize) -> Result<GameRecord> {
+    let games = read_file_up_to_damage(path).with_context(|| format!("{}", path.display()))?;
+    let count = games.len();
+    let game = games
+        .into_iter()
+        .nth(index)
+        .with_context(|| format!("{}: no game {index} (it holds {count})", path.display()))?;
+    let PartialGame { record, damage } = game.with_context(|| format!("{}: game {index}", path.display()))?;
+    if let Some(damage) = damage {
+        eprintln!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
+    }
+    Ok(record)
+}
+
+fn result_text(record: &GameRecord) -> String {
+    record.result.as_ref().map_or("no result".to_string(), |r| r.to_string())
+}
+
+fn print_summary(path: &Path, record: &GameRecord, reviews: &[MoveReview], swings: &[&MoveReview]) {
+    println!("{}: {} moves, {}", path.display(), reviews.len(), result_text(record));
+    let ranked: Vec<usize> = reviews.iter().filter_map(|r| r.rank).collect();
+    if !ranked.is_empty() {
+        let share = |k: usize| 100.0 * ranked.iter().filter(|&&r| r <= k).count() as f64 / ranked.len() as f64;
+        println!(
+            "policy: the move played was its first choice {:.1}% of the time, in its top 3 {:.1}%",
+            share(1),
+            share(3)
+        );
+    }
+    if !swings.is_empty() {
+        println!("biggest swings (Black's win probability):");
+        for r in swings {
+            let (before, after) = (r.black_before.unwrap_or(0.0), r.black_after.unwrap_or(0.0));
+            println!(
+                "  move {:>3} {} {:<4} {:5.1}% -> {:5.1}%  ({} {:+.1}){}",
+                r.number,
+                if r.color == go_train::go::Color::Black { "B" } else { "W" },
+                r.mv,
+                100.0 * before,
+                100.0 * after,
+                r.color,
+                100.0 * r.swing().unwrap_or(0.0),
+                r.top.first().map_or(String::new(), |(m, _)| format!("; the policy liked {m}")),
+            );
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Game review: what the nets think of every move of a real game — the
+//! rank and probability of the move played under the policy, the policy's
+//! top 3, the value before and after — and where the game swung. Written
+//! as SGF comments (read in Sabaki as Leela Zero's and KaTrain's reviews
+//! are) and as a plot of Black's win probability over the game.
+
+use std::path::Path;
+
+use anyhow::Result;
+use plotters::prelude::*;
+use plotters::style::Color as _;
+use serde::Serialize;
+
+use crate::go::{Color, Game, Move, Vertex};
+use crate::plot::plot_error;
+use crate::search::NetEval;
+use crate::sgf::{GameRecord, ReplayError};
+
+/// Positions per net call.
+const BATCH: usize = 64;
+
+/// The review of one move.
+#[derive(Clone, Debug, Serialize)]
+pub struct MoveReview {
+    /// 1 for the first move.
+    pub number: usize,
+    #[serde(serialize_with = "color_name")]
+    pub color: Color,
+    /// The move in GTP form (`Q16`, `pass`).
+    #[serde(rename = "move")]
+    pub mv: String,
+    /// Its rank among the legal moves under the policy (1: the policy's
+    /// choice); `None` without a policy net.
+    pub rank: Option<usize>,
+    /// Its policy probability.
+    pub probability: Option<f32>,
+    /// The policy's three likeliest legal moves and their probabilities.
+    pub top: Vec<(String, f32)>,
+    /// Black's win probability before and after the move (value net).
+    pub black_before: Option<f32>,
+    pub black_after: Option<f32>,
+}
+
+impl MoveReview {
+    /// How much the move changed its player's win probability.
+    pub fn swing(&self) -> Option<f32> {
+        let change = self.black_after? - self.black_before?;
+        Some(if self.color == Color::Black { change } else { -change })
+    }
+
+    /// The SGF comment: the figures as a reader of the game wants them.
+    pub fn comment(&self) -> String {
+        let mut lines = Vec::new();
+        if let (Some(rank), Some(p)) = (self.rank, self.probability) {
+            lines.push(format!("Policy: {} is the #{rank} move ({:.1}%)", self.mv, 100.0 * p));
+            let top: Vec<String> = self.top.iter().map(|(m, p)| format!("{m} {:.1}%", 100.0 * p)).collect();
+            lines.push(format!("Top 3: {}", top.join(", ")));
+        }
+        if let (Some(before), Some(after), Some(swing)) = (self.black_before, self.black_after, self.swing()) {
+            lines.push(format!(
+                "Black wins: {:.1}% -> {:.1}% ({} {:+.1} points of win rate)",
+                100.0 * before,
+                100.0 * after,
+                self.color,
+                100.0 * swing
+            ));
+        }
+        lines.join("\n")
+    }
+}
+
+/// Reviews every move of `record` (replayed under `rules`) with a policy
+/// net, a value net, or both.
+pub fn review_game(
+    record: &GameRecord,
+    rules: crate::go::Rules,
+    policy: Option<&NetEval>,
+    value: Option<&NetEval>,
+) -> Result<Vec<MoveReview>> {
+    let mut positions: Vec<Game> = Vec::with_capacity(record.moves.len() + 1);
+    let mut moves = Vec::with_capacity(record.moves.len());
+    let end = record.replay_with(rules, |_, game, mv| {
+        positions.push(game.clone());
+        moves.push(mv);
+    });
+    let end = end.map_err(|e: ReplayError| anyhow::anyhow!("{e}"))?;
+    positions.push(end);
+    let size = record.size;
+    // Black's win probability in every position, the end included.
+    let black: Option<Vec<f32>> = match value {
+        Some(net) => {
+            let mut out = Vec::with_capacity(positions.len());
+            for chunk in positions.chunks(BATCH) {
+                let refs: Vec<&Game> = chunk.iter().collect();
+                let probs = net.win_probs(&refs)?;
+                out.extend(chunk.iter().zip(probs).map(|(g, p)| if g.to_move() == Color::Black { p } else { 1.0 - p }));
+            }
+            Some(out)
+        }
+        None => None,
+    };
+    let mut reviews = Vec::with_capacity(moves.len());
+    for (start, chunk) in positions[..moves.len()].chunks(BATCH).enumerate().map(|(i, c)| (i * BATCH, c)) {
+        let refs: Vec<&Game> = chunk.iter().collect();
+        let probs = match policy {
+            Some(net) => net.move_probs(&refs)?.into_iter().map(Some).collect(),
+            None => vec![None; chunk.len()],
+        };
+        for (offset, (game, probs)) in chunk.iter().zip(probs).enumerate() {
+            let i = start + offset;
+            let mv = moves[i];
+            let (rank, probability, top) = match probs {
+                Some(p) => policy_view(game, mv.color, mv.mv, &p),
+                None => (None, None, Vec::new()),
+            };
+            reviews.push(MoveReview {
+                number: i + 1,
+                color: mv.color,
+                mv: mv.mv.to_gtp(size),
+                rank,
+                probability,
+                top,
+                black_before: black.as_ref().map(|b| b[i]),
+                black_after: black.as_ref().map(|b| b[i + 1]),
+            });
+        }
+    }
+    Ok(reviews)
+}
+
+/// The played move's rank and probability among `color`'s legal moves,
+/// and the three likeliest.
+fn policy_view(
+    game: &Game,
+    color: Color,
+    played: Move,
+    probs: &[f32],
+) -> (Option<usize>, Option<f32>, Vec<(String, f32)>) {
+    let size = game.size();
+    let mut legal: Vec<(Move, f32)> = (0..probs.len())
+        .map(|i| (if i == size * size { Move::Pass } else { Move::Play(Vertex::from_index(i, size)) }, probs[i]))
+        .filter(|&(m, _)| game.is_legal(color, m))
+        .collect();
+    legal.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let rank = legal.iter().position(|&(m, _)| m == played).map(|r| r + 1);
+    let probability = played.policy_index(size).map(|i| probs[i]);
+    let top = legal.iter().take(3).map(|&(m, p)| (m.to_gtp(size), p)).collect();
+    (rank, probability, top)
+}
+
+fn color_name<S: serde::Serializer>(color: &Color, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(if *color == Color::Black { "B" } else { "W" })
+}
+
+/// The `n` moves that swung the game most, either way, largest first.
+pub fn biggest_swings(reviews: &[MoveReview], n: usize) -> Vec<&MoveReview> {
+    let mut swinging: Vec<&MoveReview> = reviews.iter().filter(|r| r.swing().is_some()).collect();
+    swinging.sort_by(|a, b| b.swing().unwrap().abs().total_cmp(&a.swing().unwrap().abs()));
+    swinging.truncate(n);
+    swinging
+}
+
+/// Draws Black's win probability after each move as a PNG at `path`, the
+/// `marked` moves (the biggest swings) labelled on the curve.
+pub fn plot_win_rate(reviews: &[MoveReview], marked: &[&MoveReview], title: &str, path: &Path) -> Result<()> {
+    let points: Vec<(f64, f64)> =
+        std::iter::once(reviews.first().and_then(|r| r.black_before).map(|b| (0.0, b as f64)))
+            .chain(reviews.iter().map(|r| r.black_after.map(|b| (r.number as f64, b as f64))))
+            .flatten()
+            .collect();
+    let moves = reviews.len().max(1) as f64;
+    crate::plot::write_png(path, (1000, 420), |root| {
+        let err = plot_error("the win-rate plot");
+        root.fill(&WHITE).map_err(&err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..moves, 0.0..1.0)
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .x_desc("move")
+            .y_desc("Black wins")
+            .y_label_formatter(&|y| format!("{:.0}%", 100.0 * y))
+            .x_label_formatter(&|x| format!("{}", x.round() as i64))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(&err)?;
+        chart.draw_series(LineSeries::new([(0.0, 0.5), (moves, 0.5)], BLACK.mix(0.4))).map_err(&err)?;
+        let blue = RGBColor(31, 119, 180);
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), blue.mix(0.45).stroke_width(1)))
+            .map_err(&err)?
+            .label("after each move")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.mix(0.45).stroke_width(1)));
+        // A value net that favours the side that just moved saws up and
+        // down from move to move; the mean of two moves shows the trend.
+        let paired: Vec<(f64, f64)> = points.windows(2).map(|w| (w[1].0, (w[0].1 + w[1].1) / 2.0)).collect();
+        chart
+            .draw_series(LineSeries::new(paired, blue.stroke_width(2)))
+            .map_err(&err)?
+            .label("mean of two moves")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
+        let red = RGBColor(214, 39, 40);
+        for r in marked {
+            let Some(after) = r.black_after else { continue };
+            let at = (r.number as f64, after as f64);
+            chart.draw_series(std::iter::once(Circle::new(at, 4, red.filled()))).map_err(&err)?;
+            // Above a point that went Black's way, below one that did not.
+            let up = r.black_before.is_some_and(|b| after >= b);
+            let style = ("sans-serif", 13).into_font().color(&red).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                if up { plotters::style::text_anchor::VPos::Bottom } else { plotters::style::text_anchor::VPos::Top },
+            ));
+            let at_label = (at.0, at.1 + if up { 0.02 } else { -0.02 });
+            let label = format!("{} {}", r.number, r.mv);
+            chart.draw_series(std::iter::once(Text::new(label, at_label, style))).map_err(&err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(&err)?;
+        root.present().map_err(&err)?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(number: usize, color: Color, before: f32, after: f32) -> MoveReview {
+        MoveReview {
+            number,
+            color,
+            mv: "D4".into(),
+            rank: Some(2),
+            probability: Some(0.25),
+            top: vec![("Q16".into(), 0.5), ("D4".into(), 0.25), ("C3".into(), 0.125)],
+            black_before: Some(before),
+            black_after: Some(after),
+        }
+    }
+
+    #[test]
+    fn a_swing_is_seen_from_the_mover_and_the_biggest_come_first() {
+        let reviews =
+            [review(1, Color::Black, 0.5, 0.4), review(2, Color::White, 0.4, 0.7), review(3, Color::Black, 0.7, 0.75)];
+        assert!((reviews[0].swing().unwrap() + 0.1).abs() < 1e-6);
+        assert!((reviews[1].swing().unwrap() + 0.3).abs() < 1e-6, "white lost 30 points of win rate");
+        let order: Vec<usize> = biggest_swings(&reviews, 2).iter().map(|r| r.number).collect();
+        assert_eq!(order, [2, 1]);
+        let comment = reviews[1].comment();
+        assert!(comment.contains("D4 is the #2 move (25.0%)") && comment.contains("Q16 50.0%"), "{comment}");
+        assert!(comment.contains("40.0% -> 70.0% (white -30.0"), "{comment}");
+    }
+}

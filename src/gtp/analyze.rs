@@ -1,0 +1,349 @@
+//! Live analysis over GTP, in the three dialects GUIs speak (KataGo's
+//! `docs/GTP_Extensions.md` describes all three):
+//!
+//! * Leela Zero's `lz-analyze` (Lizzie, Sabaki): win rate, prior and LCB as
+//!   integers out of 10000;
+//! * KataGo's `kata-analyze` (Lizzie, KaTrain's GTP mode): the same as
+//!   floats in 0..1, plus `rootInfo` and `ownership` on request;
+//! * Sabaki's `analyze`: KataGo's, every float written with a decimal point.
+//!
+//! The answer starts at once (`=`), then one line every `interval`
+//! centiseconds holds every candidate move (`info move … pv …` repeated);
+//! the next command (or an empty line) stops the search, which ends the
+//! answer with an empty line, and that command is then answered normally.
+//! The `genmove_analyze` forms search as `genmove` does, are not
+//! interrupted, play the move and end with `play VERTEX`.
+
+use std::io::{self, Write};
+use std::ops::ControlFlow;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+use super::engine::{Engine, Incoming};
+use crate::go::{Color, Game};
+use crate::search::ownership::estimate_default;
+use crate::search::Analysis;
+
+/// How numbers are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// Leela Zero: integers out of 10000.
+    Leela,
+    /// KataGo: floats in 0..1, as short as they print.
+    Kata,
+    /// Sabaki: KataGo's, with a decimal point in every float.
+    Sabaki,
+}
+
+/// An analysis command and its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisRequest {
+    pub dialect: Dialect,
+    /// `genmove_analyze`: search as `genmove` does, then play.
+    pub genmove: bool,
+    /// The side to analyze for (default: the side to move).
+    pub color: Option<Color>,
+    /// Time between lines; `None` (or 0): no line until the search ends.
+    pub interval: Option<Duration>,
+    /// Moves listed at least (unvisited ones by prior fill up).
+    pub min_moves: usize,
+    /// Moves listed at most.
+    pub max_moves: usize,
+    /// Append `ownership` and 361 numbers (KataGo's dialects).
+    pub ownership: bool,
+    /// Append `rootInfo visits N winrate W` (KataGo's dialects).
+    pub root_info: bool,
+}
+
+impl AnalysisRequest {
+    /// The request `name args` makes, `None` when `name` is no analysis
+    /// command, an error message when its arguments are wrong. Arguments:
+    /// `[color] [interval] [key value]...` with keys `interval`,
+    /// `minmoves`, `maxmoves`, and for KataGo's dialects `ownership` and
+    /// `rootInfo` (`true`/`false`).
+    pub fn parse(name: &str, args: &[String]) -> Option<Result<AnalysisRequest, String>> {
+        let (dialect, genmove) = match name {
+            "lz-analyze" => (Dialect::Leela, false),
+            "kata-analyze" => (Dialect::Kata, false),
+            "analyze" => (Dialect::Sabaki, false),
+            "lz-genmove_analyze" => (Dialect::Leela, true),
+            "kata-genmove_analyze" => (Dialect::Kata, true),
+            "genmove_analyze" => (Dialect::Sabaki, true),
+            _ => return None,
+        };
+        let mut request = AnalysisRequest {
+            dialect,
+            genmove,
+            color: None,
+            interval: None,
+            min_moves: 0,
+            max_moves: usize::MAX,
+            ownership: false,
+            root_info: false,
+        };
+        Some(request.read_args(args).map(|_| request))
+    }
+
+    fn read_args(&mut self, args: &[String]) -> Result<(), String> {
+        let mut rest = args;
+        if let Some(color) = rest.first().and_then(|c| Color::parse(c)) {
+            self.color = Some(color);
+            rest = &rest[1..];
+        }
+        if let Some(cs) = rest.first().and_then(|a| a.parse::<u64>().ok()) {
+            self.interval = centiseconds(cs);
+            rest = &rest[1..];
+        }
+        let number = |key: &str, value: &str| value.parse::<u64>().map_err(|_| format!("{key} {value}: not a number"));
+        let flag = |key: &str, value: &str| match value {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(format!("{key} {value}: give true or false")),
+        };
+        let kata = self.dialect != Dialect::Leela;
+        for pair in rest.chunks(2) {
+            let [key, value] = pair else { return Err(format!("{}: a key without a value", pair[0])) };
+            match key.as_str() {
+                "interval" => self.interval = centiseconds(number(key, value)?),
+                "minmoves" => self.min_moves = number(key, value)? as usize,
+                "maxmoves" => self.max_moves = number(key, value)? as usize,
+                "ownership" if kata => self.ownership = flag(key, value)?,
+                "rootInfo" if kata => self.root_info = flag(key, value)?,
+                _ => return Err(format!("unknown analysis option {key}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn centiseconds(cs: u64) -> Option<Duration> {
+    (cs > 0).then(|| Duration::from_millis(cs.saturating_mul(10)))
+}
+
+/// One line of analysis (with its newline): the listed moves, then
+/// `rootInfo` and `ownership` when asked. `ownership` is per point,
+/// row-major from the top left (A19), for the side analyzed.
+pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ownership: Option<&[f32]>) -> String {
+    let fraction = |x: f32| match request.dialect {
+        Dialect::Leela => format!("{}", (x * 10000.0).round() as i64),
+        Dialect::Kata => format!("{}", (x as f64 * 1e6).round() / 1e6),
+        Dialect::Sabaki => format!("{x:.6}"),
+    };
+    let root_winrate = analysis.winrate.unwrap_or(0.5);
+    let listed = analysis
+        .moves
+        .iter()
+        .enumerate()
+        .take_while(|(i, m)| m.visits > 0 || *i < request.min_moves)
+        .take(request.max_moves);
+    let mut line = String::new();
+    for (order, m) in listed {
+        let pv: Vec<String> = m.pv.iter().map(|mv| mv.to_gtp(size)).collect();
+        line.push_str(&format!(
+            "info move {} visits {} winrate {} prior {} lcb {} order {order} pv {} ",
+            m.mv.to_gtp(size),
+            m.visits,
+            fraction(m.winrate.unwrap_or(root_winrate)),
+            fraction(m.prior),
+            fraction(m.lcb()),
+            pv.join(" "),
+        ));
+    }
+    if request.root_info {
+        line.push_str(&format!("rootInfo visits {} winrate {} ", analysis.visits, fraction(root_winrate)));
+    }
+    if let Some(owned) = ownership.filter(|_| request.ownership) {
+        line.push_str("ownership");
+        for x in owned {
+            line.push(' ');
+            line.push_str(&match request.dialect {
+                Dialect::Sabaki => format!("{x:.6}"),
+                _ => format!("{}", (*x as f64 * 1e6).round() / 1e6),
+            });
+        }
+    }
+    let mut line = line.trim_end().to_string();
+    line.push('\n');
+    line
+}
+
+/// Who owns each point at the end, from `color`'s side: 1 surely
+/// `color`'s, −1 surely the opponent's, from the random playouts that
+/// score games (the nets have no ownership head).
+pub fn ownership_for(game: &Game, color: Color) -> Vec<f32> {
+    let estimate = estimate_default(game);
+    (0..game.size() * game.size()).map(|i| 2.0 * estimate.share(i, color) - 1.0).collect()
+}
+
+impl Engine {
+    /// Runs an analysis command, writing its streamed answer to `out`.
+    /// Returns what stopped it, for the caller to handle next: a command
+    /// line, or the end of the input.
+    pub(super) fn stream_analysis(
+        &mut self,
+        id: Option<&str>,
+        request: &AnalysisRequest,
+        out: &mut impl Write,
+        lines: &Receiver<Incoming>,
+    ) -> io::Result<Option<Incoming>> {
+        let id = id.unwrap_or_default();
+        let color = request.color.unwrap_or(self.game.to_move());
+        let mut position = self.game.clone();
+        position.set_to_move(color);
+        let size = position.size();
+        let budget = if request.genmove { self.clock.budget(color, position.board()) } else { None };
+        let search = match self.search_mut() {
+            Ok(search) if !crate::search::Agent::supports_size(search, size) => {
+                Err(format!("the nets play {b}x{b} only", b = crate::nn::BOARD))
+            }
+            other => other,
+        };
+        let search = match search {
+            Ok(search) => search,
+            Err(message) => {
+                out.write_all(super::protocol::format_answer(Some(id), &Err(message)).as_bytes())?;
+                out.flush()?;
+                return Ok(None);
+            }
+        };
+        writeln!(out, "={id}")?;
+        out.flush()?;
+        let ownership = request.ownership.then(|| ownership_for(&position, color));
+        let iterations = if request.genmove { Some(search.config().iterations) } else { None };
+        let mut stopped_by = None;
+        let mut failed = None;
+        let mut last_line = Instant::now();
+        let started = last_line;
+        let mut observe = |mcts: &crate::search::Mcts| {
+            if !request.genmove {
+                match lines.try_recv() {
+                    Ok(incoming) => stopped_by = Some(incoming),
+                    Err(TryRecvError::Disconnected) => stopped_by = Some(Incoming::End),
+                    Err(TryRecvError::Empty) => {}
+                }
+                if stopped_by.is_some() {
+                    return ControlFlow::Break(());
+                }
+            }
+            if request.interval.is_some_and(|i| last_line.elapsed() >= i) {
+                last_line = Instant::now();
+                if let Some(analysis) = mcts.analysis() {
+                    let line = info_line(&analysis, request, size, ownership.as_deref());
+                    if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
+                        failed = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        };
+        let report = search.search_observed(&position, budget, iterations, &mut observe);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // The last word of the search, whenever lines were asked for or it
+        // ends a genmove.
+        if request.interval.is_some() || request.genmove {
+            if let Some(analysis) = search.analysis() {
+                out.write_all(info_line(&analysis, request, size, ownership.as_deref()).as_bytes())?;
+            }
+        }
+        match report {
+            Ok(report) if request.genmove => {
+                let mv = report.best;
+                if self.verbose {
+                    eprintln!("analysis {color}: {} in {:.2}s", mv.to_gtp(size), started.elapsed().as_secs_f64());
+                }
+                match self.commit(color, mv) {
+                    Ok(()) => writeln!(out, "play {}", mv.to_gtp(size))?,
+                    Err(message) => eprintln!("genmove_analyze: {message}"),
+                }
+            }
+            Ok(_) => {}
+            // The answer has begun with `=`: the failure can only be told on stderr.
+            Err(e) => eprintln!("analysis stopped: {e:#}"),
+        }
+        // A search that ended on its own (a full tree, a finished game)
+        // still answers until the next command, as GUIs expect.
+        if !request.genmove && stopped_by.is_none() {
+            stopped_by = Some(lines.recv().unwrap_or(Incoming::End));
+        }
+        out.write_all(b"\n")?;
+        out.flush()?;
+        // An empty line that stopped it gets no answer (`run` skips it).
+        Ok(stopped_by)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go::Move;
+    use crate::search::MoveInfo;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn arguments_are_read_as_leela_zero_and_katago_take_them() {
+        let r = AnalysisRequest::parse("lz-analyze", &args("b 50")).unwrap().unwrap();
+        assert_eq!(
+            (r.color, r.interval, r.dialect),
+            (Some(Color::Black), Some(Duration::from_millis(500)), Dialect::Leela)
+        );
+        let r =
+            AnalysisRequest::parse("kata-analyze", &args("interval 20 ownership true minmoves 3")).unwrap().unwrap();
+        assert_eq!((r.color, r.interval, r.ownership, r.min_moves), (None, Some(Duration::from_millis(200)), true, 3));
+        let r = AnalysisRequest::parse("genmove_analyze", &args("W 0")).unwrap().unwrap();
+        assert!(r.genmove && r.interval.is_none() && r.color == Some(Color::White));
+        assert!(AnalysisRequest::parse("genmove", &[]).is_none());
+        assert!(AnalysisRequest::parse("lz-analyze", &args("ownership true")).unwrap().is_err());
+        assert!(AnalysisRequest::parse("kata-analyze", &args("b 10 maxmoves")).unwrap().is_err());
+        assert!(AnalysisRequest::parse("kata-analyze", &args("minmoves x")).unwrap().is_err());
+    }
+
+    #[test]
+    fn lines_follow_each_dialect() {
+        let analysis = Analysis {
+            to_move: Color::Black,
+            visits: 101,
+            winrate: Some(0.55),
+            moves: vec![
+                MoveInfo {
+                    mv: Move::parse_gtp("D4", 19).unwrap(),
+                    visits: 100,
+                    winrate: Some(0.5625),
+                    prior: 0.25,
+                    pv: vec![Move::parse_gtp("D4", 19).unwrap(), Move::Pass],
+                },
+                MoveInfo {
+                    mv: Move::parse_gtp("Q16", 19).unwrap(),
+                    visits: 0,
+                    winrate: None,
+                    prior: 0.125,
+                    pv: vec![],
+                },
+            ],
+        };
+        let mut r = AnalysisRequest::parse("lz-analyze", &args("10")).unwrap().unwrap();
+        let lcb = (0.5625 - 1.96 * (0.5625f32 * 0.4375 / 100.0).sqrt()) * 10000.0;
+        assert_eq!(
+            info_line(&analysis, &r, 19, None),
+            format!("info move D4 visits 100 winrate 5625 prior 2500 lcb {} order 0 pv D4 pass\n", lcb.round())
+        );
+        r.min_moves = 2;
+        assert!(info_line(&analysis, &r, 19, None)
+            .contains("info move Q16 visits 0 winrate 5500 prior 1250 lcb 0 order 1 pv\n"));
+        let mut k = AnalysisRequest::parse("kata-analyze", &args("10 rootInfo true ownership true")).unwrap().unwrap();
+        let owned = vec![1.0f32; 361];
+        let line = info_line(&analysis, &k, 19, Some(&owned));
+        assert!(line.starts_with("info move D4 visits 100 winrate 0.5625 prior 0.25 lcb 0.465"), "{line}");
+        assert!(line.contains(" rootInfo visits 101 winrate 0.55 ownership 1 1 "), "{line}");
+        assert_eq!(line.trim_end().split(' ').skip_while(|w| *w != "ownership").count(), 362);
+        k.dialect = Dialect::Sabaki;
+        let line = info_line(&analysis, &k, 19, Some(&owned));
+        assert!(line.starts_with("info move D4 visits 100 winrate 0.562500 prior 0.250000"), "{line}");
+        assert!(line.contains("ownership 1.000000 "), "{line}");
+    }
+}

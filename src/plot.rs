@@ -1,0 +1,46 @@
+//! What every plot of go-train shares: the font, inside the binary, and
+//! PNG files written atomically.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+/// The font plots are laid out (and PNGs drawn) with, inside the binary so
+/// that a machine without fonts draws the same picture: DejaVu Sans cut to
+/// ASCII (14 KB; its licence is `assets/fonts/LICENSE-DejaVu`). SVGs name
+/// a sans-serif font and leave it to the viewer.
+const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans-subset.ttf");
+
+/// Registers [`FONT`] as `sans-serif` (once; both backends measure text
+/// with it).
+pub fn register_font() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // The font is valid: a failure here is a build that lost it.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// Draws a `size` PNG at `path` with `draw`, atomically: drawn to a
+/// temporary name beside it, then renamed.
+pub fn write_png(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(DrawingArea<BitMapBackend, plotters::coord::Shift>) -> Result<()>,
+) -> Result<()> {
+    register_font();
+    // The encoder picks the format from the extension: keep `.png` last.
+    let tmp = crate::atomic::tmp_path(path).with_extension("tmp.png");
+    draw(BitMapBackend::new(&tmp, size).into_drawing_area())?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    crate::atomic::sync_dir(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+}
+
+/// A plotters error as an error of go-train's, saying what was drawn.
+pub fn plot_error<E: std::error::Error + Send + Sync + 'static>(
+    what: &'static str,
+) -> impl Fn(plotters::drawing::DrawingAreaErrorKind<E>) -> anyhow::Error {
+    move |e| anyhow::anyhow!("drawing {what}: {e}")
+}

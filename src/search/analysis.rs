@@ -1,0 +1,58 @@
+//! What a tree search thinks of a position, for live analysis (GTP's
+//! `lz-analyze`/`kata-analyze`, the GUIs that draw them) and reviews.
+
+use crate::go::{Color, Move};
+
+/// The search as it stands at one moment, from the side to move's view.
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    /// The side to move at the root.
+    pub to_move: Color,
+    /// Completed simulations through the root.
+    pub visits: u32,
+    /// The root's mean value for `to_move` (`None` before its first visit).
+    pub winrate: Option<f32>,
+    /// The root's children, most visited first (the prior breaks ties).
+    pub moves: Vec<MoveInfo>,
+}
+
+/// One candidate move at the root.
+#[derive(Clone, Debug)]
+pub struct MoveInfo {
+    pub mv: Move,
+    pub visits: u32,
+    /// Mean value of its simulations for the side to move (`None`: unvisited).
+    pub winrate: Option<f32>,
+    /// The policy net's probability of the move (equal shares without one).
+    pub prior: f32,
+    /// The move, then the most visited reply at each ply after it.
+    pub pv: Vec<Move>,
+}
+
+impl MoveInfo {
+    /// A lower confidence bound on the win rate, as Leela Zero reports one
+    /// to rank moves: the mean less 1.96 standard errors. Values here are
+    /// win probabilities, whose spread the tree does not record, so the
+    /// Bernoulli variance `w·(1 − w)` stands in for it (the largest a
+    /// value in 0..1 with that mean can have). An unvisited move gets 0.
+    pub fn lcb(&self) -> f32 {
+        match self.winrate {
+            Some(w) if self.visits > 0 => w - 1.96 * (w * (1.0 - w) / self.visits as f32).sqrt(),
+            _ => 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_tightens_with_visits_and_never_passes_the_mean() {
+        let info = |visits, w| MoveInfo { mv: Move::Pass, visits, winrate: Some(w), prior: 0.1, pv: vec![] };
+        let (few, many) = (info(4, 0.6).lcb(), info(400, 0.6).lcb());
+        assert!(few < many && many < 0.6, "{few} {many}");
+        assert!((many - (0.6 - 1.96 * (0.24f32 / 400.0).sqrt())).abs() < 1e-6);
+        assert_eq!(MoveInfo { winrate: None, ..info(0, 0.5) }.lcb(), 0.0);
+    }
+}

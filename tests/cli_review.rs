@@ -1,0 +1,113 @@
+//! `go-train review` and `go-train raw-nn` on real games with the shipped
+//! nets: the reviewed SGF reads back as the same game with the figures in
+//! its comments, the plot is a PNG, the raw output is a distribution over
+//! the legal moves; bad input is an error naming the file.
+
+mod common;
+
+use std::process::Command;
+
+use go_train::sgf::read_file;
+
+const BIN: &str = env!("CARGO_BIN_EXE_go-train");
+
+/// A real 19x19 game of kgs-6d (its 2017 files are ordinary even games).
+fn real_game() -> Option<std::path::PathBuf> {
+    let files = common::sgf_files("kgs-6d")?;
+    files.into_iter().find(|f| f.to_string_lossy().contains("2017-06-01-13"))
+}
+
+fn go_train(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN).args(args).output().expect("run go-train");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn a_review_annotates_every_move_and_draws_the_game() {
+    let Some(game) = real_game() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (sgf, png) = (dir.path().join("r.sgf"), dir.path().join("r.png"));
+    let (ok, stdout, stderr) =
+        go_train(&["review", game.to_str().unwrap(), "--out", sgf.to_str().unwrap(), "--plot", png.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("biggest swings") && stdout.contains("first choice"), "{stdout}");
+
+    let original = read_file(&game).unwrap().remove(0).unwrap();
+    let reviewed = read_file(&sgf).unwrap().remove(0).unwrap();
+    assert_eq!(reviewed.moves, original.moves, "the same game");
+    let text = std::fs::read_to_string(&sgf).unwrap();
+    assert_eq!(text.matches("C[Policy").count(), original.moves.len(), "a comment on every move");
+    assert_eq!(text.matches("Black wins").count(), original.moves.len());
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"), "the plot is a PNG");
+
+    let (ok, stdout, stderr) = go_train(&[
+        "review",
+        game.to_str().unwrap(),
+        "--out",
+        sgf.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let moves: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(moves.len(), original.moves.len());
+    for m in &moves {
+        let rank = m["rank"].as_u64().expect("every played move is legal, so ranked");
+        let p = m["probability"].as_f64().unwrap();
+        let top: Vec<f64> = m["top"].as_array().unwrap().iter().map(|t| t[1].as_f64().unwrap()).collect();
+        assert!(rank >= 1 && top.windows(2).all(|w| w[0] >= w[1]), "{m}");
+        assert_eq!(rank == 1, (p - top[0]).abs() < 1e-6, "the first choice has the top probability: {m}");
+        let (before, after) = (m["black_before"].as_f64().unwrap(), m["black_after"].as_f64().unwrap());
+        assert!((0.0..=1.0).contains(&before) && (0.0..=1.0).contains(&after));
+    }
+    // Each move's "after" is the next one's "before": one curve.
+    assert!(moves.windows(2).all(|w| w[0]["black_after"] == w[1]["black_before"]));
+}
+
+#[test]
+fn raw_output_is_a_distribution_over_the_legal_moves_in_every_symmetry() {
+    let Some(game) = real_game() else { return };
+    let (ok, stdout, stderr) =
+        go_train(&["raw-nn", game.to_str().unwrap(), "--move", "40", "--symmetry", "all", "--json"]);
+    assert!(ok, "{stderr}");
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 8);
+    let record = read_file(&game).unwrap().remove(0).unwrap();
+    let position = record.replay_until(record.rules(), 40).unwrap();
+    let board = position.board();
+    let mut tops = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        assert_eq!(line["symmetry"], n as u64);
+        let policy = line["policy"].as_array().unwrap();
+        assert_eq!(policy.len(), 362);
+        let occupied: Vec<bool> =
+            (0..361).map(|i| board.color_at(board.point(go_train::go::Vertex::from_index(i, 19))).is_some()).collect();
+        for i in 0..361 {
+            assert_eq!(policy[i].is_null(), occupied[i], "point {i}: null exactly where a stone is");
+        }
+        let sum: f64 = policy.iter().filter_map(|p| p.as_f64()).sum();
+        assert!((sum - 1.0).abs() < 0.01, "{sum}");
+        let value = line["value"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&value));
+        let top =
+            (0..362).max_by(|&a, &b| policy[a].as_f64().unwrap_or(-1.0).total_cmp(&policy[b].as_f64().unwrap_or(-1.0)));
+        tops.push(top.unwrap());
+    }
+    // Mapped back onto the position, most symmetries agree on the best move.
+    let agree = tops.iter().filter(|&&t| t == tops[0]).count();
+    assert!(agree >= 4, "symmetries mapped back to the same point: {tops:?}");
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_file() {
+    let (ok, _, stderr) = go_train(&["review", "/no/such/game.sgf"]);
+    assert!(!ok && stderr.contains("/no/such/game.sgf"), "{stderr}");
+    let Some(game) = real_game() else { return };
+    let (ok, _, stderr) = go_train(&["review", game.to_str().unwrap(), "--index", "5"]);
+    assert!(!ok && stderr.contains("no game 5 (it holds 1)"), "{stderr}");
+    let (ok, _, stderr) = go_train(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);
+    assert!(!ok && stderr.contains("the game has"), "{stderr}");
+    let (ok, _, stderr) = go_train(&["raw-nn", game.to_str().unwrap(), "--symmetry", "9"]);
+    assert!(!ok && stderr.contains("give 0 to 7"), "{stderr}");
+}

@@ -1,5 +1,6 @@
 //! Subcommands. Each file parses its arguments and calls the library.
 
+mod analysis;
 mod bench;
 mod dataset;
 mod eval;
@@ -38,6 +39,7 @@ enum Command {
     Review(review::Args),
     RawNn(raw_nn::Args),
     Gtp(gtp::Args),
+    Analysis(analysis::Args),
     /// Train the seed's policy net (or any net, by config).
     TrainPolicy(train::Args),
     /// Train the fast playout (rollout) net.
@@ -57,6 +59,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Review(args) => review::run(args),
         Command::RawNn(args) => raw_nn::run(args),
         Command::Gtp(args) => gtp::run(args),
+        Command::Analysis(args) => analysis::run(args),
         Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
         Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),
         Command::TrainValue(args) => train::run(train::Kind::Value, args),

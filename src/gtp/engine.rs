@@ -513,7 +513,7 @@ pub(super) enum Incoming {
 /// Reads `input` on a thread of its own, line by line, into a channel.
 /// The thread ends with the input; an engine that quits first leaves it
 /// blocked on a read that the process's exit ends.
-fn read_lines(mut input: impl BufRead + Send + 'static) -> Receiver<Incoming> {
+pub(super) fn read_lines(mut input: impl BufRead + Send + 'static) -> Receiver<Incoming> {
     let (send, receive) = channel();
     std::thread::spawn(move || loop {
         let mut bytes = Vec::new();

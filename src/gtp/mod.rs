@@ -1,6 +1,7 @@
 //! The Go Text Protocol: the engine behind `go-train gtp`, its framing, and
 //! a client for driving other engines (GnuGo in tests and matches).
 
+pub mod analysis_engine;
 pub mod analyze;
 pub mod client;
 pub mod engine;

@@ -1,0 +1,60 @@
+//! `go-train analysis`: KataGo's JSON analysis engine protocol on stdin
+//! and stdout.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use go_train::gtp::analysis_engine::AnalysisEngine;
+use go_train::nn;
+use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
+
+/// Analyse positions for tools (KaTrain, review scripts) over KataGo's
+/// JSON analysis protocol: one query per line on stdin, one response per
+/// analysed turn on stdout, several queries in flight, answered in order.
+/// The search is MCTS (PUCT) with the shipped nets, or the nets named;
+/// `maxVisits` in a query sets its iterations. See
+/// docs/analysis.md for the fields understood.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  echo '{\"id\":\"a\",\"moves\":[[\"B\",\"Q16\"],[\"W\",\"D4\"]],\"rules\":\"chinese\",\"komi\":7.5,\"boardXSize\":19,\"boardYSize\":19,\"analyzeTurns\":[1,2],\"maxVisits\":100}' | go-train analysis
+  go-train analysis --policy checkpoints/policy --value checkpoints/value-pv --visits 400")]
+pub struct Args {
+    #[command(flatten)]
+    nets: super::NetPaths,
+    /// Iterations per position when a query gives no maxVisits.
+    #[arg(long, default_value_t = 200)]
+    visits: u32,
+    /// Children per expanded node, the policy's top k [default: 2, as genmove].
+    #[arg(long, short = 'k')]
+    expand: Option<usize>,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Threads for the nets (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of the rollouts.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let nets = args.nets.or_shipped(nn::BOARD);
+    let defaults = AgentSpec::new(AgentKind::Mcts);
+    let spec = AgentSpec {
+        leaf: Some(if nets.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
+        policy: nets.policy,
+        value: nets.value,
+        playout: nets.playout,
+        iterations: args.visits.max(1),
+        expand: args.expand.unwrap_or(defaults.expand),
+        selection: Selection::Puct,
+        seed: args.seed,
+        ..defaults
+    };
+    nn::init_threads(args.threads)?;
+    let device = nn::device(&args.device)?;
+    let search = spec.build_mcts(&device)?;
+    let stdin = std::io::BufReader::new(std::io::stdin());
+    AnalysisEngine::new(search).run(stdin, std::io::stdout().lock()).context("answering queries on stdin/stdout")
+}

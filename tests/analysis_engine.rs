@@ -76,7 +76,7 @@ fn the_documented_example_gets_one_response_per_turn() {
         let infos = response["moveInfos"].as_array().unwrap();
         assert!(!infos.is_empty());
         let visits: u64 = infos.iter().map(|m| m["visits"].as_u64().unwrap()).sum();
-        assert!(visits <= 40 && visits >= 30, "the visits go to the moves: {visits}");
+        assert!((30..=40).contains(&visits), "the visits go to the moves: {visits}");
         for (order, m) in infos.iter().enumerate() {
             assert_eq!(m["order"], order as u64);
             let w = m["winrate"].as_f64().unwrap();

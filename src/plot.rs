@@ -44,3 +44,19 @@ pub fn plot_error<E: std::error::Error + Send + Sync + 'static>(
 ) -> impl Fn(plotters::drawing::DrawingAreaErrorKind<E>) -> anyhow::Error {
     move |e| anyhow::anyhow!("drawing {what}: {e}")
 }
+
+/// The legend every go-train chart draws: top right, on a light box.
+pub fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    CT: plotters::coord::CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+}

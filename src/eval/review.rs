@@ -218,13 +218,7 @@ pub fn plot_win_rate(reviews: &[MoveReview], marked: &[&MoveReview], title: &str
             let label = format!("{} {}", r.number, r.mv);
             chart.draw_series(std::iter::once(Text::new(label, at_label, style))).map_err(&err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()
-            .map_err(&err)?;
+        crate::plot::draw_legend(&mut chart).map_err(&err)?;
         root.present().map_err(&err)?;
         Ok(())
     })

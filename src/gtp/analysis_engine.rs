@@ -25,7 +25,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use serde_json::{json, Map, Value};
 
 use super::analyze::ownership_for;
-use super::engine::{read_lines, Incoming};
+use super::input::{read_lines, Incoming};
 use crate::features::Symmetry;
 use crate::go::{Color, Game, Move, Rules, Scoring};
 use crate::search::nets::raw_output;

@@ -19,7 +19,9 @@ use std::ops::ControlFlow;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
-use super::engine::{Engine, Incoming};
+use super::engine::Engine;
+use super::input::Incoming;
+use super::protocol::{format_answer, Command};
 use crate::go::{Color, Game};
 use crate::search::ownership::estimate_default;
 use crate::search::Analysis;
@@ -176,10 +178,30 @@ pub fn ownership_for(game: &Game, color: Color) -> Vec<f32> {
 }
 
 impl Engine {
+    /// Runs `command` when it is an analysis command (`None` when not):
+    /// its streamed answer, or its error, goes to `out`. Returns what
+    /// stopped the analysis, for the caller to handle next.
+    pub(super) fn analyze_if_asked(
+        &mut self,
+        command: &Command,
+        out: &mut impl Write,
+        lines: &Receiver<Incoming>,
+    ) -> io::Result<Option<Option<Incoming>>> {
+        match AnalysisRequest::parse(&command.name, &command.args) {
+            None => Ok(None),
+            Some(Ok(request)) => self.stream_analysis(command.id.as_deref(), &request, out, lines).map(Some),
+            Some(Err(message)) => {
+                out.write_all(format_answer(command.id.as_deref(), &Err(message)).as_bytes())?;
+                out.flush()?;
+                Ok(Some(None))
+            }
+        }
+    }
+
     /// Runs an analysis command, writing its streamed answer to `out`.
     /// Returns what stopped it, for the caller to handle next: a command
     /// line, or the end of the input.
-    pub(super) fn stream_analysis(
+    fn stream_analysis(
         &mut self,
         id: Option<&str>,
         request: &AnalysisRequest,
@@ -201,7 +223,7 @@ impl Engine {
         let search = match search {
             Ok(search) => search,
             Err(message) => {
-                out.write_all(super::protocol::format_answer(Some(id), &Err(message)).as_bytes())?;
+                out.write_all(format_answer(Some(id), &Err(message)).as_bytes())?;
                 out.flush()?;
                 return Ok(None);
             }

@@ -5,10 +5,9 @@
 use std::io::{self, BufRead, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use super::analyze::AnalysisRequest;
+use super::input::{read_lines, Incoming};
 use super::protocol::{format_answer, parse_line, Command};
 use crate::go::{fixed_handicap, Board, Color, Game, Move, Point, Rules, Vertex};
 use crate::search::ownership::{estimate_default, Ownership};
@@ -183,12 +182,11 @@ impl Engine {
             let (id, answer, flow) = match parse_line(&line) {
                 None => continue,
                 Some(Err(id)) => (id, Err("missing command".to_string()), Flow::Continue),
-                Some(Ok(command)) => match AnalysisRequest::parse(&command.name, &command.args) {
-                    Some(Ok(request)) => {
-                        pending = self.stream_analysis(command.id.as_deref(), &request, &mut output, &lines)?;
+                Some(Ok(command)) => match self.analyze_if_asked(&command, &mut output, &lines)? {
+                    Some(stopped_by) => {
+                        pending = stopped_by;
                         continue;
                     }
-                    Some(Err(message)) => (command.id, Err(message), Flow::Continue),
                     None => {
                         let (answer, flow) = self.handle_guarded(&command);
                         (command.id, answer, flow)
@@ -498,36 +496,6 @@ impl Engine {
             .map(|p| board.vertex(p).to_gtp(board.size()))
             .collect()
     }
-}
-
-/// What the reader thread hands the engine.
-pub(super) enum Incoming {
-    /// A line, its newline included.
-    Line(Vec<u8>),
-    /// The input ended.
-    End,
-    /// Reading failed.
-    Failed(io::Error),
-}
-
-/// Reads `input` on a thread of its own, line by line, into a channel.
-/// The thread ends with the input; an engine that quits first leaves it
-/// blocked on a read that the process's exit ends.
-pub(super) fn read_lines(mut input: impl BufRead + Send + 'static) -> Receiver<Incoming> {
-    let (send, receive) = channel();
-    std::thread::spawn(move || loop {
-        let mut bytes = Vec::new();
-        let incoming = match input.read_until(b'\n', &mut bytes) {
-            Ok(0) => Incoming::End,
-            Ok(_) => Incoming::Line(bytes),
-            Err(e) => Incoming::Failed(e),
-        };
-        let last = !matches!(incoming, Incoming::Line(_));
-        if send.send(incoming).is_err() || last {
-            return;
-        }
-    });
-    receive
 }
 
 /// Which genmove variant.

@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod client;
 pub mod engine;
 pub mod extensions;
+pub mod input;
 pub mod protocol;
 
 pub use client::{GtpClient, GtpError};

@@ -198,13 +198,7 @@ where
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(&color)));
                 chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(plot_error)?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .draw()
-                .map_err(plot_error)?;
+            crate::plot::draw_legend(&mut chart).map_err(plot_error)?;
         }};
     }
     if log_y {

@@ -6,14 +6,15 @@
 #
 # Usage: scripts/strength-report.sh [POLICY PLAYOUT [VALUE [GAMES_SCALE]]]
 #   POLICY, PLAYOUT, VALUE: checkpoint folders or weights files of the nets
-#   (default: the shipped nets/policy.safetensors and nets/playout.safetensors;
-#   without VALUE, or with VALUE "-", the value-leaf match is left out).
+#   (default: the shipped nets/policy.safetensors, nets/playout.safetensors
+#   and nets/value.safetensors; with VALUE "-", MCTS values its leaves by
+#   stone count and the value-leaf match is left out).
 #   GAMES_SCALE: multiplies every match's number of games (default 1).
 # Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in -h|--help) sed -n 2,13p "$0"; exit 0;; esac
-policy=${1:-nets/policy.safetensors} playout=${2:-nets/playout.safetensors} value=${3:--} scale=${4:-1}
+policy=${1:-nets/policy.safetensors} playout=${2:-nets/playout.safetensors} value=${3:-nets/value.safetensors} scale=${4:-1}
 gnugo=${GNUGO:-/usr/games/gnugo}
 parallel=${PARALLEL:-$(nproc)}
 bin=target/release/go-train
@@ -33,4 +34,6 @@ match mcts-ucb-stones-vs-policy 20 mcts:leaf=stones policy
 match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
 [ "$value" = - ] || match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
-match mcts-vs-gnugo10 20 mcts:leaf=stones,selection=puct "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+# The engine as it plays by default: value leaves when there is a value net.
+leaf=value; [ "$value" = - ] && leaf=stones
+match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

@@ -8,7 +8,9 @@ use go_train::gtp::analysis_engine::AnalysisEngine;
 use go_train::nn;
 use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 
-/// Analyse positions for tools (KaTrain, review scripts) over KataGo's
+/// Answer KataGo's JSON analysis queries on stdin (KaTrain, scripts).
+///
+/// Analyses positions for tools over KataGo's
 /// JSON analysis protocol: one query per line on stdin, one response per
 /// analysed turn on stdout, several queries in flight, answered in order.
 /// The search is MCTS (PUCT) with the shipped nets, or the nets named;

@@ -9,8 +9,14 @@ use go_train::nn;
 use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 
 /// Play Go over the Go Text Protocol (version 2) on stdin and stdout, for
-/// Sabaki, GoGui, gomill, GnuGo's twogtp and other controllers. Logs go to
-/// stderr only.
+/// Sabaki, Lizzie, GoGui, gomill, GnuGo's twogtp and other controllers. Logs
+/// go to stderr only.
+///
+/// Live analysis for GUIs: `lz-analyze`, `kata-analyze` (`ownership true`,
+/// `rootInfo true`), Sabaki's `analyze` and their `genmove_analyze` forms
+/// stream the search until the next command; `kata-raw-nn` prints the
+/// nets' raw output; GoGui's `gogui-analyze_commands`, `kgs-rules`,
+/// `gomill-cpu_time` and more (docs/analysis.md).
 ///
 /// The engine is the random agent, the policy net (its best legal move),
 /// the playout net, or MCTS (policy-net priors and top-k expansion, playout
@@ -29,6 +35,7 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
   go-train gtp --value checkpoints/value   # MCTS with the shipped policy and playout nets, this value net
   go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
+  go-train gtp --expand 8             # wider search: more candidate moves in lz-analyze/kata-analyze
   gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'
     (gogui-twogtp comes with GoGui, https://github.com/Remi-Coulom/gogui; go-train eval --match does the same)")]
 pub struct Args {

@@ -11,7 +11,9 @@ use go_train::nn::{self, Output};
 use go_train::search::nets::raw_output;
 use go_train::search::NetEval;
 
-/// Print what the nets answer for one position of a game: the policy over
+/// Print the nets' raw output (policy, value) for one position of a game.
+///
+/// What the nets answer: the policy over
 /// all 362 moves (row-major from A19, then pass; null where illegal), the
 /// side to move's win probability, and the symmetry the position was seen
 /// through — to compare go-train's nets with another framework's on the

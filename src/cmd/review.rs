@@ -10,7 +10,9 @@ use go_train::nn::{self, Output};
 use go_train::search::NetEval;
 use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, PartialGame};
 
-/// Review a game with the nets: for every move, its rank and probability
+/// Review a game with the nets: each move's policy rank and win rate.
+///
+/// For every move: its rank and probability
 /// under the policy, the policy's top 3, and Black's win probability
 /// before and after it (value net); then the moves that swung the game
 /// most. Writes the game as SGF with these figures as comments (open it in

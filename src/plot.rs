@@ -31,11 +31,15 @@ pub fn write_png(
     draw: impl FnOnce(DrawingArea<BitMapBackend, plotters::coord::Shift>) -> Result<()>,
 ) -> Result<()> {
     register_font();
+    // As `atomic::write_atomic` does for every other output: the folder
+    // named is made.
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     // The encoder picks the format from the extension: keep `.png` last.
     let tmp = crate::atomic::tmp_path(path).with_extension("tmp.png");
     draw(BitMapBackend::new(&tmp, size).into_drawing_area())?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    crate::atomic::sync_dir(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+    crate::atomic::sync_dir(dir)
 }
 
 /// A plotters error as an error of go-train's, saying what was drawn.

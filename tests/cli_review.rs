@@ -26,7 +26,8 @@ fn go_train(args: &[&str]) -> (bool, String, String) {
 fn a_review_annotates_every_move_and_draws_the_game() {
     let Some(game) = real_game() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (sgf, png) = (dir.path().join("r.sgf"), dir.path().join("r.png"));
+    // The plot's folder does not exist yet: it is made, as the SGF's would be.
+    let (sgf, png) = (dir.path().join("r.sgf"), dir.path().join("plots/r.png"));
     let (ok, stdout, stderr) =
         go_train(&["review", game.to_str().unwrap(), "--out", sgf.to_str().unwrap(), "--plot", png.to_str().unwrap()]);
     assert!(ok, "{stderr}");

@@ -19,17 +19,30 @@ pub fn tmp_path(path: &Path) -> PathBuf {
 /// survives a power cut. Creates the folder if needed. A process killed at
 /// any point leaves the old file or the new one, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_through(path, &tmp_path(path), bytes)
+}
+
+/// [`write_atomic`] for a file that several processes may write at once,
+/// with the same bytes (the manifest of a dataset whose last parts finish
+/// together): each writes its own temporary file, `<name>.<pid>.tmp`, so
+/// that one's rename cannot take another's file away.
+pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}.tmp", std::process::id()));
+    write_through(path, &path.with_file_name(name), bytes)
+}
+
+fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = tmp_path(path);
     let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
+        let mut f = File::create(tmp)?;
         f.write_all(bytes)?;
         f.sync_all()
     };
     write().with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    std::fs::rename(tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
     sync_dir(dir)
 }
 

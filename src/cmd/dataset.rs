@@ -18,9 +18,10 @@ use go_train::progress::Progress;
   go-train dataset info datasets/kgs            counts, settings and label statistics
   go-train dataset info --json datasets/kgs     the same, as one JSON object
   go-train dataset info --quick datasets/kgs    from the manifest alone (reads no shard)
-  go-train dataset verify datasets/kgs          check every shard and block against the manifest")]
+  go-train dataset verify datasets/kgs          check every shard and block against the manifest
+  go-train dataset merge /shared/all            join the parts of `prepare --part I/N`")]
 pub struct Args {
-    /// `info` or `verify`.
+    /// `info`, `verify` or `merge`.
     #[command(subcommand)]
     what: What,
 }
@@ -53,12 +54,28 @@ enum What {
         /// The dataset folder (holding manifest.json).
         dir: PathBuf,
     },
+    /// Write the dataset's manifest from the part manifests that `prepare
+    /// --part I/N` left (what the last part to finish also does); refuses,
+    /// naming them, while parts are missing.
+    #[command(after_help = "Examples:
+  go-train dataset merge /shared/all && go-train dataset verify /shared/all
+  sbatch --dependency=afterok:$ARRAY_JOB --wrap 'go-train dataset merge /shared/all'")]
+    Merge {
+        /// The folder the parts were prepared into.
+        dir: PathBuf,
+    },
 }
 
 pub fn run(args: Args) -> Result<()> {
     match args.what {
         What::Info { dir, json, quick } => info(&dir, json, quick),
         What::Verify { dir } => verify_dataset(&dir),
+        What::Merge { dir } => {
+            let manifest = go_train::dataset::parts::merge(&dir)?;
+            let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
+            eprintln!("{}: merged {} shards, {positions} positions", dir.display(), manifest.shards.len());
+            Ok(())
+        }
     }
 }
 
@@ -152,6 +169,9 @@ fn info_json(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> Value {
             "bytes": s.bytes,
             "bytes_per_position": bytes_per_position(s.bytes, s.counts.positions),
             "labels": s.labels.as_ref().map(labels_json),
+            // The same for the same records in the same order, however they
+            // were cut into shards (a dataset prepared in parts, merged).
+            "records_crc32": s.labels.as_ref().map(|l| format!("{:08x}", l.checksum.value())),
         })
     };
     json!({
@@ -241,9 +261,10 @@ fn labels_text(split: Split, l: &LabelStats) -> String {
     // The balance among labelled records is what a value net sees.
     let labelled = l.wins + l.losses;
     format!(
-        "\nlabels of {split} ({} records)\n  passes {}; most played: {}\n  move number: {}\n  \
+        "\nlabels of {split} ({} records, CRC-32 {:08x})\n  passes {}; most played: {}\n  move number: {}\n  \
          value: {labelled} labelled ({} of records): won {}, lost {}\n",
         l.records,
+        l.checksum.value(),
         percent(l.passes(), l.records),
         top.join(", "),
         stages.join(", "),

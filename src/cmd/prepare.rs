@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use go_train::dataset::filter::GameList;
+use go_train::dataset::parts::{merge_if_complete, Part};
 use go_train::dataset::prepare::{prepare, PrepareOptions};
 use go_train::dataset::{Split, SplitFractions, ValueSampling};
 use go_train::features::FeatureSet;
@@ -19,12 +20,20 @@ use go_train::progress::Progress;
 /// game always lands in the same split and duplicates cannot leak across.
 /// The output is byte-identical for the same list and settings, whatever the
 /// number of threads. A killed run leaves no manifest; run it again.
+///
+/// On a cluster, `--part I/N` (or a Slurm array task, from its
+/// SLURM_ARRAY_* variables) prepares the I-th of N contiguous slices of the
+/// list into the shared folder; the last part to finish, or `go-train
+/// dataset merge DIR`, writes the dataset's manifest. The merged dataset
+/// holds the records of a one-process run, in the same order (docs/cluster.md).
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train prepare datasets/kgs.list --out datasets/kgs
   go-train prepare datasets/kgs.list --out datasets/kgs-v1 --value per-game:1 --seed 7
   go-train prepare games.list --out data --split 0.9,0.05,0.05 --threads 2
-  go-train prepare datasets/kgs.list --out datasets/kgs-x --features extended")]
+  go-train prepare datasets/kgs.list --out datasets/kgs-x --features extended
+  go-train prepare datasets/all.list --out /shared/all --part 3/8     the 3rd of 8 parts
+  sbatch --array=1-8 --wrap 'go-train prepare all.list --out /shared/all'   parts from Slurm")]
 pub struct Args {
     /// Game list written by `go-train filter`.
     list: PathBuf,
@@ -69,10 +78,22 @@ pub struct Args {
     /// Replace a dataset made from other inputs or settings.
     #[arg(long)]
     force: bool,
+    /// Prepare only the I-th of N contiguous parts of the list (1 ≤ I ≤ N)
+    /// [default: from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT in a
+    /// Slurm array job, else the whole list].
+    #[arg(long, value_name = "I/N")]
+    part: Option<Part>,
 }
 
 pub fn run(args: Args) -> Result<()> {
     super::set_threads(args.threads)?;
+    let part = match args.part {
+        Some(part) => Some(part),
+        None => Part::from_slurm(|name| std::env::var(name).ok())?.map(|(part, said)| {
+            eprintln!("prepare: part {part}, from the Slurm array ({said})");
+            part
+        }),
+    };
     let options = PrepareOptions {
         board_size: args.size,
         features: args.features,
@@ -84,16 +105,40 @@ pub fn run(args: Args) -> Result<()> {
         block_records: args.block_records,
         zstd_level: args.level,
         force: args.force,
+        part,
     };
-    let games = GameList::read(&args.list)?.0.len() as u64;
+    let listed = GameList::read(&args.list)?.0.len();
+    let games = part.map_or(listed, |p| p.range(listed).len()) as u64;
     let progress = Progress::new("prepare", games, "games");
     let started = std::time::Instant::now();
     let (manifest, up_to_date) = prepare(&args.list, &args.out, &options, &progress)?;
+    let what = part.map_or(String::new(), |p| format!("part {p} of "));
     if up_to_date {
-        eprintln!("{} is up to date with {} (use --force to redo it)", args.out.display(), args.list.display());
-        return Ok(());
+        eprintln!("{what}{} is up to date with {} (use --force to redo it)", args.out.display(), args.list.display());
+    } else {
+        report(&manifest, games, started.elapsed().as_secs_f64());
     }
-    let secs = started.elapsed().as_secs_f64();
+    if let Some(part) = part {
+        match merge_if_complete(&args.out)? {
+            Ok(_) => eprintln!("part {part}: all {} parts are done; dataset manifest written", part.count),
+            Err(missing) => {
+                let missing: Vec<String> = missing.iter().map(|i| i.to_string()).collect();
+                eprintln!(
+                    "part {part} done; waiting for parts {} (the last to finish, or `go-train dataset merge {}`, \
+                     writes the dataset manifest)",
+                    missing.join(", "),
+                    args.out.display()
+                );
+                return Ok(());
+            }
+        }
+    }
+    eprintln!("dataset: {}", args.out.display());
+    Ok(())
+}
+
+/// Counts and speed of a finished run (of a part, with a part's counts).
+fn report(manifest: &go_train::dataset::Manifest, games: u64, secs: f64) {
     let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
     let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
     eprintln!(
@@ -111,6 +156,4 @@ pub fn run(args: Args) -> Result<()> {
     for (reason, n) in &manifest.dropped {
         eprintln!("  dropped: {n} ({reason})");
     }
-    eprintln!("dataset: {}", args.out.display());
-    Ok(())
 }

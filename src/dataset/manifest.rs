@@ -134,9 +134,20 @@ impl Manifest {
 
     /// Writes the manifest atomically (see [`crate::atomic::write_atomic`]).
     pub fn write(&self, dir: &Path) -> Result<()> {
+        crate::atomic::write_atomic(&dir.join(MANIFEST), self.text()?.as_bytes())
+    }
+
+    /// Writes the manifest atomically when other processes may write the
+    /// same one at once: parts of a dataset that finish together
+    /// ([`crate::atomic::write_atomic_shared`]).
+    pub fn write_shared(&self, dir: &Path) -> Result<()> {
+        crate::atomic::write_atomic_shared(&dir.join(MANIFEST), self.text()?.as_bytes())
+    }
+
+    fn text(&self) -> Result<String> {
         let mut text = serde_json::to_string_pretty(self)?;
         text.push('\n');
-        crate::atomic::write_atomic(&dir.join(MANIFEST), text.as_bytes())
+        Ok(text)
     }
 
     /// Board size and planes of its records.

@@ -3,6 +3,7 @@
 
 pub mod filter;
 pub mod manifest;
+pub mod parts;
 pub mod prepare;
 pub mod reader;
 pub mod shard;

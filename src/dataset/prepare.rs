@@ -12,6 +12,11 @@
 //! dataset; one without is redone from the start by the next run (a full
 //! run over 36,000 games takes seconds, so resuming mid-way is not worth
 //! its complexity).
+//!
+//! With [`PrepareOptions::part`], a run prepares one contiguous slice of
+//! the list and writes a part manifest instead ([`super::parts`]); it
+//! touches only its own files, so parts may run at once into one folder,
+//! and a killed part is redone alone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -21,6 +26,7 @@ use rayon::prelude::*;
 
 use super::filter::{GameList, GameRef};
 use super::manifest::{Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, MANIFEST};
+use super::parts::{is_part_manifest, part_manifests, same_list, Part, PartManifest};
 use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
 use crate::features::{FeatureSet, PackedPlanes};
@@ -45,6 +51,8 @@ pub struct PrepareOptions {
     pub zstd_level: i32,
     /// Replace a dataset made with other inputs or settings.
     pub force: bool,
+    /// Prepare only this part of the list ([`super::parts`]).
+    pub part: Option<Part>,
 }
 
 impl Default for PrepareOptions {
@@ -60,6 +68,7 @@ impl Default for PrepareOptions {
             block_records: 1024,
             zstd_level: 3,
             force: false,
+            part: None,
         }
     }
 }
@@ -116,11 +125,13 @@ pub fn prepare(
 
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     if let Ok(existing) = Manifest::read(out) {
-        let same = existing.input == input
+        let same = same_list(&existing.input, &input)
             && existing.settings == settings
             && existing.board_size == options.board_size
             && existing.features == options.features;
-        if same && !options.force {
+        // A part is done when its own part manifest is there (clear_part):
+        // one lost after the merge is redone.
+        if same && !options.force && options.part.is_none() {
             return Ok((existing, true));
         }
         if !same && !options.force {
@@ -130,10 +141,21 @@ pub fn prepare(
             );
         }
     }
-    clear_dataset(out)?;
+    let games = match options.part {
+        None => {
+            clear_dataset(out)?;
+            &list.0[..]
+        }
+        Some(part) => {
+            if let Some(done) = clear_part(out, part, &input, &settings, options)? {
+                return Ok((done, true));
+            }
+            &list.0[part.range(list.0.len())]
+        }
+    };
 
     let mut writer = DatasetWriter::new(out, options);
-    let chunks: Vec<&[GameRef]> = list.0.chunks(CHUNK_GAMES).collect();
+    let chunks: Vec<&[GameRef]> = games.chunks(CHUNK_GAMES).collect();
     let window = 4 * rayon::current_num_threads();
     let mut files = ParsedFiles::default();
     for group in chunks.chunks(window) {
@@ -166,7 +188,15 @@ pub fn prepare(
         dropped,
         shards,
     };
-    manifest.write(out)?;
+    match options.part {
+        None => manifest.write(out)?,
+        Some(part) => {
+            let first_game = part.range(list.0.len()).start as u64;
+            let games = games.len() as u64;
+            let dataset = manifest.clone();
+            PartManifest { part: part.index, parts: part.count, first_game, games, dataset }.write(out)?
+        }
+    }
     Ok((manifest, false))
 }
 
@@ -181,12 +211,77 @@ fn clear_dataset(dir: &Path) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let ours = name.ends_with(".shard") || name.ends_with(".shard.tmp") || name == "manifest.json.tmp";
+        let ours = name.ends_with(".shard")
+            || name.ends_with(".shard.tmp")
+            || (name.starts_with(MANIFEST) && name.ends_with(".tmp"))
+            || is_part_manifest(name.trim_end_matches(".tmp"));
         if ours {
-            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            remove_if_there(&path)?;
         }
     }
     Ok(())
+}
+
+/// Readies `dir` for `part`: returns its manifest when the part is already
+/// done with these settings; otherwise removes the part's own files (and,
+/// with `force`, the dataset's manifest and the parts made with other
+/// settings), never another part's of the same job, which may be running.
+fn clear_part(
+    dir: &Path,
+    part: Part,
+    input: &Input,
+    settings: &Settings,
+    options: &PrepareOptions,
+) -> Result<Option<Manifest>> {
+    let ours = |p: &PartManifest| {
+        p.parts == part.count
+            && same_list(&p.dataset.input, input)
+            && p.dataset.settings == *settings
+            && p.dataset.features == options.features
+            && p.dataset.board_size == options.board_size
+    };
+    let mut stale = Vec::new();
+    for (path, found) in part_manifests(dir)? {
+        if !ours(&found) {
+            stale.push((path, found));
+        } else if found.part == part.index && !options.force {
+            return Ok(Some(found.dataset));
+        }
+    }
+    if !stale.is_empty() && !options.force {
+        let names: Vec<String> = stale.iter().map(|(p, _)| p.display().to_string()).collect();
+        bail!(
+            "{} holds parts made from other inputs, settings or part counts ({}); use --force to replace them",
+            dir.display(),
+            names.join(", ")
+        );
+    }
+    remove_if_there(&dir.join(MANIFEST))?;
+    for (path, found) in stale {
+        remove_if_there(&path)?;
+        for shard in &found.dataset.shards {
+            remove_if_there(&dir.join(&shard.file))?;
+        }
+    }
+    let tag = part.shard_tag();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.contains(&format!("{tag}-")) || name.trim_end_matches(".tmp") == part.manifest_name() {
+            remove_if_there(&path)?;
+        }
+    }
+    Ok(None)
+}
+
+/// Removes a file, if it is there: another part may have removed it first.
+fn remove_if_there(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The parsed game files a group of chunks reads. Each file is parsed
@@ -364,7 +459,8 @@ impl<'a> DatasetWriter<'a> {
     fn shard_for(&mut self, split: Split) -> Result<&mut ShardWriter> {
         if !self.open.contains_key(&split) {
             let number = self.shards.iter().filter(|s| s.split == split).count();
-            let name = format!("{split}-{number:05}.shard");
+            let tag = self.options.part.map(Part::shard_tag).unwrap_or_default();
+            let name = format!("{split}{tag}-{number:05}.shard");
             let writer = ShardWriter::create(&self.dir.join(&name), self.options.layout())?;
             self.open.insert(split, (name, writer));
         }

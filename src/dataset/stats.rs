@@ -31,7 +31,46 @@ pub struct LabelStats {
     pub losses: u64,
     /// Records without a value label.
     pub no_value: u64,
+    /// CRC-32 of the records, in order.
+    pub checksum: RecordChecksum,
 }
+
+/// CRC-32 of a sequence of records (planes, move, value, move number), the
+/// same however they are cut into blocks and shards: what shows that a
+/// dataset prepared in parts holds the records of a one-process `prepare`.
+#[derive(Clone, Debug, Default)]
+pub struct RecordChecksum(crc32fast::Hasher);
+
+impl RecordChecksum {
+    /// Adds the records of `block`, after those added so far.
+    pub fn add(&mut self, block: &Block) {
+        let per_record = if block.is_empty() { 0 } else { block.planes.len() / block.len() };
+        for i in 0..block.len() {
+            self.0.update(&block.planes[i * per_record..(i + 1) * per_record]);
+            self.0.update(&block.policy[i].to_le_bytes());
+            self.0.update(&block.value[i].to_le_bytes());
+            self.0.update(&block.move_number[i].to_le_bytes());
+        }
+    }
+
+    /// The checksum of these records followed by `other`'s.
+    pub fn then(mut self, other: &RecordChecksum) -> RecordChecksum {
+        self.0.combine(&other.0);
+        self
+    }
+
+    pub fn value(&self) -> u32 {
+        self.0.clone().finalize()
+    }
+}
+
+impl PartialEq for RecordChecksum {
+    fn eq(&self, other: &RecordChecksum) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl Eq for RecordChecksum {}
 
 impl LabelStats {
     /// No records yet, on a board of `size`.
@@ -44,12 +83,14 @@ impl LabelStats {
             wins: 0,
             losses: 0,
             no_value: 0,
+            checksum: RecordChecksum::default(),
         }
     }
 
     /// Counts every block of `split`, decoding them in parallel (one block
     /// per thread at a time, so memory stays small); `progress` counts
-    /// blocks.
+    /// blocks. Rayon's reduce keeps the blocks' order, which the checksum
+    /// needs.
     pub fn of_split(dataset: &Dataset, split: Split, progress: &Progress) -> Result<LabelStats> {
         let size = dataset.board_size();
         dataset
@@ -67,6 +108,7 @@ impl LabelStats {
     /// Counts the records of `block` (its labels checked already).
     pub fn add(&mut self, block: &Block) {
         self.records += block.len() as u64;
+        self.checksum.add(block);
         for &p in &block.policy {
             self.policy[p as usize] += 1;
         }
@@ -94,6 +136,7 @@ impl LabelStats {
         self.wins += other.wins;
         self.losses += other.losses;
         self.no_value += other.no_value;
+        self.checksum = self.checksum.then(&other.checksum);
         self
     }
 
@@ -143,5 +186,32 @@ mod tests {
         assert_eq!((s.records, s.passes(), s.wins, s.losses, s.no_value), (5, 1, 3, 1, 1));
         assert_eq!(s.stages, [2, 2, 1], "moves 1 and 50; 51 and 150; 151+");
         assert_eq!(s.top_points(2), vec![(40, 3), (3, 1)]);
+    }
+
+    /// The checksum of records cut into two blocks is that of one block
+    /// holding them all, and it changes with their order.
+    #[test]
+    fn checksum_ignores_blocks_not_order() {
+        let layout = crate::dataset::shard::Layout { board_size: 9, planes: crate::features::PLANES };
+        let record = |k: u64| vec![k; layout.planes_bytes() / 8];
+        let (mut whole, mut first, mut second, mut swapped) =
+            (Block::default(), Block::default(), Block::default(), Block::default());
+        for k in 0..5u64 {
+            whole.push(&record(k), k as u16, 1, k as u16);
+            if k < 2 { &mut first } else { &mut second }.push(&record(k), k as u16, 1, k as u16);
+        }
+        for k in [1u64, 0, 2, 3, 4] {
+            swapped.push(&record(k), k as u16, 1, k as u16);
+        }
+        let of = |blocks: &[&Block]| {
+            blocks.iter().fold(LabelStats::new(9), |acc, b| {
+                let mut s = LabelStats::new(9);
+                s.add(b);
+                acc.merge(&s)
+            })
+        };
+        assert_eq!(of(&[&whole]).checksum, of(&[&first, &second]).checksum);
+        assert_ne!(of(&[&whole]).checksum, of(&[&swapped]).checksum);
+        assert_ne!(of(&[&whole]).checksum, of(&[&second, &first]).checksum);
     }
 }

@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use go_train::train::config::TrainConfig;
+use go_train::train::distributed::{join, World};
 use go_train::train::run::{train, Start};
 
 /// Which of the three nets a command trains by default.
@@ -118,7 +119,13 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     } else {
         Start::Fresh
     };
-    let summary = train(&config, start, std::io::stderr().is_terminal(), args.stop_after)?;
+    // One process, or one rank of a data-parallel run under srun or torchrun.
+    let world = World::from_env(|name| std::env::var(name).ok())?;
+    let collective = join(world, &config.device, &config.out)?;
+    let summary = train(&config, start, std::io::stderr().is_terminal(), args.stop_after, collective.as_ref())?;
+    if !collective.world().is_leader() {
+        return Ok(());
+    }
     if summary.already_done {
         eprintln!("{}: all {} epochs are done", config.out.display(), config.epochs);
     }

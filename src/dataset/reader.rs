@@ -219,6 +219,17 @@ pub struct BatchOptions {
     /// those a batch needs when `value_only` leaves few records per
     /// window). 0 means 1.
     pub window_blocks: usize,
+    /// (rank, ranks): read only this rank's slice of each batch
+    /// ([`rank_slice`]), for data-parallel training. Every rank reads the
+    /// same stream (order and symmetries), so the slices of the ranks make
+    /// up the batch a single process reads. (0, 1) reads whole batches.
+    pub ranks: (usize, usize),
+}
+
+/// Records `rank` of `ranks` takes of a batch of `n`: contiguous slices,
+/// their sizes differing by one at most.
+pub fn rank_slice(rank: usize, ranks: usize, n: usize) -> std::ops::Range<usize> {
+    rank * n / ranks..(rank + 1) * n / ranks
 }
 
 impl Default for BatchOptions {
@@ -232,6 +243,7 @@ impl Default for BatchOptions {
             value_only: false,
             drop_last: false,
             window_blocks: DEFAULT_WINDOW_BLOCKS,
+            ranks: (0, 1),
         }
     }
 }
@@ -379,6 +391,10 @@ impl Batches {
         if want == 0 {
             bail!("batch size must be at least 1");
         }
+        let (rank, ranks) = self.options.ranks;
+        if rank >= ranks || want < ranks {
+            bail!("rank {rank} of {ranks} cannot take a slice of batches of {want}: a batch needs a record per rank");
+        }
         while self.queue.len() < want && self.next_block < self.order.len() {
             self.refill()?;
         }
@@ -419,17 +435,24 @@ impl Batches {
         Ok(())
     }
 
-    /// The next `n` queued records as a batch, each under its symmetry.
+    /// The next `n` queued records as a batch, each under its symmetry (this
+    /// rank's slice of them: all are drawn, so that every rank goes on with
+    /// the same stream).
     fn take(&mut self, n: usize) -> Batch {
-        let symmetries: Vec<Symmetry> = (0..n)
+        let mut symmetries: Vec<Symmetry> = (0..n)
             .map(|_| match self.options.symmetries {
                 true => Symmetry::new(below(&mut self.symmetry_rng, 8) as u8),
                 false => Symmetry::IDENTITY,
             })
             .collect();
+        let (rank, ranks) = self.options.ranks;
+        let mine = rank_slice(rank, ranks, n);
+        symmetries = symmetries.drain(mine.clone()).collect();
         let records: Vec<(&Block, usize)> = self
             .queue
             .drain(..n)
+            .skip(mine.start)
+            .take(mine.len())
             .map(|p| (&self.windows[p.window - self.first_window][p.block as usize], p.record as usize))
             .collect();
         let batch = decode_batch(&records, &symmetries, &self.permutations, self.dataset.layout());

@@ -4,8 +4,12 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod distributed;
 pub mod metrics;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod optim;
+pub mod rendezvous;
 pub mod run;
 pub mod schedule;
 

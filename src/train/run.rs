@@ -15,6 +15,10 @@
 //! batches of an epoch from (seed, epoch), and the optimizer state from the
 //! checkpoint, so a run killed and resumed ends with the same weights as one
 //! that never stopped.
+//!
+//! The same loop runs data-parallel, one process per GPU
+//! ([`super::distributed`]): each rank trains on its slice of every batch
+//! and the gradients are averaged before each step; rank 0 alone writes.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -23,6 +27,7 @@ use anyhow::{bail, Context, Result};
 
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
+use super::distributed::{average_gradients, broadcast_vars, leader_decides, Collective};
 use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
 use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
@@ -53,12 +58,22 @@ pub struct Summary {
 /// With `stop_after`, the run ends cleanly, its checkpoint written, after
 /// the last epoch that it expects to finish within that time (judged by the
 /// epochs so far): for batch jobs with a wall-clock limit, continued later
-/// with [`Start::Resume`].
-pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after: Option<Duration>) -> Result<Summary> {
+/// with [`Start::Resume`]. `collective` is this process's place in a
+/// data-parallel run ([`super::distributed::Alone`] for one process).
+pub fn train(
+    config: &TrainConfig,
+    start: Start,
+    show_progress: bool,
+    stop_after: Option<Duration>,
+    collective: &dyn Collective,
+) -> Result<Summary> {
     let run_started = Instant::now();
+    let world = collective.world();
+    let leader = world.is_leader();
+    let show_progress = show_progress && leader;
     let out = &config.out;
     let last = out.join("last");
-    let device = crate::nn::device(&config.device)?;
+    let device = crate::nn::device(&world.device_spec(&config.device))?;
     crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
     let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
@@ -66,7 +81,10 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     let mut optimizer = config.optimizer.build(model.parameters());
     // A save killed part-way leaves the newest complete checkpoint to be put back.
-    checkpoint::recover(&last)?;
+    if leader {
+        checkpoint::recover(&last)?;
+    }
+    collective.barrier()?;
     let has_checkpoint = last.join(checkpoint::STATE_FILE).exists();
     let mut state = match (start, has_checkpoint) {
         (Start::Resume, true) => {
@@ -79,23 +97,35 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         _ => {
             if let Some(init) = &config.init {
                 let set = crate::nn::weights::load_matching(init, &model)?;
-                eprintln!(
+                if leader {
+                    eprintln!(
                     "{}: {set} of the net's {} tensors start from {}",
                     out.display(),
                     model.tensors().len(),
                     init.display()
-                );
+                    );
+                }
             }
             TrainState::default()
         }
     };
-    if start == Start::Overwrite {
-        remove_old_run(out)?;
+    // Every rank has read the checkpoint before rank 0 writes anything.
+    collective.barrier()?;
+    let all_tensors: Vec<_> = model.tensors().into_iter().map(|(_, v)| v).collect();
+    broadcast_vars(collective, &all_tensors)?;
+    let mut history = Vec::new();
+    if leader {
+        if world.size > 1 {
+            eprintln!("{}: rank 0 of {} ({}), global batch {}", out.display(), world.size, world.source, config.batch);
+        }
+        if start == Start::Overwrite {
+            remove_old_run(out)?;
+        }
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::write(out.join("config.toml"), config.to_toml()?)
+            .with_context(|| format!("writing {}/config.toml", out.display()))?;
+        history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
     }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    std::fs::write(out.join("config.toml"), config.to_toml()?)
-        .with_context(|| format!("writing {}/config.toml", out.display()))?;
-    let mut history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
     if state.epoch >= config.epochs {
         return Ok(Summary { epochs: history, already_done: true });
     }
@@ -115,6 +145,7 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
             symmetries: config.symmetries,
             value_only: value_net,
             drop_last: true,
+            ranks: (world.rank, world.size),
             ..BatchOptions::default()
         };
         let positions = if value_net { dataset.value_len(Split::Train) } else { dataset.split_len(Split::Train) };
@@ -128,8 +159,18 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         } else {
             Progress::hidden()
         };
-        let train = train_epoch(&model, optimizer.as_mut(), &dataset, &options, total, &progress, &mut state)?;
+        let steps = Steps { total, global_batch: config.batch, collective };
+        let train = train_epoch(&model, optimizer.as_mut(), &dataset, &options, &steps, &progress, &mut state)?;
         progress.finish();
+        if !leader {
+            // Rank 0 scores the epoch and writes it; this rank goes on to
+            // the next, where the first all-reduce waits for rank 0.
+            state.epoch = epoch + 1;
+            if state.epoch < config.epochs && leader_decides(collective, false)? {
+                return Ok(Summary { epochs: history, already_done: false });
+            }
+            continue;
+        }
         let trained_for = started.elapsed().as_secs_f64();
         let validation = evaluate(&model, &dataset, Split::Validation, 500, config.validation_positions)?;
         let metrics = EpochMetrics {
@@ -155,8 +196,9 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
         log_epoch(&metrics);
         slowest_epoch = slowest_epoch.max(started.elapsed());
         if state.epoch < config.epochs {
-            if let Some(limit) = stop_after {
-                if run_started.elapsed() + slowest_epoch > limit {
+            let stop = stop_after.is_some_and(|limit| run_started.elapsed() + slowest_epoch > limit);
+            if leader_decides(collective, stop)? {
+                if let Some(limit) = stop_after {
                     eprintln!(
                         "stopping after epoch {} of {}: another would pass --stop-after {} s; continue with --resume",
                         state.epoch,
@@ -171,27 +213,45 @@ pub fn train(config: &TrainConfig, start: Start, show_progress: bool, stop_after
     Ok(Summary { epochs: history, already_done: false })
 }
 
-/// One pass over the training batches; returns the training scores.
+/// The steps of an epoch: how many, of which global batch, averaged over
+/// which ranks.
+struct Steps<'a> {
+    total: u64,
+    global_batch: usize,
+    collective: &'a dyn Collective,
+}
+
+/// One pass over the training batches; returns the training scores (of
+/// this rank's slices).
 fn train_epoch(
     model: &Model,
     optimizer: &mut dyn Optimizer,
     dataset: &Dataset,
     options: &BatchOptions,
-    steps: u64,
+    steps: &Steps,
     progress: &Progress,
     state: &mut TrainState,
 ) -> Result<crate::eval::positions::Scores> {
     let mut tally = Tally::new(model.output());
+    let parameters: Vec<_> = model.parameters().into_iter().map(|(_, v)| v).collect();
+    let ranks = steps.collective.world().size;
     let batches = dataset.batches(Split::Train, options).prefetch(2);
-    for batch in batches.take(steps as usize) {
+    for batch in batches.take(steps.total as usize) {
         let batch = batch?;
         let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
         let pred = model.forward(&x, true)?;
         let loss = model.output().loss(&pred, &target)?;
-        let grads = loss.backward()?;
+        let mut grads = loss.backward()?;
+        let mut loss = loss.to_scalar::<f32>()? as f64;
+        if ranks > 1 {
+            let share = batch.len as f64 / steps.global_batch as f64;
+            // The global loss comes back with the gradients, so that every
+            // rank stops together on a non-finite one rather than leaving
+            // the others waiting in the next all-reduce.
+            loss = average_gradients(steps.collective, &parameters, &mut grads, share, loss)?;
+        }
         optimizer.step(&grads)?;
         state.step += 1;
-        let loss = loss.to_scalar::<f32>()? as f64;
         if !loss.is_finite() {
             bail!("the loss became {loss} at step {}: lower the learning rate", state.step);
         }

@@ -1,0 +1,102 @@
+//! Data-parallel training on CPU, with ranks as threads and the in-process
+//! stand-in for NCCL's all-reduce: the same weights as one process with
+//! the same global batch, and a run resumed with another number of ranks
+//! going on as if it had not changed.
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+use go_train::dataset::testkit::{self, Layout};
+use go_train::features::FeatureSet;
+use go_train::train::config::TrainConfig;
+use go_train::train::distributed::{Alone, Collective, InProcess};
+use go_train::train::run::{train, Start};
+
+/// The seed's playout net (no batch norm, whose statistics are per rank)
+/// on a dataset of real games, `epochs` of 5 batches of 30.
+fn config(data: &Path, out: &Path, epochs: u64) -> TrainConfig {
+    let set = |k: &str, v: String| format!("{k}={v}");
+    let overrides = [
+        set("data", format!("{:?}", data.display().to_string())),
+        set("out", format!("{:?}", out.display().to_string())),
+        set("epochs", epochs.to_string()),
+        set("steps_per_epoch", "5".into()),
+        set("batch", "30".into()),
+        set("validation_positions", "60".into()),
+        set("device", "\"cpu\"".into()),
+        set("seed", "5".into()),
+    ];
+    TrainConfig::built_in("playout", &overrides).unwrap()
+}
+
+/// Trains with `ranks` threads as ranks (one: the plain single process).
+fn train_ranks(config: &TrainConfig, ranks: usize, start: Start) {
+    if ranks == 1 {
+        train(config, start, false, None, &Alone::new()).unwrap();
+        return;
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = InProcess::group(ranks)
+            .into_iter()
+            .map(|member| scope.spawn(move || train(config, start, false, None, &member as &dyn Collective).unwrap()))
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+}
+
+fn weights(out: &Path) -> Vec<(String, Tensor)> {
+    let mut all: Vec<_> =
+        candle_core::safetensors::load(out.join("last/weights.safetensors"), &Device::Cpu).unwrap().into_iter().collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
+/// Largest difference between two sets of weights, and the largest change
+/// any weight made from `start` (so that "equal" is not "untrained").
+fn largest_difference(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|((na, ta), (nb, tb))| {
+            assert_eq!(na, nb);
+            (ta - tb).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
+        })
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn two_ranks_train_the_weights_of_one_process() {
+    let Some(games) = testkit::kgs_games(12) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+
+    let (one, two, three) = (tmp.path().join("one"), tmp.path().join("two"), tmp.path().join("three"));
+    train_ranks(&config(&data, &one, 1), 1, Start::Fresh);
+    let initial: Vec<(String, Tensor)> = {
+        let c = config(&data, &one, 1);
+        let model = go_train::nn::Model::new(c.arch().unwrap(), FeatureSet::Seed, &Device::Cpu, c.seed).unwrap();
+        model.tensors().into_iter().map(|(name, var)| (name, var.as_tensor().clone())).collect()
+    };
+    train_ranks(&config(&data, &two, 1), 2, Start::Fresh);
+    let (w1, w2) = (weights(&one), weights(&two));
+    let moved = largest_difference(&w1, &initial);
+    let apart = largest_difference(&w1, &w2);
+    assert!(moved > 1e-3, "training changed the weights: {moved}");
+    assert!(apart < 1e-4 * moved.max(1.0), "two ranks {apart} from one process (weights moved {moved})");
+    assert!(one.join("metrics.jsonl").is_file() && two.join("metrics.jsonl").is_file());
+
+    // Two epochs: the first with 3 ranks, the second resumed with 1; and
+    // the same run in one process throughout.
+    train_ranks(&config(&data, &three, 1), 3, Start::Fresh);
+    train_ranks(&config(&data, &three, 2), 1, Start::Resume);
+    train_ranks(&config(&data, &one, 2), 1, Start::Resume);
+    let (w1, w3) = (weights(&one), weights(&three));
+    let apart = largest_difference(&w1, &w3);
+    assert!(apart < 1e-4 * largest_difference(&w1, &initial).max(1.0), "resumed with other ranks: {apart}");
+    let lines = std::fs::read_to_string(three.join("metrics.jsonl")).unwrap().lines().count();
+    assert_eq!(lines, 2, "rank 0 alone wrote one line per epoch");
+}

@@ -47,8 +47,10 @@ fn train_ranks(config: &TrainConfig, ranks: usize, start: Start) {
 }
 
 fn weights(out: &Path) -> Vec<(String, Tensor)> {
-    let mut all: Vec<_> =
-        candle_core::safetensors::load(out.join("last/weights.safetensors"), &Device::Cpu).unwrap().into_iter().collect();
+    let mut all: Vec<_> = candle_core::safetensors::load(out.join("last/weights.safetensors"), &Device::Cpu)
+        .unwrap()
+        .into_iter()
+        .collect();
     all.sort_by(|a, b| a.0.cmp(&b.0));
     all
 }

@@ -348,3 +348,45 @@ fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
     }
     assert!(out_dir.join("config.toml").exists());
 }
+
+/// Launched as one of several ranks (torchrun's variables), a build
+/// without NCCL refuses at once, naming the launcher and the fix, rather
+/// than training alone; an `srun` task of a one-task step trains as one
+/// process.
+#[cfg(not(feature = "nccl"))]
+#[test]
+fn several_ranks_need_nccl_and_one_srun_task_trains_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(data) = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,1,0") else { return };
+    let out_dir = dir.path().join("out");
+    let cfg = config("playout");
+    let args = [
+        "train-playout",
+        "--config",
+        &cfg,
+        "--data",
+        s(&data),
+        "--out",
+        s(&out_dir),
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+    ];
+    let launched = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_go-train"));
+        cmd.args(args).args(["--set", "batch=8", "--steps-per-epoch", "2"]);
+        for var in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"] {
+            cmd.env_remove(var);
+        }
+        cmd.envs(vars.iter().copied()).output().unwrap()
+    };
+    let out = launched(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("torchrun: RANK=0, WORLD_SIZE=2") && err.contains("--features nccl"), "{err}");
+    assert!(!out_dir.join("config.toml").exists(), "nothing is written");
+    let out = launched(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("SLURM_LOCALID", "0")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(metrics(&out_dir).len(), 1);
+}

@@ -173,7 +173,7 @@ pub fn merge(dir: &Path) -> Result<Manifest> {
     match merged(dir)? {
         Merged::Complete(manifest) => {
             manifest.write_shared(dir)?;
-            Ok(manifest)
+            Ok(*manifest)
         }
         Merged::Missing { parts, missing } => {
             let names: Vec<String> = missing.iter().map(|i| i.to_string()).collect();
@@ -193,14 +193,14 @@ pub fn merge_if_complete(dir: &Path) -> Result<Result<Manifest, Vec<usize>>> {
     match merged(dir)? {
         Merged::Complete(manifest) => {
             manifest.write_shared(dir)?;
-            Ok(Ok(manifest))
+            Ok(Ok(*manifest))
         }
         Merged::Missing { missing, .. } => Ok(Err(missing)),
     }
 }
 
 enum Merged {
-    Complete(Manifest),
+    Complete(Box<Manifest>),
     Missing { parts: usize, missing: Vec<usize> },
 }
 
@@ -243,7 +243,7 @@ fn merged(dir: &Path) -> Result<Merged> {
     // Split by split, then part by part (the tag sorts by part), as a
     // one-process prepare lists them.
     manifest.shards.sort_by(|a, b| (a.split, &a.file).cmp(&(b.split, &b.file)));
-    Ok(Merged::Complete(manifest))
+    Ok(Merged::Complete(Box::new(manifest)))
 }
 
 #[cfg(test)]

@@ -780,6 +780,37 @@ mod tests {
         assert!(numbers.windows(2).filter(|w| w[1] == w[0] + 1).count() < numbers.len() / 4, "{numbers:?}");
     }
 
+    /// The ranks of a data-parallel run read disjoint slices of each batch
+    /// that together are the batch one process reads: every record once
+    /// per epoch, none twice, in the same order and symmetries.
+    #[test]
+    fn rank_slices_make_up_the_batches_of_one_reader() {
+        let Some((_dir, dataset, records)) = fixture() else { return };
+        let whole = BatchOptions { shuffle: true, symmetries: true, drop_last: true, ..options(50) };
+        let one = collect(&dataset, Split::Train, &whole);
+        for ranks in [2, 3] {
+            let per_rank: Vec<Vec<Batch>> = (0..ranks)
+                .map(|rank| collect(&dataset, Split::Train, &BatchOptions { ranks: (rank, ranks), ..whole }))
+                .collect();
+            assert!(per_rank.iter().all(|b| b.len() == one.len()), "every rank takes as many steps");
+            for (step, batch) in one.iter().enumerate() {
+                let slices: Vec<Batch> = per_rank.iter().map(|r| r[step].clone()).collect();
+                assert_eq!(slices.iter().map(|b| b.len).sum::<usize>(), batch.len);
+                assert_eq!(unrotated(&slices, 19), unrotated(std::slice::from_ref(batch), 19), "step {step}");
+                let symmetries: Vec<u8> = slices.iter().flat_map(|b| b.symmetry.clone()).collect();
+                assert_eq!(symmetries, batch.symmetry);
+            }
+        }
+        // Without dropping the short last batch, every record comes once.
+        let all = BatchOptions { drop_last: false, ..whole };
+        let keys: Vec<Key> = (0..3)
+            .flat_map(|rank| unrotated(&collect(&dataset, Split::Train, &BatchOptions { ranks: (rank, 3), ..all }), 19))
+            .collect();
+        assert_eq!(counts(keys), counts(fixture_keys(&records, Split::Train)));
+        let too_many = BatchOptions { ranks: (0, 51), ..whole };
+        assert!(dataset.batches(Split::Train, &too_many).next().unwrap().is_err(), "a batch needs a record per rank");
+    }
+
     #[test]
     fn same_seed_and_epoch_give_the_same_batches_on_any_thread_count() {
         let Some((_dir, dataset, _)) = fixture() else { return };

@@ -62,6 +62,14 @@ pub struct TrainConfig {
     /// (a trained `policy` for a `policy-value` net's trunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<PathBuf>,
+    /// Data-parallel runs (docs/cluster.md): `batch` is the global batch,
+    /// split among the ranks, whatever their number (`false`, the default:
+    /// the same run on any number of GPUs); `true` makes `batch` each
+    /// rank's and multiplies the batch and the learning rate by the number
+    /// of ranks (the linear scaling rule of Goyal et al. 2017), for
+    /// throughput.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub linear_scaling: bool,
     pub optimizer: OptimizerConfig,
     pub schedule: Schedule,
 }
@@ -115,6 +123,19 @@ impl TrainConfig {
     }
 
     /// The learning-rate schedule.
+    /// The settings a run on `ranks` ranks trains with: with
+    /// `linear_scaling`, the batch and the learning rate times `ranks`.
+    pub fn for_ranks(&self, ranks: usize) -> TrainConfig {
+        let mut scaled = self.clone();
+        if self.linear_scaling && ranks > 1 {
+            scaled.batch *= ranks;
+            match &mut scaled.optimizer {
+                OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => *lr *= ranks as f64,
+            }
+        }
+        scaled
+    }
+
     pub fn step_lr(&self) -> StepLr {
         let base_lr = match self.optimizer {
             OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => lr,
@@ -189,6 +210,18 @@ mod tests {
         let path = dir.path().join("job.toml");
         std::fs::write(&path, text).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn linear_scaling_multiplies_batch_and_lr_by_the_ranks() {
+        let plain = TrainConfig::parse("test", POLICY, &[]).unwrap();
+        assert_eq!(plain.for_ranks(8), plain, "the global batch by default");
+        let scaled = TrainConfig::parse("test", POLICY, &["linear_scaling=true".into()]).unwrap();
+        let on_8 = scaled.for_ranks(8);
+        assert_eq!(on_8.batch, 8 * plain.batch);
+        assert!((on_8.step_lr().base_lr - 8.0 * plain.step_lr().base_lr).abs() < 1e-12);
+        assert_eq!(scaled.for_ranks(1), scaled);
+        assert!(!plain.to_toml().unwrap().contains("linear_scaling"), "absent from configs that do not use it");
     }
 
     #[test]

@@ -50,7 +50,10 @@ impl World {
     /// first: inside a Slurm allocation they are what the job meant.
     /// `env` reads a variable.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<World> {
-        let launchers = [("torchrun", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]), ("srun", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"])];
+        let launchers = [
+            ("torchrun", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]),
+            ("srun", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"]),
+        ];
         for (launcher, [rank, size, local]) in launchers {
             let (Some(r), Some(s)) = (env(rank), env(size)) else { continue };
             let number = |name: &str, v: &str| -> Result<usize> {
@@ -287,7 +290,8 @@ mod tests {
         let srun = [("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1")];
         let w = World::from_env(env(&srun)).unwrap();
         assert_eq!((w.rank, w.size, w.local_rank), (5, 8, 1));
-        let both = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("RANK", "3"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "3")];
+        let both =
+            [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("RANK", "3"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "3")];
         let w = World::from_env(env(&both)).unwrap();
         assert_eq!((w.rank, w.size, w.local_rank), (3, 4, 3), "torchrun's variables first");
         assert!(World::from_env(env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).is_err());

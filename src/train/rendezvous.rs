@@ -39,7 +39,8 @@ impl Rendezvous {
     /// reads an old id).
     pub fn from_env(env: impl Fn(&str) -> Option<String>, dir: &Path) -> Result<Rendezvous> {
         if let Some(given) = env("GO_TRAIN_RENDEZVOUS") {
-            let tcp = given.rsplit_once(':').is_some_and(|(_, port)| port.parse::<u16>().is_ok()) && !given.contains('/');
+            let tcp =
+                given.rsplit_once(':').is_some_and(|(_, port)| port.parse::<u16>().is_ok()) && !given.contains('/');
             return Ok(if tcp { Rendezvous::Tcp(given) } else { Rendezvous::File(given.into()) });
         }
         if let (Some(addr), Some(port)) = (env("MASTER_ADDR"), env("MASTER_PORT")) {
@@ -83,8 +84,8 @@ fn wait_for_file(path: &Path, len: usize) -> Result<Vec<u8>> {
 /// Rank 0: sends `secret` to each of `peers` connections.
 fn serve(addr: &str, peers: usize, secret: &[u8]) -> Result<Vec<u8>> {
     let port = addr.rsplit_once(':').map_or(addr, |(_, p)| p);
-    let listener =
-        TcpListener::bind(("0.0.0.0", port.parse::<u16>()?)).with_context(|| format!("rendezvous: listening on {addr}"))?;
+    let listener = TcpListener::bind(("0.0.0.0", port.parse::<u16>()?))
+        .with_context(|| format!("rendezvous: listening on {addr}"))?;
     listener.set_nonblocking(true)?;
     let started = Instant::now();
     let mut served = 0;
@@ -164,7 +165,10 @@ mod tests {
         let env = |vars: &'static [(&'static str, &'static str)]| {
             Rendezvous::from_env(|n| vars.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string()), dir)
         };
-        assert_eq!(env(&[("MASTER_ADDR", "node1"), ("MASTER_PORT", "29500")]).unwrap(), Rendezvous::Tcp("node1:29501".into()));
+        assert_eq!(
+            env(&[("MASTER_ADDR", "node1"), ("MASTER_PORT", "29500")]).unwrap(),
+            Rendezvous::Tcp("node1:29501".into())
+        );
         assert_eq!(
             env(&[("SLURM_JOB_ID", "42"), ("SLURM_STEP_ID", "3")]).unwrap(),
             Rendezvous::File("/ckpt/.rendezvous-42.3".into())

@@ -69,6 +69,9 @@ pub fn train(
 ) -> Result<Summary> {
     let run_started = Instant::now();
     let world = collective.world();
+    // What config.toml keeps is the run's own settings; what trains are
+    // those for this number of ranks.
+    let (saved_config, config) = (config, &config.for_ranks(world.size));
     let leader = world.is_leader();
     let show_progress = show_progress && leader;
     let out = &config.out;
@@ -88,7 +91,7 @@ pub fn train(
     let has_checkpoint = last.join(checkpoint::STATE_FILE).exists();
     let mut state = match (start, has_checkpoint) {
         (Start::Resume, true) => {
-            check_same_job(out, config)?;
+            check_same_job(out, saved_config)?;
             checkpoint::load(&last, &model, optimizer.as_mut())?
         }
         (Start::Fresh, true) => {
@@ -99,10 +102,10 @@ pub fn train(
                 let set = crate::nn::weights::load_matching(init, &model)?;
                 if leader {
                     eprintln!(
-                    "{}: {set} of the net's {} tensors start from {}",
-                    out.display(),
-                    model.tensors().len(),
-                    init.display()
+                        "{}: {set} of the net's {} tensors start from {}",
+                        out.display(),
+                        model.tensors().len(),
+                        init.display()
                     );
                 }
             }
@@ -116,13 +119,20 @@ pub fn train(
     let mut history = Vec::new();
     if leader {
         if world.size > 1 {
-            eprintln!("{}: rank 0 of {} ({}), global batch {}", out.display(), world.size, world.source, config.batch);
+            let lr = config.step_lr().base_lr;
+            eprintln!(
+                "{}: rank 0 of {} ({}), global batch {}, lr {lr}",
+                out.display(),
+                world.size,
+                world.source,
+                config.batch
+            );
         }
         if start == Start::Overwrite {
             remove_old_run(out)?;
         }
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        std::fs::write(out.join("config.toml"), config.to_toml()?)
+        std::fs::write(out.join("config.toml"), saved_config.to_toml()?)
             .with_context(|| format!("writing {}/config.toml", out.display()))?;
         history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
     }

@@ -49,6 +49,18 @@ if [ "${GO_TRAIN_CUDNN:-0}" = 1 ]; then
   features=cudnn
 fi
 
+# GO_TRAIN_NCCL=1: data-parallel training over NCCL too (--features nccl,
+# docs/cluster.md). libnccl comes from PyPI into the same virtualenv for the
+# link; at run time the cluster's own libnccl.so.2 (or PyTorch's) is used.
+if [ "${GO_TRAIN_NCCL:-0}" = 1 ]; then
+  venv=${GO_TRAIN_CUDA_VENV:-$HOME/.cache/go-train/cuda-venv}
+  nccl_lib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/nvidia/nccl/lib
+  [ -e "$nccl_lib/libnccl.so.2" ] || "$venv/bin/python" -m pip install -q nvidia-nccl-cu13
+  ln -sf libnccl.so.2 "$nccl_lib/libnccl.so"
+  export LIBRARY_PATH="$nccl_lib:$LIBRARY_PATH"
+  features="$features,nccl"
+fi
+
 echo "build-cuda: cargo build --release --features $features $* (CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
 cargo build --release --features "$features" "$@"
 

@@ -98,15 +98,21 @@ impl World {
 /// The collective of this process: [`Alone`] in a world of one, else an
 /// NCCL communicator on the rank's GPU, meeting the others as
 /// [`Rendezvous::from_env`] says (`dir`: the shared checkpoint folder).
+/// `GO_TRAIN_COLLECTIVE=nccl` takes the NCCL path even for one process:
+/// the check of that path on a machine with one GPU.
 pub fn join(world: World, device_spec: &str, dir: &std::path::Path) -> Result<Box<dyn Collective>> {
-    if world.size == 1 {
+    let forced = std::env::var("GO_TRAIN_COLLECTIVE").is_ok_and(|v| v == "nccl");
+    if world.size == 1 && !forced {
         return Ok(Box::new(Alone::new()));
     }
-    let meet = Rendezvous::from_env(|name| std::env::var(name).ok(), dir)?;
+    let meet = match world.size {
+        1 => None,
+        _ => Some(Rendezvous::from_env(|name| std::env::var(name).ok(), dir)?),
+    };
     #[cfg(feature = "nccl")]
     {
         let device = crate::nn::device(&world.device_spec(device_spec))?;
-        Ok(Box::new(super::nccl::Nccl::connect(world, &device, &meet)?))
+        Ok(Box::new(super::nccl::Nccl::connect(world, &device, meet.as_ref())?))
     }
     #[cfg(not(feature = "nccl"))]
     {
@@ -132,6 +138,12 @@ pub trait Collective {
     fn broadcast(&self, values: &Tensor) -> Result<Tensor> {
         let mine = if self.world().is_leader() { values.clone() } else { values.zeros_like()? };
         self.all_reduce_sum(&mine)
+    }
+
+    /// Whether every collective is the identity (one process, no
+    /// communicator): training then skips them.
+    fn is_alone(&self) -> bool {
+        false
     }
 
     /// Returns once every rank has called it.
@@ -163,6 +175,10 @@ impl Collective for Alone {
 
     fn all_reduce_sum(&self, values: &Tensor) -> Result<Tensor> {
         Ok(values.clone())
+    }
+
+    fn is_alone(&self) -> bool {
+        true
     }
 }
 
@@ -254,7 +270,7 @@ pub fn average_gradients(
 /// Gives every rank rank 0's values of `vars` (weights and batch-norm
 /// statistics), so that all start from the same net whatever each drew.
 pub fn broadcast_vars(collective: &dyn Collective, vars: &[Var]) -> Result<()> {
-    if collective.world().size == 1 || vars.is_empty() {
+    if collective.is_alone() || vars.is_empty() {
         return Ok(());
     }
     let flat: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().flatten_all()).collect::<candle_core::Result<_>>()?;

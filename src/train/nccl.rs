@@ -26,15 +26,18 @@ pub struct Nccl {
 
 impl Nccl {
     /// Joins the communicator of `world` on `device` (a CUDA device),
-    /// meeting the other ranks at `meet`.
-    pub fn connect(world: World, device: &Device, meet: &Rendezvous) -> Result<Nccl> {
+    /// meeting the other ranks at `meet` (`None` for a world of one).
+    pub fn connect(world: World, device: &Device, meet: Option<&Rendezvous>) -> Result<Nccl> {
         let cuda = device.as_cuda_device().map_err(|_| anyhow!("NCCL needs a CUDA device (--device cuda)"))?;
         let id = if world.is_leader() {
             let id = Id::new().map_err(|e| anyhow!("creating an NCCL id: {e:?}"))?;
             let bytes: Vec<u8> = id.internal().iter().map(|&c| c as u8).collect();
-            meet.exchange(world.rank, world.size, Some(&bytes), ID_BYTES)?;
+            if let Some(meet) = meet {
+                meet.exchange(world.rank, world.size, Some(&bytes), ID_BYTES)?;
+            }
             id
         } else {
+            let meet = meet.ok_or_else(|| anyhow!("rank {} of {}: nowhere to meet rank 0", world.rank, world.size))?;
             let bytes = meet.exchange(world.rank, world.size, None, ID_BYTES)?;
             let mut internal = [0 as std::ffi::c_char; ID_BYTES];
             internal.iter_mut().zip(&bytes).for_each(|(c, &b)| *c = b as std::ffi::c_char);

@@ -244,7 +244,6 @@ fn train_epoch(
 ) -> Result<crate::eval::positions::Scores> {
     let mut tally = Tally::new(model.output());
     let parameters: Vec<_> = model.parameters().into_iter().map(|(_, v)| v).collect();
-    let ranks = steps.collective.world().size;
     let batches = dataset.batches(Split::Train, options).prefetch(2);
     for batch in batches.take(steps.total as usize) {
         let batch = batch?;
@@ -253,7 +252,7 @@ fn train_epoch(
         let loss = model.output().loss(&pred, &target)?;
         let mut grads = loss.backward()?;
         let mut loss = loss.to_scalar::<f32>()? as f64;
-        if ranks > 1 {
+        if !steps.collective.is_alone() {
             let share = batch.len as f64 / steps.global_batch as f64;
             // The global loss comes back with the gradients, so that every
             // rank stops together on a non-finite one rather than leaving

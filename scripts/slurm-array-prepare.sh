@@ -220,23 +220,23 @@ compare() {
     [[ -z $only ]] || fail "$what: splits only in parts: $only"
 }
 
+# expect_ok LABEL go-train-args...: PASS with the last line of its output,
+# or FAIL with the last lines.
+expect_ok() {
+    local label=$1 out
+    shift
+    if out=$("$go_train" "$@" 2>&1); then
+        pass "$label: ${out##*$'\n'}"
+    else
+        fail "$label: $(tail -n 5 <<<"$out")"
+    fi
+}
+
 merge_verify() {
-    local what=$1 out
-    if out=$("$go_train" dataset merge "$work/parts" 2>&1); then
-        pass "$what: dataset merge: ${out##*$'\n'}"
-    else
-        fail "$what: dataset merge: $out"
-    fi
-    if out=$("$go_train" dataset merge "$work/parts" 2>&1); then
-        pass "$what: dataset merge again (harmless): ${out##*$'\n'}"
-    else
-        fail "$what: dataset merge again: $out"
-    fi
-    if out=$("$go_train" dataset verify "$work/parts" 2>&1); then
-        pass "$what: dataset verify: ${out##*$'\n'}"
-    else
-        fail "$what: dataset verify: $(tail -n 5 <<<"$out")"
-    fi
+    local what=$1
+    expect_ok "$what: dataset merge" dataset merge "$work/parts"
+    expect_ok "$what: dataset merge again (harmless)" dataset merge "$work/parts"
+    expect_ok "$what: dataset verify" dataset verify "$work/parts"
     compare "$what"
 }
 

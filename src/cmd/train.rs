@@ -9,7 +9,8 @@ use anyhow::Result;
 use clap::Parser;
 
 use go_train::train::config::TrainConfig;
-use go_train::train::distributed::{join, World};
+use go_train::train::distributed::World;
+use go_train::train::launch::join;
 use go_train::train::run::{train, Start};
 
 /// Which of the three nets a command trains by default.

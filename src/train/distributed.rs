@@ -23,8 +23,6 @@ use anyhow::{bail, Context, Result};
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor, Var};
 
-use super::rendezvous::Rendezvous;
-
 /// This process's place among the training processes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct World {
@@ -92,37 +90,6 @@ impl World {
     /// differing by one at most.
     pub fn slice(&self, n: usize) -> Range<usize> {
         crate::dataset::reader::rank_slice(self.rank, self.size, n)
-    }
-}
-
-/// The collective of this process: [`Alone`] in a world of one, else an
-/// NCCL communicator on the rank's GPU, meeting the others as
-/// [`Rendezvous::from_env`] says (`dir`: the shared checkpoint folder).
-/// `GO_TRAIN_COLLECTIVE=nccl` takes the NCCL path even for one process:
-/// the check of that path on a machine with one GPU.
-pub fn join(world: World, device_spec: &str, dir: &std::path::Path) -> Result<Box<dyn Collective>> {
-    let forced = std::env::var("GO_TRAIN_COLLECTIVE").is_ok_and(|v| v == "nccl");
-    if world.size == 1 && !forced {
-        return Ok(Box::new(Alone::new()));
-    }
-    let meet = match world.size {
-        1 => None,
-        _ => Some(Rendezvous::from_env(|name| std::env::var(name).ok(), dir)?),
-    };
-    #[cfg(feature = "nccl")]
-    {
-        let device = crate::nn::device(&world.device_spec(device_spec))?;
-        Ok(Box::new(super::nccl::Nccl::connect(world, &device, meet.as_ref())?))
-    }
-    #[cfg(not(feature = "nccl"))]
-    {
-        let _ = (device_spec, meet);
-        bail!(
-            "{}: {} ranks, but this go-train was built without NCCL: build it with --features nccl \
-             (GO_TRAIN_NCCL=1 scripts/build-cuda.sh; docs/cluster.md)",
-            world.source,
-            world.size
-        )
     }
 }
 

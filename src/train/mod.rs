@@ -5,6 +5,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod distributed;
+pub mod launch;
 pub mod metrics;
 #[cfg(feature = "nccl")]
 pub mod nccl;

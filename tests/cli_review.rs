@@ -95,8 +95,9 @@ fn raw_output_is_a_distribution_over_the_legal_moves_in_every_symmetry() {
             (0..362).max_by(|&a, &b| policy[a].as_f64().unwrap_or(-1.0).total_cmp(&policy[b].as_f64().unwrap_or(-1.0)));
         tops.push(top.unwrap());
     }
-    // Mapped back onto the position, most symmetries agree on the best move.
-    let agree = tops.iter().filter(|&&t| t == tops[0]).count();
+    // Mapped back onto the position, most symmetries agree on the best move
+    // (the commonest one: any single symmetry may see another).
+    let agree = tops.iter().map(|t| tops.iter().filter(|&u| u == t).count()).max().unwrap();
     assert!(agree >= 4, "symmetries mapped back to the same point: {tops:?}");
 }
 

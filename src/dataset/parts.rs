@@ -148,9 +148,12 @@ pub fn same_list(a: &Input, b: &Input) -> bool {
     a.list_crc32 == b.list_crc32 && a.games_listed == b.games_listed
 }
 
-/// Whether `name` is a part manifest's file name.
+/// Whether `name` is a part manifest's file name, `part-0003-of-0008.json`
+/// (another file of the folder, `part-notes.json`, is none of ours).
 pub fn is_part_manifest(name: &str) -> bool {
-    name.starts_with("part-") && name.ends_with(".json")
+    let Some(numbers) = name.strip_prefix("part-").and_then(|n| n.strip_suffix(".json")) else { return false };
+    let digits = |t: &str| t.len() >= 4 && t.bytes().all(|b| b.is_ascii_digit());
+    numbers.split_once("-of-").is_some_and(|(i, n)| digits(i) && digits(n))
 }
 
 /// The part manifests in `dir`, by file name.
@@ -263,6 +266,15 @@ mod tests {
                 let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
                 assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "{sizes:?}");
             }
+        }
+    }
+
+    #[test]
+    fn only_part_manifests_are_taken_for_them() {
+        let part = Part::new(3, 8).unwrap();
+        assert!(is_part_manifest(&part.manifest_name()));
+        for other in ["part-notes.json", "part-3-of-8.json", "part-0003-of-0008.json.tmp", "manifest.json"] {
+            assert!(!is_part_manifest(other), "{other}");
         }
     }
 

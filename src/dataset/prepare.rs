@@ -425,27 +425,28 @@ impl<'a> DatasetWriter<'a> {
     fn write_blocks(&mut self, all: bool) -> Result<()> {
         let n = self.options.block_records;
         let layout = self.options.layout();
-        let mut blocks: Vec<(Split, Block)> = Vec::new();
-        for (&split, pending) in self.pending.iter_mut() {
-            // Copy each block out, then drop the consumed records at once:
-            // cutting one block at a time would move the rest every time.
+        let level = self.options.zstd_level;
+        // Blocks are compressed from views into the pending records, and
+        // the consumed records dropped at once after: cutting one block at
+        // a time would move the rest every time.
+        let mut views = Vec::new();
+        let mut consumed = Vec::new();
+        for (&split, pending) in self.pending.iter() {
             let full = pending.len() / n * n;
             let end = if all { pending.len() } else { full };
-            let mut start = 0;
-            while start < end {
-                let stop = (start + n).min(end);
-                blocks.push((split, pending.slice(start..stop, layout)));
-                start = stop;
-            }
-            pending.drain_front(end, layout);
+            views.extend((0..end).step_by(n).map(|start| (split, pending.view(start..(start + n).min(end), layout))));
+            consumed.push((split, end));
         }
-        let level = self.options.zstd_level;
-        let frames: Vec<std::io::Result<Vec<u8>>> = blocks.par_iter().map(|(_, b)| b.compress(level)).collect();
-        for ((split, block), frame) in blocks.iter().zip(frames) {
+        let frames: Vec<std::io::Result<Vec<u8>>> = views.par_iter().map(|(_, b)| b.compress(level)).collect();
+        let blocks: Vec<(Split, usize)> = views.iter().map(|(split, b)| (*split, b.len())).collect();
+        for (split, end) in consumed {
+            self.pending.get_mut(&split).expect("a pending split").drain_front(end, layout);
+        }
+        for ((split, records), frame) in blocks.into_iter().zip(frames) {
             let frame = frame.context("compressing a block")?;
-            self.shard_for(*split)?.write_block(&frame, block.len())?;
-            if self.open[split].1.records() >= self.options.shard_records {
-                self.close_shard(*split)?;
+            self.shard_for(split)?.write_block(&frame, records)?;
+            if self.open[&split].1.records() >= self.options.shard_records {
+                self.close_shard(split)?;
             }
         }
         Ok(())

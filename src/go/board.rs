@@ -56,6 +56,45 @@ impl Point {
     }
 }
 
+/// The on-board points of a board, row by row over the padded layout (a
+/// plain counter with a skip per row: a `flat_map` of rows kept its inner
+/// state in memory, and feature encoding spent a tenth of its time there).
+#[derive(Clone, Debug)]
+pub struct Points {
+    next: usize,
+    row_end: usize,
+    end: usize,
+    stride: usize,
+}
+
+impl Iterator for Points {
+    type Item = Point;
+
+    #[inline]
+    fn next(&mut self) -> Option<Point> {
+        if self.next == self.row_end {
+            if self.row_end == self.end {
+                return None;
+            }
+            // Over the border point that ends the row and starts the next.
+            self.next += 1;
+            self.row_end += self.stride;
+        }
+        let p = Point(self.next as u16);
+        self.next += 1;
+        Some(p)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let size = self.stride - 1;
+        let rows_after = (self.end - self.row_end) / self.stride;
+        let n = self.row_end - self.next + rows_after * size;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Points {}
+
 /// What a point of the padded array holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -418,13 +457,10 @@ impl Board {
     }
 
     /// All on-board points, row by row from the top.
-    pub fn points(&self) -> impl Iterator<Item = Point> + '_ {
-        let (size, stride) = (self.size, self.stride);
-        // Row by row over the padded layout: no division per point.
-        (0..size).flat_map(move |y| {
-            let first = (y + 1) * stride + 1;
-            (first..first + size).map(|p| Point(p as u16))
-        })
+    pub fn points(&self) -> Points {
+        let (first, size, stride) = (self.stride + 1, self.size, self.stride);
+        let end = if size == 0 { first } else { first + (size - 1) * stride + size };
+        Points { next: first, row_end: first + size, end, stride }
     }
 
     #[inline]
@@ -459,6 +495,15 @@ impl Board {
             return 0;
         }
         self.chains[self.chain_of[p.idx()] as usize].lib_count as usize
+    }
+
+    /// What `p` holds and, for a stone, its string's liberties; for any
+    /// other point the count is meaningless (a stale string's). Reading it
+    /// without asking what the point holds first keeps feature encoding
+    /// free of a branch that random stone patterns mispredict.
+    #[inline]
+    pub fn cell_and_liberties(&self, p: Point) -> (Cell, usize) {
+        (self.cells[p.idx()], self.chains[self.chain_of[p.idx()] as usize].lib_count as usize)
     }
 
     /// Number of stones of the string at `p` (0 for an empty point).

@@ -403,3 +403,16 @@ fn move_outcome_agrees_with_playing_the_move() {
     }
     assert!(checked.1 > 100, "captures were checked: {checked:?}");
 }
+
+#[test]
+fn points_are_every_vertex_once_row_by_row() {
+    for size in 2..=MAX_SIZE {
+        let board = Board::new(size);
+        let points: Vec<Point> = board.points().collect();
+        assert_eq!(board.points().len(), size * size, "{size}x{size}");
+        let vertices: Vec<Vertex> = points.iter().map(|&p| board.vertex(p)).collect();
+        let expected: Vec<Vertex> = (0..size).flat_map(|y| (0..size).map(move |x| (x, y))).map(|(x, y)| Vertex { x: x as u8, y: y as u8 }).collect();
+        assert_eq!(vertices, expected, "{size}x{size}");
+        assert!(points.iter().all(|&p| board.cell(p) == Cell::Empty), "{size}x{size}: a border point");
+    }
+}

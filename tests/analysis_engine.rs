@@ -142,3 +142,100 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert!(responses.iter().any(|r| r["id"].is_null() && r["error"].as_str().unwrap().contains("JSON")));
     assert_eq!(by_id("after")[0]["turnNumber"], 0, "the engine goes on after errors");
 }
+
+/// A query on the position after Black's Q16, with `extra` fields.
+fn after_q16(id: &str, extra: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","moves":[["B","Q16"]],"rules":"chinese","komi":7.5,"boardXSize":19,"boardYSize":19,"maxVisits":12{extra}}}"#
+    )
+}
+
+fn moves_of(response: &Value) -> Vec<String> {
+    response["moveInfos"].as_array().unwrap().iter().map(|m| m["move"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn avoided_moves_are_not_searched_and_allowed_ones_only_are() {
+    let free = exchange(&[&after_q16("free", "")], 0, 1);
+    let best = moves_of(&free[0]);
+    assert!(!best.is_empty());
+    let list = best.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(",");
+    let avoid = after_q16("avoid", &format!(r#","avoidMoves":[{{"player":"W","moves":[{list}],"untilDepth":1}}]"#));
+    let allow = after_q16("allow", r#","allowMoves":[{"player":"W","moves":["K10"],"untilDepth":1}]"#);
+    // Black's moves are not White's: a rule for Black changes nothing here.
+    let other = after_q16("other", &format!(r#","avoidMoves":[{{"player":"B","moves":[{list}],"untilDepth":1}}]"#));
+    let responses = exchange(&[&avoid, &allow, &other], 0, 3);
+    let by_id = |id: &str| responses.iter().find(|r| r["id"] == id).unwrap();
+    let avoided = moves_of(by_id("avoid"));
+    assert!(!avoided.is_empty() && avoided.iter().all(|m| !best.contains(m)), "{avoided:?} avoids {best:?}");
+    assert_eq!(moves_of(by_id("allow")), ["K10"]);
+    assert_eq!(moves_of(by_id("other")), best);
+    let refused = exchange(&[&after_q16("bad", r#","avoidMoves":[{"player":"W","moves":["Z99"],"untilDepth":1}]"#)], 0, 1);
+    assert_eq!(refused[0]["field"], "avoidMoves", "{}", refused[0]);
+}
+
+#[test]
+fn a_long_search_reports_during_it_and_max_visits_caps_the_root() {
+    let during = after_q16("during", r#","reportDuringSearchEvery":0.05"#).replace(r#""maxVisits":12"#, r#""maxVisits":300"#);
+    let capped = after_q16("capped", "");
+    // The same position again: the kept tree already has its 12 visits
+    // (then `during` adds 288 to them).
+    let again = after_q16("again", "");
+    let mut child = Command::new(BIN)
+        .arg("analysis")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start go-train analysis");
+    let mut stdin = child.stdin.take().unwrap();
+    for q in [&capped, &again, &during] {
+        writeln!(stdin, "{q}").unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let lines: Vec<Value> =
+        String::from_utf8(output.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |id: &str| lines.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
+    let during = of("during");
+    let (last, partial) = during.split_last().unwrap();
+    assert_eq!(last["isDuringSearch"], false, "the final response comes last");
+    assert!(!partial.is_empty(), "a search of 300 visits reports every 0.05 s");
+    let visits = |r: &Value| r["rootInfo"]["visits"].as_u64().unwrap();
+    for r in partial {
+        assert_eq!(r["isDuringSearch"], true);
+        assert!(visits(r) <= visits(last));
+    }
+    assert_eq!(visits(last), 300);
+    for id in ["capped", "again"] {
+        let r = of(id);
+        assert_eq!(r.len(), 1, "no partial responses unless asked");
+        assert_eq!(visits(r[0]), 12, "{id}: maxVisits caps the root's visits, kept ones counted");
+        let lead = r[0]["rootInfo"]["scoreLead"].as_f64().unwrap();
+        assert!(lead.abs() <= 361.0 + 7.5);
+        assert!(r[0]["moveInfos"].as_array().unwrap().iter().all(|m| m["scoreLead"].is_f64()));
+    }
+}
+
+#[test]
+fn rules_as_an_object_and_priorities() {
+    let object = |id: &str, rules: &str, priority: i64| {
+        format!(
+            r#"{{"id":"{id}","moves":[],"rules":{rules},"boardXSize":19,"boardYSize":19,"maxVisits":4,"priority":{priority}}}"#
+        )
+    };
+    // The first searches long enough for the others to queue behind it.
+    let first = object("first", r#"{"ko":"SIMPLE","scoring":"TERRITORY","tax":"SEKI","suicide":false}"#, 0)
+        .replace(r#""maxVisits":4"#, r#""maxVisits":100"#);
+    let low = object("low", r#""japanese""#, -5);
+    let button = object("button", r#"{"scoring":"AREA","hasButton":true}"#, 0);
+    let high = object("high", r#"{"ko":"POSITIONAL","scoring":"AREA","tax":"NONE","whiteHandicapBonus":"0"}"#, 9);
+    let responses = exchange(&[&first, &low, &button, &high], 0, 4);
+    let ids: Vec<&str> = responses.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    // The first is searched at once; the rest wait, the highest priority first.
+    assert_eq!(ids, ["first", "high", "button", "low"], "{responses:?}");
+    assert!(responses[0]["moveInfos"].is_array() && responses[1]["moveInfos"].is_array());
+    assert_eq!(responses[2]["field"], "rules");
+    assert!(responses[2]["error"].as_str().unwrap().contains("hasButton"), "{}", responses[2]);
+}

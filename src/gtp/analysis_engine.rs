@@ -4,32 +4,44 @@
 //! stdout.
 //!
 //! Queries are read while others are searched, so several may be in
-//! flight; they are answered in the order they came (one search at a
-//! time). A `terminate` action stops the named query's search at once and
-//! drops its turns not yet searched (each answered `noResults`).
+//! flight; they are searched one at a time, the highest `priority` first
+//! and in the order they came among equals (a search under way is not
+//! interrupted for a higher priority: `terminate` it). A `terminate`
+//! action stops the named query's search at once and drops its turns not
+//! yet searched (each answered `noResults`).
 //! Supported: `id`, `moves`, `initialStones`, `initialPlayer`, `rules` (a
-//! name), `komi`, `boardXSize`/`boardYSize` (square), `analyzeTurns`,
-//! `maxVisits`, `includeOwnership`, `includePolicy`,
-//! `overrideSettings.reportAnalysisWinratesAs` (`BLACK`, the default,
-//! `WHITE` or `SIDETOMOVE`); actions `query_version` and `terminate`.
+//! name, or an object of `ko`, `scoring`, `tax`, `suicide`, `hasButton`,
+//! `whiteHandicapBonus`, `friendlyPassOk` where go-train has the rule),
+//! `komi`, `boardXSize`/`boardYSize` (square), `analyzeTurns`,
+//! `maxVisits`, `includeOwnership`, `includePolicy`, `avoidMoves` and
+//! `allowMoves` (`[{"player", "moves", "untilDepth"}]`),
+//! `reportDuringSearchEvery` (seconds: partial responses with
+//! `isDuringSearch` true), `priority`, `includeMovesOwnership`,
+//! `overrideSettings.maxTime` and `.reportAnalysisWinratesAs` (`BLACK`,
+//! the default, `WHITE` or `SIDETOMOVE`; other override settings are
+//! ignored); actions `query_version` and `terminate`. `maxVisits` caps the
+//! root's visits, a tree kept from the last query counted.
 //! Responses hold `moveInfos` (move, visits, winrate, prior, lcb, order,
 //! pv), `rootInfo` (winrate, visits, currentPlayer, rawWinrate with a value
 //! net), `ownership` (random-playout ownership: the nets have no ownership
-//! head) and `policy`. No score fields: the nets predict no score.
+//! head) and `policy`. `scoreLead` (in `moveInfos` and `rootInfo`) is the
+//! expected area margin of those random playouts less komi: the nets
+//! predict no score, and KaTrain reads a lead for every move.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{self, BufRead, Write};
 use std::ops::ControlFlow;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::analyze::ownership_for;
 use super::input::{read_lines, Incoming};
 use crate::features::Symmetry;
-use crate::go::{Color, Game, Move, Rules, Scoring};
+use crate::go::{Color, Game, KoRule, Move, Rules, Scoring};
 use crate::search::nets::raw_output;
-use crate::search::{Agent, Mcts};
+use crate::search::ownership::estimate_default;
+use crate::search::{Agent, Mcts, MoveFilter, Ownership};
 
 /// A query refused: the message, and the field at fault when one is.
 #[derive(Debug)]
@@ -58,8 +70,16 @@ struct Analysis {
     analyze: Vec<usize>,
     visits: Option<u32>,
     ownership: bool,
+    /// Ownership after each candidate move (`includeMovesOwnership`).
+    moves_ownership: bool,
     policy: bool,
     perspective: Perspective,
+    /// Most time per turn (`overrideSettings.maxTime`, seconds).
+    max_time: Option<Duration>,
+    /// Moves the search may not consider (`avoidMoves`, `allowMoves`).
+    filters: Vec<MoveFilter>,
+    /// How often to report during a search (`reportDuringSearchEvery`).
+    report_every: Option<Duration>,
 }
 
 /// The analysis engine over one search.
@@ -82,7 +102,7 @@ impl AnalysisEngine {
         let lines = read_lines(input);
         let mut input_open = true;
         loop {
-            let query = match self.queue.pop_front() {
+            let query = match self.next_query() {
                 Some(query) => query,
                 None if !input_open => return Ok(()),
                 None => {
@@ -95,6 +115,14 @@ impl AnalysisEngine {
             };
             self.answer(&query, &mut output, &lines, &mut input_open)?;
         }
+    }
+
+    /// The queued query to search next: the highest `priority` (0 when
+    /// not given), the first to come among equals.
+    fn next_query(&mut self) -> Option<Value> {
+        let priority = |q: &Value| q.get("priority").and_then(Value::as_i64).unwrap_or(0);
+        let best = (0..self.queue.len()).rev().max_by_key(|&i| priority(&self.queue[i]))?;
+        self.queue.remove(best)
     }
 
     /// Files an incoming line: actions are answered at once, queries
@@ -184,10 +212,25 @@ impl AnalysisEngine {
                 continue;
             }
             let game = &analysis.turns[turn];
+            self.search.restrict(analysis.filters.clone());
+            // `maxVisits` caps the root's visits, those of a tree kept from
+            // an earlier query included, as KataGo's does.
             let visits = analysis.visits.unwrap_or(self.search.config().iterations).max(1);
+            let visits = visits.saturating_sub(self.search.root_visits(game));
             // A terminate arriving mid-search stops it; other lines wait.
             let mut pending = Vec::new();
-            let mut stop = |_: &Mcts| {
+            let mut last_report = Instant::now();
+            let mut write_failed = None;
+            let mut stop = |search: &Mcts| {
+                if analysis.report_every.is_some_and(|every| last_report.elapsed() >= every) {
+                    last_report = Instant::now();
+                    if let Ok(partial) = response(search, &analysis, turn, true) {
+                        if let Err(e) = respond(out, partial) {
+                            write_failed = Some(e);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                }
                 while let Ok(incoming) = lines.try_recv() {
                     let terminates = matches!(&incoming, Incoming::Line(l)
                         if serde_json::from_slice::<Value>(l).ok().is_some_and(|q|
@@ -200,12 +243,15 @@ impl AnalysisEngine {
                 }
                 ControlFlow::Continue(())
             };
-            let searched = self.search.search_observed(game, None, Some(visits), &mut stop);
+            let searched = self.search.search_observed(game, analysis.max_time, Some(visits), &mut stop);
+            if let Some(e) = write_failed {
+                return Err(e);
+            }
             for incoming in pending {
                 *input_open = self.take(incoming, out)? && *input_open;
             }
             let response = match searched {
-                Ok(_) => self.response(&analysis, turn),
+                Ok(_) => response(&self.search, &analysis, turn, false),
                 Err(e) => Err(format!("{e:#}")),
             };
             match response {
@@ -213,66 +259,86 @@ impl AnalysisEngine {
                 Err(message) => respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": message}))?,
             }
         }
+        self.search.restrict(Vec::new());
         self.terminated.remove(&analysis.id);
         Ok(())
     }
+}
 
-    /// The response for `turn` from the search just run on it.
-    fn response(&self, analysis: &Analysis, turn: usize) -> Result<Value, String> {
-        let game = &analysis.turns[turn];
-        let size = game.size();
-        let to_move = game.to_move();
-        let view = self.search.analysis().ok_or("no search ran")?;
-        // Win rates arrive for the side to move; flip them for the other side.
-        let flip = match analysis.perspective {
-            Perspective::Black => to_move == Color::White,
-            Perspective::White => to_move == Color::Black,
-            Perspective::SideToMove => false,
-        };
-        let seen = |w: f32| if flip { 1.0 - w } else { w };
-        let root_winrate = view.winrate.unwrap_or(0.5);
-        let move_infos: Vec<Value> = view
-            .moves
-            .iter()
-            .filter(|m| m.visits > 0)
-            .enumerate()
-            .map(|(order, m)| {
-                let winrate = m.winrate.unwrap_or(root_winrate);
-                // The bound below the side to move's win rate is, seen from
-                // the other side, the bound above.
-                let lcb = if flip { 1.0 - (2.0 * winrate - m.lcb()) } else { m.lcb() };
-                json!({
-                    "move": m.mv.to_gtp(size), "visits": m.visits, "winrate": seen(winrate), "prior": m.prior,
-                    "lcb": lcb, "order": order, "pv": m.pv.iter().map(|p| p.to_gtp(size)).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        let (policy_net, value_net) = self.search.nets();
-        let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY)
-            .map_err(|e| format!("{e:#}"))?;
-        let player = |c: Color| if c == Color::Black { "B" } else { "W" };
-        let mut root = json!({"winrate": seen(root_winrate), "visits": view.visits, "currentPlayer": player(to_move)});
-        if let Some(raw_value) = raw.value {
-            root["rawWinrate"] = json!(seen(raw_value));
+/// The response for `turn` from `search`, run on it: final, or the search
+/// as it stands (`during`).
+fn response(search: &Mcts, analysis: &Analysis, turn: usize, during: bool) -> Result<Value, String> {
+    let game = &analysis.turns[turn];
+    let size = game.size();
+    let to_move = game.to_move();
+    let view = search.analysis().ok_or("no search ran")?;
+    // Win rates arrive for the side to move; flip them for the other side.
+    let flip = match analysis.perspective {
+        Perspective::Black => to_move == Color::White,
+        Perspective::White => to_move == Color::Black,
+        Perspective::SideToMove => false,
+    };
+    let seen = |w: f32| if flip { 1.0 - w } else { w };
+    // Ownership and score leads are for this side.
+    let side = match analysis.perspective {
+        Perspective::Black => Color::Black,
+        Perspective::White => Color::White,
+        Perspective::SideToMove => to_move,
+    };
+    // The nets predict no score: leads come from random-playout ownership
+    // of the position (KaTrain needs a `scoreLead` for every move).
+    let komi = game.rules().komi;
+    let lead = |estimate: &Ownership| {
+        let black = estimate.black_lead(komi);
+        if side == Color::Black {
+            black
+        } else {
+            -black
         }
-        let mut response = json!({
-            "id": analysis.id, "isDuringSearch": false, "turnNumber": turn,
-            "moveInfos": move_infos, "rootInfo": root,
+    };
+    let root_winrate = view.winrate.unwrap_or(0.5);
+    let mut move_infos = Vec::new();
+    for (order, m) in view.moves.iter().filter(|m| m.visits > 0).enumerate() {
+        let winrate = m.winrate.unwrap_or(root_winrate);
+        // The bound below the side to move's win rate is, seen from
+        // the other side, the bound above.
+        let lcb = if flip { 1.0 - (2.0 * winrate - m.lcb()) } else { m.lcb() };
+        let mut after = game.clone();
+        after.play(to_move, m.mv).map_err(|e| format!("{}: {e}", m.mv.to_gtp(size)))?;
+        let estimate = estimate_default(&after);
+        let mut info = json!({
+            "move": m.mv.to_gtp(size), "visits": m.visits, "winrate": seen(winrate), "scoreLead": lead(&estimate),
+            "prior": m.prior, "lcb": lcb, "order": order, "pv": m.pv.iter().map(|p| p.to_gtp(size)).collect::<Vec<_>>(),
         });
-        if analysis.ownership {
-            let side = match analysis.perspective {
-                Perspective::Black => Color::Black,
-                Perspective::White => Color::White,
-                Perspective::SideToMove => to_move,
-            };
-            response["ownership"] = json!(ownership_for(game, side));
+        if analysis.moves_ownership {
+            info["ownership"] = json!(estimate.balance(side));
         }
-        if analysis.policy {
-            let policy = raw.policy.ok_or("includePolicy needs a policy net")?;
-            response["policy"] = json!(policy.iter().map(|p| p.unwrap_or(-1.0)).collect::<Vec<f32>>());
-        }
-        Ok(response)
+        move_infos.push(info);
     }
+    let (policy_net, value_net) = search.nets();
+    let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY)
+        .map_err(|e| format!("{e:#}"))?;
+    let player = |c: Color| if c == Color::Black { "B" } else { "W" };
+    let estimate = estimate_default(game);
+    let mut root = json!({
+        "winrate": seen(root_winrate), "scoreLead": lead(&estimate), "visits": view.visits,
+        "currentPlayer": player(to_move),
+    });
+    if let Some(raw_value) = raw.value {
+        root["rawWinrate"] = json!(seen(raw_value));
+    }
+    let mut response = json!({
+        "id": analysis.id, "isDuringSearch": during, "turnNumber": turn,
+        "moveInfos": move_infos, "rootInfo": root,
+    });
+    if analysis.ownership {
+        response["ownership"] = json!(estimate.balance(side));
+    }
+    if analysis.policy {
+        let policy = raw.policy.ok_or("includePolicy needs a policy net")?;
+        response["policy"] = json!(policy.iter().map(|p| p.unwrap_or(-1.0)).collect::<Vec<f32>>());
+    }
+    Ok(response)
 }
 
 fn respond(out: &mut impl Write, value: Value) -> io::Result<()> {
@@ -298,13 +364,15 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
     if size_field("boardYSize")? != size {
         return Err(refuse("boardYSize", "only square boards"));
     }
-    let rules_name = match query.get("rules") {
-        Some(Value::String(name)) => name.clone(),
-        Some(_) => return Err(refuse("rules", "give the rules by name (chinese, japanese, tromp-taylor, ...)")),
+    let mut rules = match query.get("rules") {
+        Some(Value::String(name)) => {
+            let base = name.trim_end_matches("-kgs").trim_end_matches("-ogs");
+            Rules::by_name(base).ok_or_else(|| refuse("rules", format!("unknown rules {name}")))?
+        }
+        Some(Value::Object(fields)) => rules_from_fields(fields)?,
+        Some(_) => return Err(refuse("rules", "give the rules by name (chinese, japanese, ...) or as an object")),
         None => return Err(refuse("rules", "rules are required")),
     };
-    let base = rules_name.trim_end_matches("-kgs").trim_end_matches("-ogs");
-    let mut rules = Rules::by_name(base).ok_or_else(|| refuse("rules", format!("unknown rules {rules_name}")))?;
     rules.komi = match query.get("komi") {
         None => {
             if rules.scoring == Scoring::Area {
@@ -371,15 +439,136 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
         Some("SIDETOMOVE") => Perspective::SideToMove,
         Some(other) => return Err(refuse("overrideSettings", format!("reportAnalysisWinratesAs {other}"))),
     };
+    let max_time = match query.pointer("/overrideSettings/maxTime") {
+        None => None,
+        Some(v) => Some(
+            v.as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| refuse("overrideSettings", "maxTime is a number of seconds above 0"))?,
+        ),
+    };
+    let report_every = match query.get("reportDuringSearchEvery") {
+        None => None,
+        Some(v) => Some(
+            v.as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| Duration::from_secs_f64(s.max(0.001)))
+                .ok_or_else(|| refuse("reportDuringSearchEvery", "a number of seconds above 0"))?,
+        ),
+    };
+    if query.get("priority").is_some_and(|p| !p.is_i64()) {
+        return Err(refuse("priority", "an integer"));
+    }
+    let mut filters = move_filters(query, "avoidMoves", size)?;
+    filters.extend(move_filters(query, "allowMoves", size)?);
     Ok(Analysis {
         id,
         turns,
         analyze,
         visits,
         ownership: flag("includeOwnership")?,
+        moves_ownership: flag("includeMovesOwnership")?,
         policy: flag("includePolicy")?,
         perspective,
+        max_time,
+        filters,
+        report_every,
     })
+}
+
+/// Rules given as KataGo's object: each field maps onto go-train's rules
+/// or must say what go-train's rules already do; the rest are refused by
+/// name rather than ignored.
+fn rules_from_fields(fields: &Map<String, Value>) -> Result<Rules, QueryError> {
+    let text = |name: &str| fields.get(name).map(|v| v.as_str().map(str::to_ascii_uppercase));
+    let mut rules = Rules::CHINESE;
+    match text("ko") {
+        None => {}
+        Some(Some(ko)) => {
+            rules.ko = match ko.as_str() {
+                "SIMPLE" => KoRule::Simple,
+                "POSITIONAL" => KoRule::PositionalSuperko,
+                "SITUATIONAL" => KoRule::SituationalSuperko,
+                _ => return Err(refuse("rules", format!("ko {ko}: SIMPLE, POSITIONAL or SITUATIONAL"))),
+            }
+        }
+        Some(None) => return Err(refuse("rules", "ko is a string")),
+    }
+    match text("scoring") {
+        None => {}
+        Some(Some(s)) if s == "AREA" => rules.scoring = Scoring::Area,
+        Some(Some(s)) if s == "TERRITORY" => rules.scoring = Scoring::Territory,
+        Some(_) => return Err(refuse("rules", "scoring is AREA or TERRITORY")),
+    }
+    match fields.get("suicide") {
+        None => {}
+        Some(Value::Bool(b)) => rules.allow_suicide = *b,
+        Some(_) => return Err(refuse("rules", "suicide is true or false")),
+    }
+    rules.komi = if rules.scoring == Scoring::Area { 7.5 } else { 6.5 };
+    // Territory scoring here does not count points in seki, as KataGo's
+    // tax SEKI; area scoring counts them, as tax NONE.
+    let tax = if rules.scoring == Scoring::Area { "NONE" } else { "SEKI" };
+    let unsupported = [
+        ("tax", text("tax").is_some_and(|t| t.as_deref() != Some(tax))),
+        ("hasButton", fields.get("hasButton").is_some_and(|b| b != &Value::Bool(false))),
+        ("whiteHandicapBonus", text("whiteHandicapBonus").is_some_and(|b| b.as_deref() != Some("0"))),
+        ("friendlyPassOk", fields.get("friendlyPassOk").is_some_and(|b| !b.is_boolean())),
+    ];
+    if let Some((name, _)) = unsupported.iter().find(|(_, bad)| *bad) {
+        let what = match *name {
+            "tax" => format!("tax: with this scoring go-train counts as tax {tax}"),
+            "hasButton" => "hasButton: go-train has no button".to_string(),
+            "whiteHandicapBonus" => "whiteHandicapBonus: go-train gives White no handicap bonus (\"0\")".to_string(),
+            _ => "friendlyPassOk is true or false".to_string(),
+        };
+        return Err(refuse("rules", what));
+    }
+    if let Some(unknown) = fields.keys().find(|k| {
+        !["ko", "scoring", "tax", "suicide", "hasButton", "whiteHandicapBonus", "friendlyPassOk"].contains(&k.as_str())
+    }) {
+        return Err(refuse("rules", format!("unknown rule {unknown}")));
+    }
+    Ok(rules)
+}
+
+/// `avoidMoves` or `allowMoves`: `[{"player": "B", "moves": ["C3", ...],
+/// "untilDepth": 1}, ...]`.
+fn move_filters(query: &Value, field: &'static str, size: usize) -> Result<Vec<MoveFilter>, QueryError> {
+    let Some(list) = query.get(field) else { return Ok(Vec::new()) };
+    let bad = |what: String| refuse(field, what);
+    let list = list.as_array().ok_or_else(|| bad(format!("{field} is a list of {{player, moves, untilDepth}}")))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let entry_bad = |what: &str| bad(format!("entry {}: {what}", i + 1));
+            let player = entry
+                .get("player")
+                .and_then(Value::as_str)
+                .and_then(Color::parse)
+                .ok_or_else(|| entry_bad("player is B or W"))?;
+            let moves = entry
+                .get("moves")
+                .and_then(Value::as_array)
+                .ok_or_else(|| entry_bad("moves is a list of locations"))?
+                .iter()
+                .map(|m| {
+                    m.as_str()
+                        .and_then(|m| Move::parse_gtp(m, size))
+                        .filter(|m| *m != Move::Resign)
+                        .ok_or_else(|| entry_bad(&format!("{m} is not a location")))
+                })
+                .collect::<Result<Vec<Move>, QueryError>>()?;
+            let until_depth = entry
+                .get("untilDepth")
+                .and_then(Value::as_u64)
+                .filter(|&d| d >= 1)
+                .ok_or_else(|| entry_bad("untilDepth is a positive integer"))?
+                .min(u32::MAX as u64) as u32;
+            Ok(MoveFilter { player, moves, allow: field == "allowMoves", until_depth })
+        })
+        .collect()
 }
 
 /// A list of `[player, location]` pairs (`moves`, `initialStones`).

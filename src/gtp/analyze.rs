@@ -173,8 +173,7 @@ pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ow
 /// `color`'s, −1 surely the opponent's, from the random playouts that
 /// score games (the nets have no ownership head).
 pub fn ownership_for(game: &Game, color: Color) -> Vec<f32> {
-    let estimate = estimate_default(game);
-    (0..game.size() * game.size()).map(|i| 2.0 * estimate.share(i, color) - 1.0).collect()
+    estimate_default(game).balance(color)
 }
 
 impl Engine {

@@ -33,6 +33,7 @@ use super::analysis::{Analysis, MoveInfo};
 use super::net_agent::{choose_move, scored_moves};
 use super::nets::NetEval;
 use super::random::RandomAgent;
+use super::restrict::{self, MoveFilter};
 use super::{acceptable_points, Agent};
 use crate::go::{Color, Count, Event, Game, Move};
 use crate::nn::BOARD;
@@ -182,6 +183,8 @@ pub struct Mcts {
     playout: Option<NetEval>,
     /// The tree of the last search, kept for reuse.
     tree: Option<Tree>,
+    /// Moves the search may not consider ([`Mcts::restrict`]).
+    filters: Vec<MoveFilter>,
     /// Rollout moves without a playout net.
     random: RandomAgent,
     rng: Pcg64Mcg,
@@ -227,6 +230,7 @@ impl Mcts {
             value,
             playout,
             tree: None,
+            filters: Vec::new(),
             random: RandomAgent::new(seed ^ 0x9e37_79b9_7f4a_7c15),
             rng: Pcg64Mcg::seed_from_u64(seed),
         })
@@ -315,6 +319,22 @@ impl Mcts {
         (self.policy.as_ref(), self.value.as_ref())
     }
 
+    /// The visits a search from `game` starts with: those of the subtree
+    /// kept from the last search (0 when none is kept).
+    pub fn root_visits(&mut self, game: &Game) -> u32 {
+        self.reuse_or_reset(game);
+        self.tree.as_ref().map_or(0, |t| t.nodes[t.root as usize].visits)
+    }
+
+    /// Restricts the moves of later searches (none: every move again). A
+    /// tree grown under other rules is dropped.
+    pub fn restrict(&mut self, filters: Vec<MoveFilter>) {
+        if filters != self.filters {
+            self.tree = None;
+            self.filters = filters;
+        }
+    }
+
     /// Keeps the subtree for `game` when the game is the tree's root game
     /// plus moves the tree has expanded; otherwise starts a new tree.
     fn reuse_or_reset(&mut self, game: &Game) {
@@ -324,7 +344,10 @@ impl Mcts {
             // A new board size (GTP `boardsize` without `clear_board`) has
             // the same empty history as the old board's start.
             let same_start = tree.game.size() == game.size() && tree.game.rules() == game.rules();
-            if !same_start || new.len() < old.len() || new[..old.len()] != *old {
+            // Under move filters, depths count from the root: a subtree
+            // grown below it was filtered for other depths.
+            let filtered = !self.filters.is_empty() && new.len() != old.len();
+            if filtered || !same_start || new.len() < old.len() || new[..old.len()] != *old {
                 return None;
             }
             for event in &new[old.len()..] {
@@ -366,7 +389,8 @@ impl Mcts {
             .iter()
             .map(|l| !l.game.is_over() && seen.insert(*l.path.last().expect("a path has its root")))
             .collect();
-        let priors = self.priors(&games, &expandable)?;
+        let depths: Vec<u32> = leaves.iter().map(|l| l.path.len() as u32 - 1).collect();
+        let priors = self.priors(&games, &expandable, &depths)?;
         let values = self.simulate_and_value(&games)?;
         for ((leaf, priors), value) in leaves.iter().zip(priors).zip(values) {
             self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors);
@@ -394,9 +418,10 @@ impl Mcts {
         Leaf { path, game }
     }
 
-    /// The priors over the scored moves of each leaf marked `expandable`:
-    /// the policy net's, or equal ones. Other leaves get none.
-    fn priors(&self, games: &[&Game], expandable: &[bool]) -> Result<Vec<Vec<(Move, f32)>>> {
+    /// The priors over the scored moves of each leaf marked `expandable`
+    /// (at `depths` below the root) that the move filters permit: the
+    /// policy net's, or equal ones. Other leaves get none.
+    fn priors(&self, games: &[&Game], expandable: &[bool], depths: &[u32]) -> Result<Vec<Vec<(Move, f32)>>> {
         let live: Vec<&Game> = games.iter().zip(expandable).filter(|(_, &e)| e).map(|(&g, _)| g).collect();
         let mut probs = match &self.policy {
             Some(net) => net.move_probs(&live)?.into_iter(),
@@ -405,13 +430,16 @@ impl Mcts {
         Ok(games
             .iter()
             .zip(expandable)
-            .map(|(g, &expandable)| {
+            .zip(depths)
+            .map(|((g, &expandable), &depth)| {
                 if !expandable {
                     return Vec::new();
                 }
+                let permitted = |m: &Move| restrict::permitted(&self.filters, g.to_move(), depth, *m);
                 match probs.next() {
                     Some(p) => {
                         let mut moves = scored_moves(g, &p);
+                        moves.retain(|(m, _)| permitted(m));
                         moves.sort_by(|a, b| b.1.total_cmp(&a.1));
                         moves.truncate(self.config.expand.max(1));
                         moves
@@ -420,7 +448,8 @@ impl Mcts {
                         let mut moves: Vec<Move> =
                             acceptable_points(g).into_iter().map(|p| Move::Play(g.board().vertex(p))).collect();
                         moves.push(Move::Pass);
-                        let prior = 1.0 / moves.len() as f32;
+                        moves.retain(permitted);
+                        let prior = 1.0 / moves.len().max(1) as f32;
                         moves.into_iter().map(|m| (m, prior)).collect()
                     }
                 }

@@ -17,6 +17,7 @@ pub mod net_agent;
 pub mod nets;
 pub mod ownership;
 pub mod random;
+pub mod restrict;
 pub mod spec;
 
 use std::time::Duration;
@@ -30,6 +31,7 @@ pub use net_agent::NetAgent;
 pub use nets::NetEval;
 pub use ownership::Ownership;
 pub use random::RandomAgent;
+pub use restrict::MoveFilter;
 pub use spec::{AgentKind, AgentSpec};
 
 use crate::go::{Game, Move, Point};

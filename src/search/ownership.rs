@@ -68,6 +68,18 @@ impl Ownership {
         }
     }
 
+    /// Per point, row-major, from -1 (always the other colour's) to 1
+    /// (always `color`'s): ownership as KataGo and GUIs give it.
+    pub fn balance(&self, color: Color) -> Vec<f32> {
+        (0..self.black.len()).map(|i| 2.0 * self.share(i, color) - 1.0).collect()
+    }
+
+    /// Black's expected area margin over the playouts, less `komi`: a score
+    /// lead from random playouts, not from any net.
+    pub fn black_lead(&self, komi: f32) -> f32 {
+        self.black.iter().map(|b| 2.0 * b - 1.0).sum::<f32>() - komi
+    }
+
     /// The stones of `board` judged dead: strings whose colour owned their
     /// points in fewer than half of the playouts, on average over the
     /// string. A string lives or dies whole; per point, a string near the

@@ -178,14 +178,16 @@ fn print_report(what: &str, source: &str, split: Split, r: &Report) {
             s.positions
         ),
         _ => println!(
-            "  {name:<14} MSE {:.4} (constant 0.5: 0.25)  accuracy {:>5.1}%  ({} positions)",
+            "  {name:<14} MSE {:.4} (constant 0.5: 0.25)  accuracy {:>5.1}%  mean {:.3} (won {:.3})  ({} positions)",
             s.loss,
             100.0 * s.accuracy.unwrap_or(0.0),
+            s.mean_prediction.unwrap_or(0.0),
+            s.mean_outcome.unwrap_or(0.0),
             s.positions
         ),
     };
     line("all", &r.overall);
-    for (name, s) in &r.phases {
+    for (name, s) in r.phases.iter().chain(&r.sides) {
         line(name, s);
     }
 }

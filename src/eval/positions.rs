@@ -27,6 +27,14 @@ pub struct Scores {
     /// Value nets: fraction where the predicted winner won.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<f64>,
+    /// Value nets: the mean predicted win probability, to set against
+    /// [`Scores::mean_outcome`] (a net biased for or against the side to
+    /// move shows here, not in its MSE alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_prediction: Option<f64>,
+    /// Value nets: the fraction of positions whose side to move won.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_outcome: Option<f64>,
 }
 
 /// A batch's predictions, copied to the CPU once.
@@ -53,6 +61,9 @@ pub struct Tally {
     loss_sum: f64,
     hits1: u64,
     hits5: u64,
+    /// Value nets: sums of predictions and of outcomes.
+    prediction_sum: f64,
+    outcome_sum: f64,
     /// Whether the tally is of a move net.
     moves: bool,
 }
@@ -82,6 +93,8 @@ impl Tally {
                     let (q, won) = (p[i] as f64, batch.value[i] as f64);
                     self.loss_sum += (q - won) * (q - won);
                     self.hits1 += ((q > 0.5) == (won > 0.5)) as u64;
+                    self.prediction_sum += q;
+                    self.outcome_sum += won;
                 }
             }
         }
@@ -96,6 +109,8 @@ impl Tally {
             top1: if self.moves { frac(self.hits1) } else { None },
             top5: if self.moves { frac(self.hits5) } else { None },
             accuracy: if self.moves { None } else { frac(self.hits1) },
+            mean_prediction: (!self.moves).then(|| self.prediction_sum / n),
+            mean_outcome: (!self.moves).then(|| self.outcome_sum / n),
         }
     }
 }
@@ -122,6 +137,9 @@ pub struct Report {
     pub overall: Scores,
     /// One per [`PHASES`].
     pub phases: Vec<(String, Scores)>,
+    /// Value nets on inputs that show the colour to play: Black to move,
+    /// then White (empty otherwise).
+    pub sides: Vec<(String, Scores)>,
     /// Positions per second, net and decoding together.
     pub positions_per_second: f64,
 }
@@ -141,6 +159,14 @@ pub fn evaluate_by_phase(
     report_by_phase(model.output(), dataset, split, batch_size, limit, |batch| {
         model_predictions(model, batch, dataset.board_size(), average_symmetries)
     })
+}
+
+/// Whether Black is to move in record `i` of `batch`, when its planes say.
+fn black_to_move(dataset: &Dataset, batch: &Batch, i: usize) -> Option<bool> {
+    let plane = dataset.features().black_to_move_plane()?;
+    let points = dataset.board_size() * dataset.board_size();
+    let per_record = dataset.features().planes() * points;
+    Some(batch.planes[i * per_record + plane * points] == 1.0)
 }
 
 /// Scores the ownership baseline on the positions [`evaluate_by_phase`]
@@ -170,17 +196,26 @@ fn report_by_phase(
     let started = std::time::Instant::now();
     let mut overall = Tally::new(output);
     let mut phases = vec![Tally::new(output); PHASES.len()];
+    let by_side = output == Output::WinProb && dataset.features().black_to_move_plane().is_some();
+    let mut sides = vec![Tally::new(output); 2];
     for_each_batch(output, dataset, split, batch_size, limit, predict, |pred, batch, rows| {
         overall.add(pred, batch, 0..rows);
         for (tally, (_, range)) in phases.iter_mut().zip(PHASES.iter()) {
             tally.add(pred, batch, (0..rows).filter(|&i| range.contains(&batch.move_number[i])));
         }
+        if by_side {
+            for (tally, black) in sides.iter_mut().zip([true, false]) {
+                tally.add(pred, batch, (0..rows).filter(|&i| black_to_move(dataset, batch, i) == Some(black)));
+            }
+        }
     })?;
     let overall = overall.scores();
+    let side_names = ["Black to move", "White to move"];
     Ok(Report {
         positions_per_second: overall.positions as f64 / started.elapsed().as_secs_f64(),
         overall,
         phases: PHASES.iter().zip(&phases).map(|((name, _), t)| (name.to_string(), t.scores())).collect(),
+        sides: if by_side { side_names.iter().zip(&sides).map(|(n, t)| (n.to_string(), t.scores())).collect() } else { vec![] },
     })
 }
 
@@ -295,4 +330,29 @@ fn symmetry_average(model: &Model, batch: &Batch, size: usize) -> Result<Predict
         }
         Output::WinProb => Predictions::Values(values),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_scores_set_the_mean_prediction_against_the_outcomes() {
+        let batch = Batch {
+            len: 4,
+            planes: vec![],
+            policy: vec![0; 4],
+            value: vec![1.0, 0.0, 1.0, 1.0],
+            move_number: vec![0; 4],
+            symmetry: vec![0; 4],
+        };
+        let mut tally = Tally::new(Output::WinProb);
+        tally.add(&Predictions::Values(vec![0.5, 0.25, 0.75, 0.5]), &batch, 0..4);
+        let s = tally.scores();
+        assert_eq!((s.mean_prediction, s.mean_outcome), (Some(0.5), Some(0.75)));
+        assert_eq!(s.loss, (0.25 + 0.0625 + 0.0625 + 0.25) / 4.0);
+        assert_eq!(s.accuracy, Some(0.5), "0.25 for a loss and 0.75 for a win are right; ½ is no call");
+        let moves = Tally::new(Output::MoveLogProbs).scores();
+        assert_eq!((moves.mean_prediction, moves.mean_outcome), (None, None));
+    }
 }

@@ -24,7 +24,7 @@ use crate::go::{Board, Color, Game, Move, Point};
 /// Planes after the seed's.
 pub const EXTRA_PLANES: usize = 37;
 
-const BLACK_TO_MOVE: usize = PLANES;
+pub(crate) const BLACK_TO_MOVE: usize = PLANES;
 const KO: usize = PLANES + 1;
 const SENSIBLE: usize = PLANES + 2;
 const TURNS_SINCE: usize = PLANES + 3;

@@ -39,6 +39,14 @@ impl FeatureSet {
     pub const ALL: [FeatureSet; 2] = [FeatureSet::Seed, FeatureSet::Extended];
 
     /// Number of planes.
+    /// The plane that is all ones when Black is to move, if the set has one.
+    pub fn black_to_move_plane(self) -> Option<usize> {
+        match self {
+            FeatureSet::Seed => None,
+            FeatureSet::Extended => Some(extended::BLACK_TO_MOVE),
+        }
+    }
+
     pub fn planes(self) -> usize {
         match self {
             FeatureSet::Seed => PLANES,

@@ -222,6 +222,7 @@ mod tests {
             top1: (!value_net).then_some(0.3 + 0.01 * n as f64),
             top5: (!value_net).then_some(0.6 + 0.01 * n as f64),
             accuracy: value_net.then_some(0.55),
+            ..Scores::default()
         };
         EpochMetrics {
             epoch: n,

@@ -16,16 +16,21 @@ const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 /// policy and ownership asked for).
 const EXAMPLE: &str = r#"{"id":"foo","initialStones":[["B","Q4"],["B","C4"]],"moves":[["W","P5"],["B","P6"]],"rules":"tromp-taylor","komi":7.5,"boardXSize":19,"boardYSize":19,"analyzeTurns":[0,1,2],"maxVisits":40,"includePolicy":true,"includeOwnership":true}"#;
 
-/// Sends `queries` (a pause of `pause_ms` before each one after the first)
-/// and reads `expected` responses.
-fn exchange(queries: &[&str], pause_ms: u64, expected: usize) -> Vec<Value> {
-    let mut child = Command::new(BIN)
+/// `go-train analysis` with the shipped nets, its input and output piped.
+fn start() -> std::process::Child {
+    Command::new(BIN)
         .arg("analysis")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start go-train analysis");
+        .expect("start go-train analysis")
+}
+
+/// Sends `queries` (a pause of `pause_ms` before each one after the first)
+/// and reads `expected` responses.
+fn exchange(queries: &[&str], pause_ms: u64, expected: usize) -> Vec<Value> {
+    let mut child = start();
     let mut stdin = child.stdin.take().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let (send, receive) = channel();
@@ -181,13 +186,7 @@ fn a_long_search_reports_during_it_and_max_visits_caps_the_root() {
     // The same position again: the kept tree already has its 12 visits
     // (then `during` adds 288 to them).
     let again = after_q16("again", "");
-    let mut child = Command::new(BIN)
-        .arg("analysis")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start go-train analysis");
+    let mut child = start();
     let mut stdin = child.stdin.take().unwrap();
     for q in [&capped, &again, &during] {
         writeln!(stdin, "{q}").unwrap();

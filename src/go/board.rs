@@ -15,13 +15,9 @@
 //! of bit sets; a capture adds the freed points to the neighbouring strings.
 
 use super::zobrist;
+pub use super::vertex::MAX_POINTS;
 use super::{Color, Vertex, MAX_SIZE};
 use thiserror::Error;
-
-/// Stride of the largest board: one border column shared between rows.
-const MAX_STRIDE: usize = MAX_SIZE + 1;
-/// Number of padded points of the largest board (see the module comment).
-pub const MAX_POINTS: usize = (MAX_SIZE + 2) * MAX_STRIDE + 1;
 
 /// `VERTEX_OF[size][p]`: the vertex of padded point `p` on a board of
 /// `size` (meaningless for border points). Built at compile time.

@@ -11,6 +11,12 @@ use super::Color;
 /// Largest board side supported (GTP and SGF both stop at 25 with letters).
 pub const MAX_SIZE: usize = 25;
 
+/// Number of padded points of the largest board: rows of the board's
+/// points with one border column shared between rows, a border row above
+/// and below ([`crate::go::board`]'s layout). Zobrist keys are per padded
+/// point, so the layout's size lives here, beneath both.
+pub const MAX_POINTS: usize = (MAX_SIZE + 2) * (MAX_SIZE + 1) + 1;
+
 /// Column letters used by GTP: the alphabet without `I`.
 const GTP_COLUMNS: &[u8; 25] = b"ABCDEFGHJKLMNOPQRSTUVWXYZ";
 

@@ -4,7 +4,7 @@
 //! The keys are computed at compile time from a fixed seed with SplitMix64, so
 //! hashes are the same in every build and on every machine.
 
-use super::board::MAX_POINTS;
+use super::vertex::MAX_POINTS;
 
 /// One SplitMix64 step: the next state and its output.
 pub(crate) const fn splitmix64(state: u64) -> (u64, u64) {

@@ -175,13 +175,15 @@ fn avoided_moves_are_not_searched_and_allowed_ones_only_are() {
     assert!(!avoided.is_empty() && avoided.iter().all(|m| !best.contains(m)), "{avoided:?} avoids {best:?}");
     assert_eq!(moves_of(by_id("allow")), ["K10"]);
     assert_eq!(moves_of(by_id("other")), best);
-    let refused = exchange(&[&after_q16("bad", r#","avoidMoves":[{"player":"W","moves":["Z99"],"untilDepth":1}]"#)], 0, 1);
+    let refused =
+        exchange(&[&after_q16("bad", r#","avoidMoves":[{"player":"W","moves":["Z99"],"untilDepth":1}]"#)], 0, 1);
     assert_eq!(refused[0]["field"], "avoidMoves", "{}", refused[0]);
 }
 
 #[test]
 fn a_long_search_reports_during_it_and_max_visits_caps_the_root() {
-    let during = after_q16("during", r#","reportDuringSearchEvery":0.05"#).replace(r#""maxVisits":12"#, r#""maxVisits":300"#);
+    let during =
+        after_q16("during", r#","reportDuringSearchEvery":0.05"#).replace(r#""maxVisits":12"#, r#""maxVisits":300"#);
     let capped = after_q16("capped", "");
     // The same position again: the kept tree already has its 12 visits
     // (then `during` adds 288 to them).

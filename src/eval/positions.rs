@@ -215,7 +215,11 @@ fn report_by_phase(
         positions_per_second: overall.positions as f64 / started.elapsed().as_secs_f64(),
         overall,
         phases: PHASES.iter().zip(&phases).map(|((name, _), t)| (name.to_string(), t.scores())).collect(),
-        sides: if by_side { side_names.iter().zip(&sides).map(|(n, t)| (n.to_string(), t.scores())).collect() } else { vec![] },
+        sides: if by_side {
+            side_names.iter().zip(&sides).map(|(n, t)| (n.to_string(), t.scores())).collect()
+        } else {
+            vec![]
+        },
     })
 }
 

@@ -14,8 +14,8 @@
 //! went stale for strings away from the last move). Merging strings is an OR
 //! of bit sets; a capture adds the freed points to the neighbouring strings.
 
-use super::zobrist;
 pub use super::vertex::MAX_POINTS;
+use super::zobrist;
 use super::{Color, Vertex, MAX_SIZE};
 use thiserror::Error;
 

@@ -411,7 +411,10 @@ fn points_are_every_vertex_once_row_by_row() {
         let points: Vec<Point> = board.points().collect();
         assert_eq!(board.points().len(), size * size, "{size}x{size}");
         let vertices: Vec<Vertex> = points.iter().map(|&p| board.vertex(p)).collect();
-        let expected: Vec<Vertex> = (0..size).flat_map(|y| (0..size).map(move |x| (x, y))).map(|(x, y)| Vertex { x: x as u8, y: y as u8 }).collect();
+        let expected: Vec<Vertex> = (0..size)
+            .flat_map(|y| (0..size).map(move |x| (x, y)))
+            .map(|(x, y)| Vertex { x: x as u8, y: y as u8 })
+            .collect();
         assert_eq!(vertices, expected, "{size}x{size}");
         assert!(points.iter().all(|&p| board.cell(p) == Cell::Empty), "{size}x{size}: a border point");
     }

@@ -28,7 +28,8 @@
 //! expected area margin of those random playouts less komi: the nets
 //! predict no score, and KaTrain reads a lead for every move.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, BufRead, Write};
 use std::ops::ControlFlow;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -39,7 +40,7 @@ use serde_json::{json, Map, Value};
 use super::input::{read_lines, Incoming};
 use crate::features::Symmetry;
 use crate::go::{Color, Game, KoRule, Move, Rules, Scoring};
-use crate::search::nets::raw_output;
+use crate::search::nets::{raw_output, RawOutput};
 use crate::search::ownership::estimate_default;
 use crate::search::{Agent, Mcts, MoveFilter, Ownership};
 
@@ -217,6 +218,15 @@ impl AnalysisEngine {
             // an earlier query included, as KataGo's does.
             let visits = analysis.visits.unwrap_or(self.search.config().iterations).max(1);
             let visits = visits.saturating_sub(self.search.root_visits(game));
+            let (policy_net, value_net) = self.search.nets();
+            let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY);
+            let mut facts = match raw {
+                Ok(raw) => TurnFacts::new(game, raw),
+                Err(e) => {
+                    respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": format!("{e:#}")}))?;
+                    continue;
+                }
+            };
             // A terminate arriving mid-search stops it; other lines wait.
             let mut pending = Vec::new();
             let mut last_report = Instant::now();
@@ -224,7 +234,7 @@ impl AnalysisEngine {
             let mut stop = |search: &Mcts| {
                 if analysis.report_every.is_some_and(|every| last_report.elapsed() >= every) {
                     last_report = Instant::now();
-                    if let Ok(partial) = response(search, &analysis, turn, true) {
+                    if let Ok(partial) = response(search, &analysis, turn, true, &mut facts) {
                         if let Err(e) = respond(out, partial) {
                             write_failed = Some(e);
                             return ControlFlow::Break(());
@@ -251,7 +261,7 @@ impl AnalysisEngine {
                 *input_open = self.take(incoming, out)? && *input_open;
             }
             let response = match searched {
-                Ok(_) => response(&self.search, &analysis, turn, false),
+                Ok(_) => response(&self.search, &analysis, turn, false, &mut facts),
                 Err(e) => Err(format!("{e:#}")),
             };
             match response {
@@ -265,9 +275,44 @@ impl AnalysisEngine {
     }
 }
 
+/// What a turn's responses share however far its search has gone, worked
+/// out once for the partial responses and the final one alike: the nets'
+/// raw output for the position, and the random-playout estimates (the
+/// nets predict no score or ownership) of it and of the position after
+/// each candidate move.
+struct TurnFacts {
+    raw: RawOutput,
+    root: Ownership,
+    after: HashMap<Move, Ownership>,
+}
+
+impl TurnFacts {
+    fn new(game: &Game, raw: RawOutput) -> TurnFacts {
+        TurnFacts { raw, root: estimate_default(game), after: HashMap::new() }
+    }
+
+    /// The estimate after `mv` in `game`, the turn's position.
+    fn after(&mut self, game: &Game, mv: Move) -> Result<&Ownership, String> {
+        match self.after.entry(mv) {
+            Entry::Occupied(known) => Ok(known.into_mut()),
+            Entry::Vacant(slot) => {
+                let mut next = game.clone();
+                next.play(game.to_move(), mv).map_err(|e| format!("{}: {e}", mv.to_gtp(game.size())))?;
+                Ok(slot.insert(estimate_default(&next)))
+            }
+        }
+    }
+}
+
 /// The response for `turn` from `search`, run on it: final, or the search
 /// as it stands (`during`).
-fn response(search: &Mcts, analysis: &Analysis, turn: usize, during: bool) -> Result<Value, String> {
+fn response(
+    search: &Mcts,
+    analysis: &Analysis,
+    turn: usize,
+    during: bool,
+    facts: &mut TurnFacts,
+) -> Result<Value, String> {
     let game = &analysis.turns[turn];
     let size = game.size();
     let to_move = game.to_move();
@@ -285,8 +330,7 @@ fn response(search: &Mcts, analysis: &Analysis, turn: usize, during: bool) -> Re
         Perspective::White => Color::White,
         Perspective::SideToMove => to_move,
     };
-    // The nets predict no score: leads come from random-playout ownership
-    // of the position (KaTrain needs a `scoreLead` for every move).
+    // KaTrain needs a `scoreLead` for every move: the playouts' margin.
     let komi = game.rules().komi;
     let lead = |estimate: &Ownership| {
         let black = estimate.black_lead(komi);
@@ -303,11 +347,9 @@ fn response(search: &Mcts, analysis: &Analysis, turn: usize, during: bool) -> Re
         // The bound below the side to move's win rate is, seen from
         // the other side, the bound above.
         let lcb = if flip { 1.0 - (2.0 * winrate - m.lcb()) } else { m.lcb() };
-        let mut after = game.clone();
-        after.play(to_move, m.mv).map_err(|e| format!("{}: {e}", m.mv.to_gtp(size)))?;
-        let estimate = estimate_default(&after);
+        let estimate = facts.after(game, m.mv)?;
         let mut info = json!({
-            "move": m.mv.to_gtp(size), "visits": m.visits, "winrate": seen(winrate), "scoreLead": lead(&estimate),
+            "move": m.mv.to_gtp(size), "visits": m.visits, "winrate": seen(winrate), "scoreLead": lead(estimate),
             "prior": m.prior, "lcb": lcb, "order": order, "pv": m.pv.iter().map(|p| p.to_gtp(size)).collect::<Vec<_>>(),
         });
         if analysis.moves_ownership {
@@ -315,13 +357,10 @@ fn response(search: &Mcts, analysis: &Analysis, turn: usize, during: bool) -> Re
         }
         move_infos.push(info);
     }
-    let (policy_net, value_net) = search.nets();
-    let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY)
-        .map_err(|e| format!("{e:#}"))?;
     let player = |c: Color| if c == Color::Black { "B" } else { "W" };
-    let estimate = estimate_default(game);
+    let (raw, estimate) = (&facts.raw, &facts.root);
     let mut root = json!({
-        "winrate": seen(root_winrate), "scoreLead": lead(&estimate), "visits": view.visits,
+        "winrate": seen(root_winrate), "scoreLead": lead(estimate), "visits": view.visits,
         "currentPlayer": player(to_move),
     });
     if let Some(raw_value) = raw.value {
@@ -335,7 +374,7 @@ fn response(search: &Mcts, analysis: &Analysis, turn: usize, during: bool) -> Re
         response["ownership"] = json!(estimate.balance(side));
     }
     if analysis.policy {
-        let policy = raw.policy.ok_or("includePolicy needs a policy net")?;
+        let policy = raw.policy.as_ref().ok_or("includePolicy needs a policy net")?;
         response["policy"] = json!(policy.iter().map(|p| p.unwrap_or(-1.0)).collect::<Vec<f32>>());
     }
     Ok(response)
@@ -439,24 +478,21 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
         Some("SIDETOMOVE") => Perspective::SideToMove,
         Some(other) => return Err(refuse("overrideSettings", format!("reportAnalysisWinratesAs {other}"))),
     };
-    let max_time = match query.pointer("/overrideSettings/maxTime") {
-        None => None,
-        Some(v) => Some(
-            v.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| refuse("overrideSettings", "maxTime is a number of seconds above 0"))?,
-        ),
+    // A number of seconds above 0 at `pointer`, if given (a millisecond
+    // at least: reports every nanosecond would flood the output).
+    let seconds = |pointer: &str, field: &'static str, name: &str| -> Result<Option<Duration>, QueryError> {
+        query
+            .pointer(pointer)
+            .map(|v| {
+                v.as_f64()
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .map(|s| Duration::from_secs_f64(s.max(0.001)))
+                    .ok_or_else(|| refuse(field, format!("{name} is a number of seconds above 0")))
+            })
+            .transpose()
     };
-    let report_every = match query.get("reportDuringSearchEvery") {
-        None => None,
-        Some(v) => Some(
-            v.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(|s| Duration::from_secs_f64(s.max(0.001)))
-                .ok_or_else(|| refuse("reportDuringSearchEvery", "a number of seconds above 0"))?,
-        ),
-    };
+    let max_time = seconds("/overrideSettings/maxTime", "overrideSettings", "maxTime")?;
+    let report_every = seconds("/reportDuringSearchEvery", "reportDuringSearchEvery", "reportDuringSearchEvery")?;
     if query.get("priority").is_some_and(|p| !p.is_i64()) {
         return Err(refuse("priority", "an integer"));
     }
@@ -506,23 +542,22 @@ fn rules_from_fields(fields: &Map<String, Value>) -> Result<Rules, QueryError> {
         Some(Value::Bool(b)) => rules.allow_suicide = *b,
         Some(_) => return Err(refuse("rules", "suicide is true or false")),
     }
-    rules.komi = if rules.scoring == Scoring::Area { 7.5 } else { 6.5 };
     // Territory scoring here does not count points in seki, as KataGo's
     // tax SEKI; area scoring counts them, as tax NONE.
     let tax = if rules.scoring == Scoring::Area { "NONE" } else { "SEKI" };
     let unsupported = [
-        ("tax", text("tax").is_some_and(|t| t.as_deref() != Some(tax))),
-        ("hasButton", fields.get("hasButton").is_some_and(|b| b != &Value::Bool(false))),
-        ("whiteHandicapBonus", text("whiteHandicapBonus").is_some_and(|b| b.as_deref() != Some("0"))),
-        ("friendlyPassOk", fields.get("friendlyPassOk").is_some_and(|b| !b.is_boolean())),
+        (
+            text("tax").is_some_and(|t| t.as_deref() != Some(tax)),
+            format!("tax: with this scoring go-train counts as tax {tax}"),
+        ),
+        (fields.get("hasButton").is_some_and(|b| b != &Value::Bool(false)), "hasButton: go-train has no button".into()),
+        (
+            text("whiteHandicapBonus").is_some_and(|b| b.as_deref() != Some("0")),
+            "whiteHandicapBonus: go-train gives White no handicap bonus (\"0\")".into(),
+        ),
+        (fields.get("friendlyPassOk").is_some_and(|b| !b.is_boolean()), "friendlyPassOk is true or false".into()),
     ];
-    if let Some((name, _)) = unsupported.iter().find(|(_, bad)| *bad) {
-        let what = match *name {
-            "tax" => format!("tax: with this scoring go-train counts as tax {tax}"),
-            "hasButton" => "hasButton: go-train has no button".to_string(),
-            "whiteHandicapBonus" => "whiteHandicapBonus: go-train gives White no handicap bonus (\"0\")".to_string(),
-            _ => "friendlyPassOk is true or false".to_string(),
-        };
+    if let Some((_, what)) = unsupported.into_iter().find(|(bad, _)| *bad) {
         return Err(refuse("rules", what));
     }
     if let Some(unknown) = fields.keys().find(|k| {

@@ -115,6 +115,8 @@ def trimmed(obj, n=4):
 def main():
     reexec_in_venv()
     args = parse_args()
+    if not (os.path.isfile(args.go_train) and os.access(args.go_train, os.X_OK)):
+        sys.exit(f"FAIL: {args.go_train}: no go-train binary there (cargo build --release; then target/release/go-train)")
     if not args.sgf or not os.path.exists(args.sgf):
         sys.exit(f"no SGF: give --sgf (looked for {REPO}/../shared/datasets/kgs-6d/*/*.sgf)")
     workdir = args.workdir or tempfile.mkdtemp(prefix="katrain-check-")
@@ -129,6 +131,8 @@ def main():
         from katrain.core.constants import OUTPUT_ERROR, OUTPUT_DEBUG, VERSION
         from katrain.core.engine import KataGoEngine
         from katrain.core.game import BaseGame, KaTrainSGF
+    except ImportError as e:
+        sys.exit(f"FAIL: could not import KaTrain ({e}; pip install katrain in a venv and set KATRAIN_VENV to it)")
     except Exception:
         traceback.print_exc()
         sys.exit("FAIL: could not import KaTrain (pip install katrain in the venv; set KATRAIN_VENV)")

@@ -65,6 +65,10 @@ pub struct Args {
     /// MCTS leaves evaluated together [default: 8].
     #[arg(long)]
     batch: Option<usize>,
+    /// MCTS: also expand every move that captures or saves a string in
+    /// atari, beyond the policy's top k: on or off [default: off].
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    tactics: Option<bool>,
     /// Seconds per move at most (a GTP clock may shorten it).
     #[arg(long)]
     time: Option<f64>,
@@ -130,6 +134,7 @@ pub fn run(mut args: Args) -> Result<()> {
         selection: args.selection.unwrap_or(defaults.selection),
         leaf: args.leaf,
         batch: args.batch.unwrap_or(defaults.batch),
+        tactics: args.tactics.unwrap_or(defaults.tactics),
         time: args.time,
         seed: args.seed,
         ..defaults

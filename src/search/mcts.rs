@@ -34,6 +34,7 @@ use super::net_agent::{choose_move, scored_moves};
 use super::nets::NetEval;
 use super::random::RandomAgent;
 use super::restrict::{self, MoveFilter};
+use super::tactics;
 use super::{acceptable_points, Agent};
 use crate::go::{Color, Count, Event, Game, Move};
 use crate::nn::BOARD;
@@ -100,6 +101,10 @@ pub struct MctsConfig {
     pub leaf: LeafEval,
     /// Leaves selected (and nets run) together.
     pub batch: usize,
+    /// Expand, beyond the policy's top k, every move that captures or
+    /// saves a string in atari ([`tactics::urgent_points`]), with at least
+    /// the k-th move's prior.
+    pub tactics: bool,
     /// Wall-clock limit per move, on top of the iterations (a GTP clock
     /// can shorten it further).
     pub time: Option<Duration>,
@@ -119,6 +124,7 @@ impl Default for MctsConfig {
             selection: Selection::Ucb,
             leaf: LeafEval::Value,
             batch: 8,
+            tactics: false,
             time: None,
             seed: 0,
         }
@@ -441,7 +447,16 @@ impl Mcts {
                         let mut moves = scored_moves(g, &p);
                         moves.retain(|(m, _)| permitted(m));
                         moves.sort_by(|a, b| b.1.total_cmp(&a.1));
-                        moves.truncate(self.config.expand.max(1));
+                        let k = self.config.expand.max(1).min(moves.len());
+                        let rest = moves.split_off(k);
+                        if self.config.tactics {
+                            let floor = moves.last().map_or(0.0, |m| m.1);
+                            let urgent = tactics::urgent_points(g);
+                            moves.extend(rest.into_iter().filter_map(|(m, p)| match m {
+                                Move::Play(v) if urgent.contains(&g.board().point(v)) => Some((m, p.max(floor))),
+                                _ => None,
+                            }));
+                        }
                         moves
                     }
                     None => {
@@ -743,6 +758,33 @@ mod tests {
         let report = mcts.search(&small, None).unwrap();
         assert_eq!(report.reused, 0);
         assert!(small.is_legal(Color::Black, report.best), "{:?}", report.best);
+    }
+
+    #[test]
+    fn tactics_add_the_escape_from_atari_to_the_policys_top_k() {
+        // Black's C3-D3 is in atari (last liberty E3, which leads out).
+        let mut game = Game::new(19, Rules::CHINESE);
+        for (i, m) in ["C3", "C4", "D3", "D4", "Q16", "B3", "Q4", "C2", "D16", "D2"].iter().enumerate() {
+            let color = if i % 2 == 0 { Color::Black } else { Color::White };
+            game.play(color, v(m, 19)).unwrap();
+        }
+        let escape = v("E3", 19);
+        let probs = random_net(Arch::Policy, 1).move_probs(&[&game]).unwrap().remove(0);
+        let mut ranked = scored_moves(&game, &probs);
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        assert_ne!(ranked[0].0, escape, "the untrained net happens to rank the escape first: pick another seed");
+        let children = |tactics: bool| {
+            let config = MctsConfig { expand: 1, tactics, ..stones_config(8) };
+            let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None).unwrap();
+            let report = mcts.search(&game, None).unwrap();
+            report.children.iter().map(|c| (c.0, c.3)).collect::<Vec<_>>()
+        };
+        assert_eq!(children(false).iter().map(|c| c.0).collect::<Vec<_>>(), vec![ranked[0].0]);
+        let with = children(true);
+        assert_eq!(with.len(), 2, "{with:?}");
+        let (mv, prior) = with.iter().copied().find(|c| c.0 == escape).expect("the escape is a child");
+        assert_eq!(mv, escape);
+        assert!(prior >= ranked[0].1, "the escape gets at least the k-th move's prior: {with:?}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod ownership;
 pub mod random;
 pub mod restrict;
 pub mod spec;
+pub mod tactics;
 
 use std::time::Duration;
 

@@ -73,6 +73,8 @@ pub struct AgentSpec {
     pub leaf: Option<LeafEval>,
     /// MCTS leaves per batch.
     pub batch: usize,
+    /// MCTS: expand captures and escapes from atari beyond the top k.
+    pub tactics: bool,
     /// MCTS seconds per move at most.
     pub time: Option<f64>,
     /// Seeds every random choice.
@@ -96,6 +98,7 @@ impl AgentSpec {
             selection: mcts.selection,
             leaf: None,
             batch: mcts.batch,
+            tactics: mcts.tactics,
             time: None,
             seed: 0,
         }
@@ -116,11 +119,12 @@ impl AgentSpec {
             "selection" => self.selection = value.parse().with_context(bad)?,
             "leaf" => self.leaf = Some(value.parse().with_context(bad)?),
             "batch" => self.batch = value.parse().with_context(bad)?,
+            "tactics" => self.tactics = parse_switch(value).with_context(bad)?,
             "time" => self.time = Some(value.parse().with_context(bad)?),
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
                 "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
-                 rollout, c, selection, leaf, batch, time or seed"
+                 rollout, c, selection, leaf, batch, tactics, time or seed"
             ),
         }
         Ok(())
@@ -153,6 +157,7 @@ impl AgentSpec {
             selection: self.selection,
             leaf: self.leaf.unwrap_or(if self.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
             batch: self.batch,
+            tactics: self.tactics,
             time: self.time.map(Duration::from_secs_f64),
             seed: self.seed,
         }
@@ -202,6 +207,15 @@ impl AgentSpec {
             load(&self.value, Output::WinProb)?,
             load(&self.playout, Output::MoveLogProbs)?,
         )
+    }
+}
+
+/// `on`/`off` (also `1`/`0`, `true`/`false`).
+fn parse_switch(value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" | "yes" => Ok(true),
+        "off" | "0" | "false" | "no" => Ok(false),
+        _ => bail!("use on or off"),
     }
 }
 

@@ -15,6 +15,7 @@ use go_train::go::{Board, Game, Rules};
 use go_train::progress::Progress;
 use go_train::search::random::{playout, RandomAgent};
 
+mod search;
 mod train;
 
 /// Measure the speed of go-train's parts on this machine.
@@ -25,7 +26,8 @@ mod train;
   go-train bench prepare --data ../shared/datasets/kgs-6d
   go-train bench reader --data datasets/kgs
   go-train bench reader --data datasets/kgs --split validation --threads 4 --seconds 5
-  go-train bench train --net policy --batch 100")]
+  go-train bench train --net policy --batch 100
+  go-train bench search")]
 pub struct Args {
     #[command(subcommand)]
     what: What,
@@ -102,6 +104,14 @@ enum What {
   go-train bench train --net all --features extended
   go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU")]
     Train(TrainArgs),
+    /// MCTS seconds per move and iterations/s with the nets it plays with,
+    /// on positions of a real game (the settings interleaved): where the
+    /// "equal time" of the README's matches comes from.
+    #[command(after_help = "Examples:
+  go-train bench search
+  go-train bench search --agent mcts:selection=puct --agent mcts:selection=puct,rollout=0,iterations=400
+  go-train bench search --sgf GAME.sgf --every 20 --policy checkpoints/policy")]
+    Search(search::SearchArgs),
 }
 
 #[derive(clap::Args)]
@@ -140,6 +150,7 @@ pub fn run(args: Args) -> Result<()> {
         What::Playouts { size, seconds, seed, playouts: count } => playouts(size, seconds, seed, count),
         What::Reader { data, split, threads, seconds } => reader(&data, split, threads, seconds),
         What::Train(args) => train::run(args),
+        What::Search(args) => search::run(args),
     }
 }
 

@@ -17,9 +17,10 @@ pub type ParsedGame = Result<GameRecord, GameError>;
 /// caller's to add.
 #[derive(Debug, Error)]
 pub enum SgfError {
-    /// The file cannot be read at all.
+    /// The file cannot be read at all. The I/O error is in the message and
+    /// not a `source`: with both, an error chain printed it twice.
     #[error("cannot read: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// No game tree (`(;`) anywhere in the text.
     #[error("not SGF: no game tree \"(;\" found")]
     NotSgf,
@@ -28,13 +29,19 @@ pub enum SgfError {
     #[error("malformed SGF: {0}")]
     Malformed(SyntaxError),
     /// One game of the file cannot be read (see [`parse_game`]).
-    #[error("game {index}: {source}")]
+    #[error("game {index}: {reason}")]
     Game {
         /// Its position in the file, from 0.
         index: usize,
-        /// Why.
-        source: GameError,
+        /// Why (in the message, not a `source`, for the reason above).
+        reason: GameError,
     },
+}
+
+impl From<std::io::Error> for SgfError {
+    fn from(e: std::io::Error) -> SgfError {
+        SgfError::Io(e)
+    }
 }
 
 /// Reads every game of an SGF file (see [`parse_bytes`]).
@@ -173,7 +180,7 @@ fn tree_up_to_damage(index: usize, tree: &TreeText) -> Result<PartialGame, GameE
 /// `loadsgf`); its error becomes [`SgfError::Game`].
 pub fn parse_game(text: &str) -> Result<GameRecord, SgfError> {
     let first = parse_str(text)?.into_iter().next().expect("parse_str returns at least one game");
-    first.map_err(|source| SgfError::Game { index: 0, source })
+    first.map_err(|reason| SgfError::Game { index: 0, reason })
 }
 
 #[cfg(test)]
@@ -201,12 +208,18 @@ mod tests {
         assert!(matches!(parse_bytes(b"(;B[aa])(;W[bb]"), Ok(games) if games.len() == 2 && games[1].is_err()));
         let missing = read_file(Path::new("/nonexistent/game.sgf")).unwrap_err();
         assert!(missing.to_string().starts_with("cannot read: "), "{missing}");
+        let chain = format!("{:#}", anyhow::Error::from(missing));
+        assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
     }
 
     #[test]
     fn parse_game_reports_the_game() {
         let err = parse_game("(;SZ[9];B[zz])").unwrap_err();
         assert_eq!(err.to_string(), "game 0: move 1 (B[zz]): not a point on the 9x9 board");
+        // Printed as an error chain (as `go-train` prints errors), the
+        // reason comes once.
+        let chain = format!("{:#}", anyhow::Error::from(err));
+        assert_eq!(chain, "game 0: move 1 (B[zz]): not a point on the 9x9 board");
     }
 
     #[test]

@@ -6,15 +6,16 @@ use clap::Parser;
 
 use go_train::gtp::analysis_engine::AnalysisEngine;
 use go_train::nn;
-use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
+use go_train::search::{AgentKind, AgentSpec, LeafEval};
 
 /// Answer KataGo's JSON analysis queries on stdin (KaTrain, scripts).
 ///
 /// Analyses positions for tools over KataGo's
 /// JSON analysis protocol: one query per line on stdin, one response per
 /// analysed turn on stdout, several queries in flight, answered in order.
-/// The search is MCTS (PUCT) with the shipped nets, or the nets named;
-/// `maxVisits` in a query sets its iterations. See
+/// The search is MCTS with the shipped nets, or the nets named, in the
+/// settings `go-train gtp` plays with (PUCT, value-net leaves with no
+/// rollout, tactics on); `maxVisits` in a query sets its iterations. See
 /// docs/analysis.md for the fields understood.
 #[derive(Parser)]
 #[command(after_help = "Examples:
@@ -24,7 +25,7 @@ pub struct Args {
     #[command(flatten)]
     nets: super::NetPaths,
     /// Iterations per position when a query gives no maxVisits.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 400)]
     visits: u32,
     /// Children per expanded node, the policy's top k [default: 2, as genmove].
     #[arg(long, short = 'k')]
@@ -42,7 +43,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let nets = args.nets.or_shipped(nn::BOARD);
-    let defaults = AgentSpec::new(AgentKind::Mcts);
+    let defaults = AgentSpec::new(AgentKind::Mcts).tuned();
     let spec = AgentSpec {
         leaf: Some(if nets.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
         policy: nets.policy,
@@ -50,7 +51,6 @@ pub fn run(args: Args) -> Result<()> {
         playout: nets.playout,
         iterations: args.visits.max(1),
         expand: args.expand.unwrap_or(defaults.expand),
-        selection: Selection::Puct,
         seed: args.seed,
         ..defaults
     };

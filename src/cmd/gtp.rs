@@ -23,8 +23,10 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// net rollouts, value-net leaves; without nets it expands every move and
 /// values leaves by stone count). By default: mcts when --value is given,
 /// policy when --policy is, playout when --playout only, random otherwise.
-/// With no engine and no net named, MCTS (PUCT) with the nets shipped in
-/// `nets/` (or `GO_TRAIN_NETS`) plays, value-net leaves; with some nets
+/// With no engine and no net named, MCTS with the nets shipped in `nets/`
+/// (or `GO_TRAIN_NETS`) plays, in the search that measured strongest with
+/// them: PUCT, value-net leaves with no rollout, 400 iterations, tactics
+/// on (README, Playing strength); with some nets
 /// named, the shipped ones stand in for the others (`--value` alone: MCTS
 /// on the shipped policy with those value leaves); with an engine and no
 /// net, the engine plays without nets.
@@ -44,19 +46,19 @@ pub struct Args {
     engine: Option<AgentKind>,
     #[command(flatten)]
     nets: super::NetPaths,
-    /// MCTS iterations per move [default: 200].
+    /// MCTS iterations per move [default: 200; 400 with the shipped nets].
     #[arg(long)]
     iterations: Option<u32>,
     /// MCTS: children per expanded node, the policy's top k [default: 2].
     #[arg(long, short = 'k')]
     expand: Option<usize>,
-    /// MCTS: moves per rollout [default: 5].
+    /// MCTS: moves per rollout [default: 5; 0 with the shipped nets].
     #[arg(long)]
     rollout_depth: Option<usize>,
     /// MCTS exploration constant [default: 1.4 for ucb, 2.0 for puct].
     #[arg(long)]
     c: Option<f32>,
-    /// MCTS selection: ucb or puct [default: ucb].
+    /// MCTS selection: ucb or puct [default: ucb; puct with the shipped nets].
     #[arg(long)]
     selection: Option<Selection>,
     /// MCTS leaf evaluation: value or stones [default: value with --value].
@@ -66,7 +68,8 @@ pub struct Args {
     #[arg(long)]
     batch: Option<usize>,
     /// MCTS: also expand every move that captures or saves a string in
-    /// atari, beyond the policy's top k: on or off [default: off].
+    /// atari, beyond the policy's top k: on or off [default: off; on with
+    /// the shipped nets].
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     tactics: Option<bool>,
     /// Seconds per move at most (a GTP clock may shorten it).
@@ -101,11 +104,12 @@ pub struct Args {
 pub fn run(mut args: Args) -> Result<()> {
     // Named nothing: the shipped nets, on the board they play, in the
     // search that measured strongest with them (README, Playing strength).
+    let mut tuned = false;
     if args.engine.is_none() && args.nets.is_empty() && args.size == nn::BOARD {
         args.nets = super::NetPaths::shipped();
         if args.nets.policy.is_some() {
             args.engine = Some(AgentKind::Mcts);
-            args.selection = args.selection.or(Some(Selection::Puct));
+            tuned = true;
         }
     }
     let kind = args.engine.unwrap_or(match (&args.nets.policy, &args.nets.value, &args.nets.playout) {
@@ -120,8 +124,9 @@ pub fn run(mut args: Args) -> Result<()> {
     if kind != AgentKind::Random && !args.nets.is_empty() {
         args.nets = args.nets.or_shipped(args.size);
     }
-    // Unset flags keep the spec's defaults, the seed design's (MctsConfig).
-    let defaults = AgentSpec::new(kind);
+    // Unset flags keep the spec's defaults: the seed design's (MctsConfig),
+    // or the tuned search when the shipped nets play by default.
+    let defaults = if tuned { AgentSpec::new(kind).tuned() } else { AgentSpec::new(kind) };
     let spec = AgentSpec {
         policy: args.nets.policy.clone(),
         value: args.nets.value.clone(),

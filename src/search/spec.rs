@@ -132,6 +132,14 @@ impl AgentSpec {
 
     /// Fills the nets the spec does not name from defaults (the command
     /// line's `--policy`, `--value`, `--playout`).
+    /// The search that played strongest with the shipped nets, at about
+    /// the seed's time per move (README, *Playing strength*): PUCT, leaves
+    /// valued by the value net with no rollout, 400 iterations, tactics on.
+    /// Settings already given on the command line are applied after it.
+    pub fn tuned(self) -> AgentSpec {
+        AgentSpec { selection: Selection::Puct, rollout_depth: 0, iterations: 400, tactics: true, ..self }
+    }
+
     pub fn with_default_nets(
         mut self,
         policy: Option<&PathBuf>,

@@ -24,9 +24,10 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval};
 pub struct Args {
     #[command(flatten)]
     nets: super::NetPaths,
-    /// Iterations per position when a query gives no maxVisits.
-    #[arg(long, default_value_t = 400)]
-    visits: u32,
+    /// Iterations per position when a query gives no maxVisits [default:
+    /// 400, as `go-train gtp` plays].
+    #[arg(long)]
+    visits: Option<u32>,
     /// Children per expanded node, the policy's top k [default: 2, as genmove].
     #[arg(long, short = 'k')]
     expand: Option<usize>,
@@ -49,7 +50,7 @@ pub fn run(args: Args) -> Result<()> {
         policy: nets.policy,
         value: nets.value,
         playout: nets.playout,
-        iterations: args.visits.max(1),
+        iterations: args.visits.unwrap_or(defaults.iterations).max(1),
         expand: args.expand.unwrap_or(defaults.expand),
         seed: args.seed,
         ..defaults

@@ -70,7 +70,7 @@ pub struct Args {
     /// MCTS: also expand every move that captures or saves a string in
     /// atari, beyond the policy's top k: on or off [default: off; on with
     /// the shipped nets].
-    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, value_name = "on|off", value_parser = go_train::search::spec::parse_switch)]
     tactics: Option<bool>,
     /// Seconds per move at most (a GTP clock may shorten it).
     #[arg(long)]

@@ -218,8 +218,9 @@ impl AgentSpec {
     }
 }
 
-/// `on`/`off` (also `1`/`0`, `true`/`false`).
-fn parse_switch(value: &str) -> Result<bool> {
+/// `on`/`off` (also `1`/`0`, `true`/`false`, `yes`/`no`): agent settings
+/// and the `gtp` flags that switch a setting read it alike.
+pub fn parse_switch(value: &str) -> Result<bool> {
     match value.trim().to_ascii_lowercase().as_str() {
         "on" | "1" | "true" | "yes" => Ok(true),
         "off" | "0" | "false" | "no" => Ok(false),

@@ -13,12 +13,13 @@ use crate::go::{Game, Point};
 
 /// The points where the side to move in `game` captures an opponent string
 /// (one in atari), or extends an own string in atari to two or more
-/// liberties. Each point once, in board order; legality beyond simple ko
-/// and suicide (superko) is left to the caller's list of acceptable moves.
+/// liberties. Each point once (the empty points are each listed once),
+/// sorted; legality beyond simple ko and suicide (superko) is left to the
+/// caller's list of acceptable moves.
 pub fn urgent_points(game: &Game) -> Vec<Point> {
     let board = game.board();
     let color = game.to_move();
-    board
+    let mut points: Vec<Point> = board
         .empty_points()
         .filter(|&p| {
             let mut captures = false;
@@ -36,13 +37,11 @@ pub fn urgent_points(game: &Game) -> Vec<Point> {
                 }
             }
             (captures || rescues)
-                && board
-                    .move_outcome(p, color)
-                    .is_some_and(|o| o.captured > 0 || (rescues && o.liberties >= 2))
+                && board.move_outcome(p, color).is_some_and(|o| o.captured > 0 || (rescues && o.liberties >= 2))
         })
-        .collect::<std::collections::BTreeSet<Point>>()
-        .into_iter()
-        .collect()
+        .collect();
+    points.sort_unstable();
+    points
 }
 
 #[cfg(test)]
@@ -50,9 +49,11 @@ mod tests {
     use super::*;
     use crate::go::{Color, Move, Rules};
 
-    fn game_after(size: usize, moves: &[(Color, &str)]) -> Game {
+    /// The game after `moves`, Black first and the colours alternating.
+    fn game_after(size: usize, moves: &str) -> Game {
         let mut game = Game::new(size, Rules::CHINESE);
-        for &(color, v) in moves {
+        for (i, v) in moves.split_whitespace().enumerate() {
+            let color = if i % 2 == 0 { Color::Black } else { Color::White };
             game.play(color, Move::parse_gtp(v, size).unwrap()).unwrap();
         }
         game
@@ -65,38 +66,27 @@ mod tests {
 
     #[test]
     fn an_own_string_in_atari_is_extended_only_where_that_saves_it() {
-        use Color::{Black as B, White as W};
         // Black C3-D3 is in atari with its last liberty at E3, which leads
         // to open space: extending there saves it.
-        let game = game_after(
-            9,
-            &[(B, "C3"), (W, "C4"), (B, "D3"), (W, "D4"), (B, "J9"), (W, "B3"), (B, "H9"), (W, "C2"), (B, "G9"), (W, "D2")],
-        );
-        assert_eq!(game.to_move(), B);
+        let game = game_after(9, "C3 C4 D3 D4 J9 B3 H9 C2 G9 D2");
+        assert_eq!(game.to_move(), Color::Black);
         assert_eq!(names(&game, &urgent_points(&game)), vec!["E3"]);
         // Closed in (F3, E4, E2 White): extending leaves one liberty, which
         // saves nothing, so no point is urgent.
-        let game = game_after(
-            9,
-            &[
-                (B, "C3"), (W, "C4"), (B, "D3"), (W, "D4"), (B, "J9"), (W, "B3"), (B, "H9"), (W, "C2"),
-                (B, "G9"), (W, "D2"), (B, "F9"), (W, "E4"), (B, "E9"), (W, "F3"), (B, "D9"), (W, "E2"),
-            ],
-        );
-        assert_eq!(game.to_move(), B);
+        let game = game_after(9, "C3 C4 D3 D4 J9 B3 H9 C2 G9 D2 F9 E4 E9 F3 D9 E2");
+        assert_eq!(game.to_move(), Color::Black);
         assert!(urgent_points(&game).is_empty(), "{:?}", names(&game, &urgent_points(&game)));
     }
 
     #[test]
     fn a_capture_is_urgent_for_the_side_that_can_make_it() {
-        use Color::{Black as B, White as W};
         // White D4 has one liberty left, at D5.
-        let game = game_after(9, &[(B, "C4"), (W, "D4"), (B, "E4"), (W, "J9"), (B, "D3"), (W, "H9")]);
-        assert_eq!(game.to_move(), B);
+        let game = game_after(9, "C4 D4 E4 J9 D3 H9");
+        assert_eq!(game.to_move(), Color::Black);
         assert_eq!(names(&game, &urgent_points(&game)), vec!["D5"]);
         // With White to move the same point is the escape.
-        let game = game_after(9, &[(B, "C4"), (W, "D4"), (B, "E4"), (W, "J9"), (B, "D3")]);
-        assert_eq!(game.to_move(), W);
+        let game = game_after(9, "C4 D4 E4 J9 D3");
+        assert_eq!(game.to_move(), Color::White);
         assert_eq!(names(&game, &urgent_points(&game)), vec!["D5"]);
         // An empty board has nothing urgent.
         assert!(urgent_points(&Game::new(19, Rules::CHINESE)).is_empty());

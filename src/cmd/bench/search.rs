@@ -33,8 +33,7 @@ pub struct SearchArgs {
 }
 
 /// The searches the README compares when none is named.
-const DEFAULT_AGENTS: [&str; 2] =
-    ["mcts:selection=puct", "mcts:selection=puct,rollout=0,iterations=400,tactics=on"];
+const DEFAULT_AGENTS: [&str; 2] = ["mcts:selection=puct", "mcts:selection=puct,rollout=0,iterations=400,tactics=on"];
 
 pub fn run(args: SearchArgs) -> Result<()> {
     if args.every == 0 {
@@ -64,12 +63,17 @@ pub fn run(args: SearchArgs) -> Result<()> {
                 .with_context(|| format!("agent {name}"))
         })
         .collect::<Result<Vec<_>>>()?;
-    println!("{}: {} positions (every {} moves), one search each, agents interleaved", args.sgf.display(), positions.len(), args.every);
+    println!(
+        "{}: {} positions (every {} moves), one search each, agents interleaved",
+        args.sgf.display(),
+        positions.len(),
+        args.every
+    );
     let mut totals = vec![(0.0f64, 0u64); searches.len()];
     for game in &positions {
         for (search, total) in searches.iter_mut().zip(&mut totals) {
-            // A position 10 moves on is never in the last tree, so each
-            // search starts from nothing.
+            // Each search runs all its iterations anew: a subtree kept
+            // from the last position would add visits, not save work.
             let start = Instant::now();
             let report = search.search(game, None)?;
             total.0 += start.elapsed().as_secs_f64();

@@ -324,6 +324,8 @@ fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
     // (c) No validation positions.
     let no_validation = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,0,0").unwrap();
     refused(&no_validation, &["--set", "batch=4"], "validation split");
+    // (d) A net that learns ownership, on a dataset prepared without it.
+    refused(&tiny, &["--set", "batch=4", "--set", "net=policy-value-ownership"], "prepare it with --ownership");
 
     // --force removes the old run before it writes its config: killed (here
     // by a diverging loss) before its first checkpoint, it leaves nothing a

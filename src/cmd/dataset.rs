@@ -221,8 +221,14 @@ fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
     let [train, validation, test] = s.split.0;
     out += &format!(
         "  settings: seed {}, split {train:.2}/{validation:.2}/{test:.2}, value labels {}, default rules {}, \
-         {} records a shard, {} a block, zstd level {}\n",
-        s.seed, s.value, s.default_rules, s.shard_records, s.block_records, s.zstd_level
+         {} records a shard, {} a block, zstd level {}{}\n",
+        s.seed,
+        s.value,
+        s.default_rules,
+        s.shard_records,
+        s.block_records,
+        s.zstd_level,
+        if s.ownership { ", final ownership on every position" } else { "" }
     );
     if !m.dropped.is_empty() {
         let dropped: Vec<String> = m.dropped.iter().map(|(why, n)| format!("{why} {n}")).collect();

@@ -32,6 +32,7 @@ use go_train::progress::Progress;
   go-train prepare datasets/kgs.list --out datasets/kgs-v1 --value per-game:1 --seed 7
   go-train prepare games.list --out data --split 0.9,0.05,0.05 --threads 2
   go-train prepare datasets/kgs.list --out datasets/kgs-x --features extended
+  go-train prepare datasets/all.list --out datasets/all-xo --features extended --value per-game:8 --ownership
   go-train prepare datasets/all.list --out /shared/all --part 3/8     the 3rd of 8 parts
   sbatch --array=1-8 --wrap 'go-train prepare all.list --out /shared/all'   parts from Slurm")]
 pub struct Args {
@@ -83,6 +84,11 @@ pub struct Args {
     /// Slurm array job, else the whole list].
     #[arg(long, value_name = "I/N")]
     part: Option<Part>,
+    /// Give every position its game's final ownership (who owns each point
+    /// at the end, by random playouts from the last position), a target
+    /// that `policy-value-ownership` nets learn beside the result.
+    #[arg(long)]
+    ownership: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -106,6 +112,7 @@ pub fn run(args: Args) -> Result<()> {
         zstd_level: args.level,
         force: args.force,
         part,
+        ownership: args.ownership,
     };
     let listed = GameList::read(&args.list)?.0.len();
     let games = part.map_or(listed, |p| p.range(listed).len()) as u64;

@@ -46,6 +46,10 @@ pub struct Settings {
     pub block_records: u64,
     /// zstd level.
     pub zstd_level: i32,
+    /// Whether each record carries its game's final ownership as label
+    /// planes ([`super::ownership`]); absent before there was a choice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ownership: bool,
 }
 
 /// Counts of one split.
@@ -152,7 +156,7 @@ impl Manifest {
 
     /// Board size and planes of its records.
     pub fn layout(&self) -> Layout {
-        Layout { board_size: self.board_size, planes: self.planes }
+        Layout { board_size: self.board_size, planes: self.planes, ownership: self.settings.ownership }
     }
 
     /// The shards of one split, as paths under `dir`.

@@ -3,6 +3,7 @@
 
 pub mod filter;
 pub mod manifest;
+pub mod ownership;
 pub mod parts;
 pub mod prepare;
 pub mod reader;

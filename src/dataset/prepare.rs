@@ -26,6 +26,7 @@ use rayon::prelude::*;
 
 use super::filter::{GameList, GameRef};
 use super::manifest::{Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, MANIFEST};
+use super::ownership;
 use super::parts::{is_part_manifest, part_manifests, same_list, Part, PartManifest};
 use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
@@ -53,6 +54,8 @@ pub struct PrepareOptions {
     pub force: bool,
     /// Prepare only this part of the list ([`super::parts`]).
     pub part: Option<Part>,
+    /// Give each record its game's final ownership ([`super::ownership`]).
+    pub ownership: bool,
 }
 
 impl Default for PrepareOptions {
@@ -69,6 +72,7 @@ impl Default for PrepareOptions {
             zstd_level: 3,
             force: false,
             part: None,
+            ownership: false,
         }
     }
 }
@@ -76,7 +80,7 @@ impl Default for PrepareOptions {
 impl PrepareOptions {
     /// Board size and planes of the records written.
     pub fn layout(&self) -> Layout {
-        Layout { board_size: self.board_size, planes: self.features.planes() }
+        Layout { board_size: self.board_size, planes: self.features.planes(), ownership: self.ownership }
     }
 }
 
@@ -121,6 +125,7 @@ pub fn prepare(
         shard_records: options.shard_records,
         block_records: options.block_records as u64,
         zstd_level: options.zstd_level,
+        ownership: options.ownership,
     };
 
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -357,8 +362,13 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     let split = options.split.assign(key, options.seed);
     let labelled = options.value.chosen(record.moves.len(), key, options.seed);
     let winner = record.result.as_ref().and_then(|r| r.winner());
+    let layout = options.layout();
     let mut block = Block::default();
-    block.reserve(record.moves.len(), options.layout());
+    block.reserve(record.moves.len(), layout);
+    // The label planes are known only at the end: zeroed until then.
+    let mut words = vec![0u64; layout.stored_planes() * layout.plane_words()];
+    let inputs = layout.planes * layout.plane_words();
+    let mut to_move = Vec::new();
     let replayed = record.replay_with(record.rules_or(rules), |i, game, mv| {
         options.features.encode_into(game, planes);
         let policy = mv.mv.policy_index(options.board_size).expect("recorded moves are points or passes") as u16;
@@ -366,10 +376,18 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
             Some(w) if labelled[i] => (w == mv.color) as i8,
             _ => NO_VALUE,
         };
-        block.push(planes.words(), policy, value, i.min(u16::MAX as usize) as u16);
+        words[..inputs].copy_from_slice(planes.words());
+        block.push(&words, policy, value, i.min(u16::MAX as usize) as u16);
+        to_move.push(mv.color);
     });
     match replayed {
-        Ok(_) => GameOutcome::Written { split, block },
+        Ok(last) => {
+            if layout.ownership {
+                let owners = ownership::final_owners(&last, key ^ options.seed);
+                ownership::fill_labels(&mut block, layout, &owners, &to_move);
+            }
+            GameOutcome::Written { split, block }
+        }
         // A game that turns out illegal is dropped whole, never half-written.
         Err(_) => GameOutcome::Dropped("illegal move"),
     }

@@ -267,6 +267,9 @@ pub struct Batch {
     /// Number of the [`Symmetry`] applied to each record (0 = none), to
     /// map a prediction back onto the original board.
     pub symmetry: Vec<u8>,
+    /// `len × size²` ownership targets ([`super::ownership::targets_into`],
+    /// symmetry applied), or none when the dataset has no ownership.
+    pub ownership: Vec<f32>,
 }
 
 /// Everything but the planes, which would be a hundred thousand numbers.
@@ -279,6 +282,7 @@ impl std::fmt::Debug for Batch {
             .field("value", &self.value)
             .field("move_number", &self.move_number)
             .field("symmetry", &self.symmetry)
+            .field("ownership", &format_args!("[{} values]", self.ownership.len()))
             .finish()
     }
 }
@@ -493,15 +497,25 @@ fn decode_batch(
 ) -> Batch {
     let size = layout.board_size;
     let per_record = layout.planes * size * size;
+    let inputs = layout.planes * layout.plane_words();
     let mut planes = Vec::new();
     // Zeroed in parallel: `vec![0.0; n]` would be a 2 MB memset on this
     // thread, which caps the gain from more threads.
     planes.par_extend(rayon::iter::repeat_n(0.0f32, records.len() * per_record));
     planes.par_chunks_mut(per_record).zip(records).zip(symmetries).for_each(|((out, &(block, i)), s)| {
-        let packed = PackedPlanes::from_words(size, layout.planes, block.planes_of(i, layout))
+        let mut words = block.planes_of(i, layout);
+        words.truncate(inputs);
+        let packed = PackedPlanes::from_words(size, layout.planes, words)
             .expect("a decoded block holds planes_bytes bytes per record");
         packed.unpack_permuted_into(&permutations[s.number() as usize], out);
     });
+    let mut ownership = vec![0.0f32; if layout.ownership { records.len() * size * size } else { 0 }];
+    if layout.ownership {
+        ownership.par_chunks_mut(size * size).zip(records).zip(symmetries).for_each(|((out, &(block, i)), s)| {
+            let words = block.planes_of(i, layout);
+            super::ownership::targets_into(&words[inputs..], size, &permutations[s.number() as usize], out);
+        });
+    }
     Batch {
         len: records.len(),
         planes,
@@ -513,6 +527,7 @@ fn decode_batch(
         value: records.iter().map(|&(b, i)| value_f32(b.value[i])).collect(),
         move_number: records.iter().map(|&(b, i)| b.move_number[i]).collect(),
         symmetry: symmetries.iter().map(|s| s.number()).collect(),
+        ownership,
     }
 }
 
@@ -897,6 +912,7 @@ mod tests {
             value: Vec::new(),
             move_number: Vec::new(),
             symmetry: Vec::new(),
+            ownership: Vec::new(),
         };
         let panicking = (0..3).map(move |i| if i < 2 { Ok(batch()) } else { panic!("decoder bug") });
         let results: Vec<Result<Batch>> = Prefetch::spawn(panicking, 1).collect();

@@ -4,13 +4,16 @@
 //!
 //! ```text
 //! "GOTRSHRD" version:u32 board_size:u16 planes:u16  header, 16 bytes
+//! label_planes:u16 reserved:u16                    version 3 only: 4 bytes more
 //! block 0 | block 1 | ...                          zstd frames (with content checksums)
 //! index: per block { offset:u64 length:u32 records:u32 }
 //! blocks:u32 records:u64 index_offset:u64 "GOTRSHRD"   footer, 28 bytes
 //! ```
 //!
 //! All integers are little-endian. Version 1 shards held the seed's 15
-//! planes and a u32 board size; they still read. A decompressed block is columnar (all
+//! planes and a u32 board size, version 2 no label planes; both still read.
+//! Label planes (version 3: [`OWNERSHIP_PLANES`] or none) follow each
+//! record's input planes: targets for a net, never its input. A decompressed block is columnar (all
 //! planes, then all policy labels, ...), which compresses better than
 //! record after record: see [`Block`].
 
@@ -23,14 +26,21 @@ use thiserror::Error;
 
 const MAGIC: &[u8; 8] = b"GOTRSHRD";
 /// Version of the shard layout.
-pub const SHARD_VERSION: u32 = 2;
+pub const SHARD_VERSION: u32 = 3;
+/// Header bytes of version 1 and 2 shards; version 3 adds 4.
 const HEADER_LEN: usize = 16;
+const HEADER_V3_LEN: usize = 20;
 const FOOTER_LEN: usize = 28;
 const INDEX_ENTRY_LEN: usize = 16;
 
 /// Value label of a position whose game has no usable result (or that was
 /// not sampled for the value net).
 pub const NO_VALUE: i8 = -1;
+
+/// Label planes of a record with an ownership target: the points the side
+/// to move owns at the end of its game, then those its opponent owns
+/// ([`crate::dataset::ownership`]).
+pub const OWNERSHIP_PLANES: usize = 2;
 
 /// Problems with a shard file; each names the file.
 #[derive(Debug, Error)]
@@ -49,14 +59,32 @@ pub enum ShardError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub board_size: usize,
-    /// Planes per position ([`crate::features::FeatureSet::planes`]).
+    /// Input planes per position ([`crate::features::FeatureSet::planes`]).
     pub planes: usize,
+    /// Whether each record also holds the [`OWNERSHIP_PLANES`] after its
+    /// input planes.
+    pub ownership: bool,
 }
 
 impl Layout {
-    /// Bytes of the packed planes of one position.
+    /// A layout of input planes only.
+    pub const fn inputs(board_size: usize, planes: usize) -> Layout {
+        Layout { board_size, planes, ownership: false }
+    }
+
+    /// Planes stored per record: the input planes, then the label planes.
+    pub fn stored_planes(self) -> usize {
+        self.planes + if self.ownership { OWNERSHIP_PLANES } else { 0 }
+    }
+
+    /// 64-bit words of one packed plane.
+    pub fn plane_words(self) -> usize {
+        (self.board_size * self.board_size).div_ceil(64)
+    }
+
+    /// Bytes of the packed planes (input and label) of one position.
     pub fn planes_bytes(self) -> usize {
-        self.planes * (self.board_size * self.board_size).div_ceil(64) * 8
+        self.stored_planes() * self.plane_words() * 8
     }
 }
 
@@ -291,6 +319,8 @@ impl ShardWriter {
         header.extend_from_slice(&SHARD_VERSION.to_le_bytes());
         header.extend_from_slice(&(layout.board_size as u16).to_le_bytes());
         header.extend_from_slice(&(layout.planes as u16).to_le_bytes());
+        header.extend_from_slice(&((layout.stored_planes() - layout.planes) as u16).to_le_bytes());
+        header.extend_from_slice(&0u16.to_le_bytes());
         w.write_raw(&header)?;
         Ok(w)
     }
@@ -369,11 +399,22 @@ impl Shard {
         let u32_at = |o: usize| u32::from_le_bytes(map[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(map[o..o + 8].try_into().unwrap());
         let u16_at = |o: usize| u16::from_le_bytes(map[o..o + 2].try_into().unwrap()) as usize;
-        let layout = match u32_at(8) {
-            1 => Layout { board_size: u32_at(12) as usize, planes: crate::features::PLANES },
-            SHARD_VERSION => Layout { board_size: u16_at(12), planes: u16_at(14) },
-            version => return Err(bad(format!("shard version {version}, this go-train reads 1 and {SHARD_VERSION}"))),
+        let (layout, header_len) = match u32_at(8) {
+            1 => (Layout::inputs(u32_at(12) as usize, crate::features::PLANES), HEADER_LEN),
+            2 => (Layout::inputs(u16_at(12), u16_at(14)), HEADER_LEN),
+            SHARD_VERSION => {
+                let ownership = match u16_at(16) {
+                    0 => false,
+                    OWNERSHIP_PLANES => true,
+                    n => return Err(bad(format!("{n} label planes, this go-train knows 0 and {OWNERSHIP_PLANES}"))),
+                };
+                (Layout { board_size: u16_at(12), planes: u16_at(14), ownership }, HEADER_V3_LEN)
+            }
+            version => return Err(bad(format!("shard version {version}, this go-train reads 1 to {SHARD_VERSION}"))),
         };
+        if map.len() < header_len + FOOTER_LEN {
+            return Err(bad(format!("missing header or footer ({} bytes)", map.len())));
+        }
         let f = map.len() - FOOTER_LEN;
         let (blocks, records, index_offset) = (u32_at(f) as usize, u64_at(f + 4), u64_at(f + 12) as usize);
         if index_offset + blocks * INDEX_ENTRY_LEN != f {
@@ -387,7 +428,7 @@ impl Shard {
             .collect();
         let in_bounds = index
             .iter()
-            .all(|e| e.offset as usize >= HEADER_LEN && (e.offset + e.length as u64) as usize <= index_offset);
+            .all(|e| e.offset as usize >= header_len && (e.offset + e.length as u64) as usize <= index_offset);
         let total: u64 = index.iter().map(|e| e.records as u64).sum();
         if !in_bounds || total != records {
             return Err(bad("index entries out of bounds or record counts inconsistent".into()));
@@ -438,7 +479,7 @@ impl Shard {
 mod tests {
     use super::*;
 
-    const SEED_19: Layout = Layout { board_size: 19, planes: crate::features::PLANES };
+    const SEED_19: Layout = Layout::inputs(19, crate::features::PLANES);
 
     fn block(n: usize, seed: u64) -> Block {
         let mut b = Block::default();
@@ -478,9 +519,21 @@ mod tests {
     fn the_layout_travels_in_the_header_and_version_1_shards_still_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.shard");
-        let extended = Layout { board_size: 19, planes: 52 };
+        let extended = Layout::inputs(19, 52);
         let w = ShardWriter::create(&path, extended).unwrap();
         w.finish().unwrap();
+        assert_eq!(Shard::open(&path).unwrap().layout(), extended);
+        let owned = Layout { ownership: true, ..extended };
+        ShardWriter::create(&path, owned).unwrap().finish().unwrap();
+        assert_eq!(Shard::open(&path).unwrap().layout(), owned);
+        // Version 2: no label planes, a 16-byte header.
+        let v3 = std::fs::read(&path).unwrap();
+        let mut v2 = v3[..HEADER_LEN].to_vec();
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        v2.extend_from_slice(&v3[HEADER_V3_LEN..v3.len() - 16]);
+        v2.extend_from_slice(&(HEADER_LEN as u64).to_le_bytes());
+        v2.extend_from_slice(MAGIC);
+        std::fs::write(&path, &v2).unwrap();
         assert_eq!(Shard::open(&path).unwrap().layout(), extended);
         // Version 1: a u32 board size, the seed's planes implied.
         let mut bytes = std::fs::read(&path).unwrap();
@@ -499,7 +552,7 @@ mod tests {
         w.write_block(&b.compress(3).unwrap(), b.len()).unwrap();
         w.finish().unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes[HEADER_LEN + 40] ^= 0xff;
+        bytes[HEADER_V3_LEN + 40] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
         let err = Shard::open(&path).unwrap().read_block(0).unwrap_err().to_string();
         assert!(err.contains("x.shard") && err.contains("block 0"), "{err}");

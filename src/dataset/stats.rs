@@ -172,11 +172,7 @@ mod tests {
     #[test]
     fn counts_add_up() {
         let mut block = Block::default();
-        let planes =
-            vec![
-                0u64;
-                crate::dataset::shard::Layout { board_size: 9, planes: crate::features::PLANES }.planes_bytes() / 8
-            ];
+        let planes = vec![0u64; crate::dataset::shard::Layout::inputs(9, crate::features::PLANES).planes_bytes() / 8];
         for (policy, value, moves) in [(81u16, 1i8, 0u16), (40, 0, 49), (40, NO_VALUE, 50), (3, 1, 149), (40, 1, 150)] {
             block.push(&planes, policy, value, moves);
         }
@@ -192,7 +188,7 @@ mod tests {
     /// holding them all, and it changes with their order.
     #[test]
     fn checksum_ignores_blocks_not_order() {
-        let layout = crate::dataset::shard::Layout { board_size: 9, planes: crate::features::PLANES };
+        let layout = crate::dataset::shard::Layout::inputs(9, crate::features::PLANES);
         let record = |k: u64| vec![k; layout.planes_bytes() / 8];
         let (mut whole, mut first, mut second, mut swapped) =
             (Block::default(), Block::default(), Block::default(), Block::default());

@@ -105,7 +105,7 @@ fn write_shards(dir: &Path, split: Split, records: &[FixtureRecord], layout: &La
     let mut entries = Vec::new();
     for (n, shard) in records.chunks(layout.shard_records).enumerate() {
         let file = format!("{split}-{n:05}.shard");
-        let seed_19 = super::shard::Layout { board_size: 19, planes: FeatureSet::Seed.planes() };
+        let seed_19 = super::shard::Layout::inputs(19, FeatureSet::Seed.planes());
         let mut writer = ShardWriter::create(&dir.join(&file), seed_19)?;
         for chunk in shard.chunks(layout.block_records) {
             let mut block = Block::default();
@@ -156,6 +156,7 @@ pub fn write_dataset(dir: &Path, games: &[GameRecord], layout: &Layout) -> Resul
             shard_records: layout.shard_records as u64,
             block_records: layout.block_records as u64,
             zstd_level: 3,
+            ownership: false,
         },
         splits: counts,
         dropped: Default::default(),

@@ -183,6 +183,7 @@ mod tests {
                 value: vec![1.0],
                 move_number: vec![move_number],
                 symmetry: vec![0],
+                ownership: vec![],
             }
         };
         let (black_margin, black_white) = inputs(&batch_for(100), 0, size, 1).unwrap();

@@ -349,6 +349,7 @@ mod tests {
             value: vec![1.0, 0.0, 1.0, 1.0],
             move_number: vec![0; 4],
             symmetry: vec![0; 4],
+            ownership: vec![],
         };
         let mut tally = Tally::new(Output::WinProb);
         tally.add(&Predictions::Values(vec![0.5, 0.25, 0.75, 0.5]), &batch, 0..4);

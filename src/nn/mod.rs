@@ -98,6 +98,13 @@ pub trait Net: Send + Sync {
 
     /// What [`Net::forward`] returns.
     fn output(&self) -> Output;
+
+    /// [`Net::forward`] and, from a net with an ownership head, its
+    /// prediction of who owns each point at the end of the game: (batch,
+    /// 361), from -1 (the opponent's) to 1 (the side to move's).
+    fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+        Ok((self.forward(x, train)?, None))
+    }
 }
 
 /// Which net to build.
@@ -112,6 +119,8 @@ pub enum Arch {
     Value,
     /// A value head on the seed policy's trunk ([`value::TrunkValueNet`]).
     PolicyValue,
+    /// The same with an ownership head beside the value head.
+    PolicyValueOwnership,
     /// A residual net ([`resnet`]).
     ResNet(ResNetConfig),
 }
@@ -124,7 +133,8 @@ impl Arch {
             Arch::Policy => Box::new(policy::PolicyNet::new(vb, planes)?),
             Arch::Playout => Box::new(playout::PlayoutNet::new(vb, planes)?),
             Arch::Value => Box::new(value::ValueNet::new(vb, planes)?),
-            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes)?),
+            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes, false)?),
+            Arch::PolicyValueOwnership => Box::new(value::TrunkValueNet::new(vb, planes, true)?),
             Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config, planes)?),
         })
     }
@@ -138,6 +148,7 @@ impl std::fmt::Display for Arch {
             Arch::Playout => f.write_str("playout"),
             Arch::Value => f.write_str("value"),
             Arch::PolicyValue => f.write_str("policy-value"),
+            Arch::PolicyValueOwnership => f.write_str("policy-value-ownership"),
             Arch::ResNet(c) => {
                 let head = match c.head {
                     Head::Policy => "policy",
@@ -155,12 +166,14 @@ impl FromStr for Arch {
     /// `policy`, `playout`, `value`, or `resnet-policy:BLOCKSxFILTERS` /
     /// `resnet-value:BLOCKSxFILTERS` (e.g. `resnet-policy:6x64`).
     fn from_str(s: &str) -> anyhow::Result<Arch> {
-        let usage = "use policy, playout, value, policy-value, resnet-policy:BxF or resnet-value:BxF";
+        let usage =
+            "use policy, playout, value, policy-value, policy-value-ownership, resnet-policy:BxF or resnet-value:BxF";
         Ok(match s {
             "policy" => Arch::Policy,
             "playout" => Arch::Playout,
             "value" => Arch::Value,
             "policy-value" => Arch::PolicyValue,
+            "policy-value-ownership" => Arch::PolicyValueOwnership,
             _ => {
                 let (kind, size) = s.split_once(':').with_context(|| format!("unknown net {s:?}: {usage}"))?;
                 let head = match kind {
@@ -226,6 +239,11 @@ impl Model {
     /// See [`Net::forward`].
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         self.net.forward(x, train)
+    }
+
+    /// See [`Net::forward_with_ownership`].
+    pub fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+        self.net.forward_with_ownership(x, train)
     }
 
     /// See [`Net::output`].

@@ -219,7 +219,7 @@ fn value_nets_learn_a_one_plane_signal() {
             }
             let x = Tensor::from_vec(data, (batch, planes, BOARD, BOARD), &Device::Cpu).unwrap();
             let y = Tensor::from_vec(labels, batch, &Device::Cpu).unwrap();
-            last = crate::train::train_step(&model, opt.as_mut(), &x, &y).unwrap();
+            last = crate::train::train_step(&model, opt.as_mut(), &x, &y, None).unwrap();
             if step % 50 == 0 {
                 eprintln!("{arch}: step {step} loss {last}");
             }
@@ -256,4 +256,54 @@ fn a_policy_value_net_starts_from_a_policy() {
     let seed = Model::new(Arch::PolicyValue, FeatureSet::Seed, &Device::Cpu, 8).unwrap();
     let err = super::weights::load_matching(&path, &seed).unwrap_err().to_string();
     assert!(err.contains("extended features"), "{err}");
+}
+
+/// The ownership head of `policy-value-ownership` learns who owns each
+/// point when the targets follow the input (here: +1 under one plane's
+/// stones, -1 under another's), while `policy-value` has no such head.
+#[test]
+fn the_ownership_head_learns_ownership_from_the_planes() {
+    use crate::train::optim::OptimizerConfig;
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+    let planes = FeatureSet::Extended.planes();
+    let model = Model::new(Arch::PolicyValueOwnership, FeatureSet::Extended, &Device::Cpu, 2).unwrap();
+    let mut opt = OptimizerConfig::adam(0.003).build(model.parameters());
+    let batch = 16;
+    let mut sample = || {
+        let mut data = vec![0f32; batch * planes * POINTS];
+        let mut owned = vec![0f32; batch * POINTS];
+        for b in 0..batch {
+            for i in 0..POINTS {
+                let (mine, theirs) = match rng.random_range(0..3) {
+                    0 => (true, false),
+                    1 => (false, true),
+                    _ => (false, false),
+                };
+                data[(b * planes + 1) * POINTS + i] = mine as u8 as f32;
+                data[(b * planes + 2) * POINTS + i] = theirs as u8 as f32;
+                owned[b * POINTS + i] = mine as u8 as f32 - theirs as u8 as f32;
+            }
+        }
+        let x = Tensor::from_vec(data, (batch, planes, BOARD, BOARD), &Device::Cpu).unwrap();
+        let owned = Tensor::from_vec(owned, (batch, POINTS), &Device::Cpu).unwrap();
+        (x, owned)
+    };
+    let values = Tensor::ones(batch, candle_core::DType::F32, &Device::Cpu).unwrap();
+    let ownership_error = |model: &Model, x: &Tensor, owned: &Tensor| -> f32 {
+        let (_, predicted) = model.forward_with_ownership(x, false).unwrap();
+        candle_nn::loss::mse(&predicted.unwrap(), owned).unwrap().to_scalar().unwrap()
+    };
+    let (x, owned) = sample();
+    let before = ownership_error(&model, &x, &owned);
+    for _ in 0..150 {
+        let (x, owned) = sample();
+        crate::train::train_step(&model, opt.as_mut(), &x, &values, Some((&owned, 1.0))).unwrap();
+    }
+    let after = ownership_error(&model, &x, &owned);
+    assert!(after < 0.2 * before && after < 0.1, "ownership error {before} before, {after} after");
+    let plain = Model::new(Arch::PolicyValue, FeatureSet::Extended, &Device::Cpu, 2).unwrap();
+    assert!(plain.forward_with_ownership(&x, false).unwrap().1.is_none());
+    assert!(plain.tensors().iter().all(|(name, _)| !name.starts_with("ownership")));
+    assert!(model.tensors().iter().any(|(name, _)| name == "ownership.conv.weight"));
 }

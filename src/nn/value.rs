@@ -58,32 +58,56 @@ impl Net for ValueNet {
 /// Head: a 1×1 convolution to 2 planes with ReLU, 722 → 64 with ReLU,
 /// 64 → 1, sigmoid (AlphaGo Zero's value head, narrower).
 ///
+/// With `ownership` (`policy-value-ownership`), a second head beside it
+/// predicts who owns each point at the end of the game: a 1×1 convolution
+/// to one plane, tanh (KataGo's auxiliary ownership head). Trained on
+/// datasets prepared with `--ownership`; play and evaluation use only the
+/// value.
+///
 /// Tensors: the trunk's (`bn0.*`, `convs.{0..3}.*`, `bns.{0..3}.*`), then
 /// `value.conv.{weight,bias}` (2, 32, 1, 1), `value.fc1.*` (64, 722),
-/// `value.fc2.*` (1, 64).
+/// `value.fc2.*` (1, 64), and with the ownership head
+/// `ownership.conv.{weight,bias}` (1, 32, 1, 1).
 pub struct TrunkValueNet {
     trunk: SeedTrunk,
     conv: Conv,
     fc1: Linear,
     fc2: Linear,
+    ownership: Option<Conv>,
 }
 
 impl TrunkValueNet {
-    pub fn new(vb: VarBuilder, planes: usize) -> Result<TrunkValueNet> {
+    pub fn new(vb: VarBuilder, planes: usize, ownership: bool) -> Result<TrunkValueNet> {
         let trunk = SeedTrunk::new(&vb, planes)?;
         let head = vb.pp("value");
         let conv = Conv::new(head.pp("conv"), SeedTrunk::CHANNELS, 2, 1, true, true)?;
         let fc1 = Linear::new(head.pp("fc1"), 2 * POINTS, 64)?;
         let fc2 = Linear::new(head.pp("fc2"), 64, 1)?;
-        Ok(TrunkValueNet { trunk, conv, fc1, fc2 })
+        let ownership = match ownership {
+            true => Some(Conv::new(vb.pp("ownership").pp("conv"), SeedTrunk::CHANNELS, 1, 1, true, false)?),
+            false => None,
+        };
+        Ok(TrunkValueNet { trunk, conv, fc1, fc2, ownership })
+    }
+
+    fn value(&self, h: &Tensor) -> Result<Tensor> {
+        let hidden = self.fc1.forward(&flatten(&self.conv.forward(h)?)?)?.relu()?;
+        candle_nn::ops::sigmoid(&self.fc2.forward(&hidden)?)?.squeeze(1)
     }
 }
 
 impl Net for TrunkValueNet {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let h = self.conv.forward(&self.trunk.forward(x, train)?)?;
-        let hidden = self.fc1.forward(&flatten(&h)?)?.relu()?;
-        candle_nn::ops::sigmoid(&self.fc2.forward(&hidden)?)?.squeeze(1)
+        self.value(&self.trunk.forward(x, train)?)
+    }
+
+    fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let h = self.trunk.forward(x, train)?;
+        let ownership = match &self.ownership {
+            Some(conv) => Some(flatten(&conv.forward(&h)?)?.tanh()?),
+            None => None,
+        };
+        Ok((self.value(&h)?, ownership))
     }
 
     fn output(&self) -> Output {

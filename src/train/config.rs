@@ -26,7 +26,8 @@ pub struct Schedule {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
-    /// The net: `policy`, `playout`, `value`, `resnet-policy:BxF`, `resnet-value:BxF`.
+    /// The net: `policy`, `playout`, `value`, `policy-value`,
+    /// `policy-value-ownership`, `resnet-policy:BxF`, `resnet-value:BxF`.
     pub net: String,
     /// Dataset folder written by `go-train prepare`.
     pub data: PathBuf,
@@ -70,12 +71,21 @@ pub struct TrainConfig {
     /// throughput.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub linear_scaling: bool,
+    /// Weight of the ownership loss (mean squared error over the points)
+    /// beside the value loss, for nets with an ownership head
+    /// (`policy-value-ownership`).
+    #[serde(default = "default_ownership_weight")]
+    pub ownership_weight: f64,
     pub optimizer: OptimizerConfig,
     pub schedule: Schedule,
 }
 
 fn default_tf32() -> bool {
     true
+}
+
+fn default_ownership_weight() -> f64 {
+    1.0
 }
 
 /// The seed's settings for the three nets, compiled in so that a run from

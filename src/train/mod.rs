@@ -20,11 +20,39 @@ use candle_core::Tensor;
 use crate::nn::Model;
 use optim::Optimizer;
 
-/// One optimizer step on a batch: forward in training mode, the loss of
-/// the net's [`crate::nn::Output`] against `target`, backward, update.
+/// Ownership targets of a batch, (batch, points) from -1 to 1
+/// ([`crate::dataset::ownership`]), and the weight of their loss.
+pub type OwnershipTargets<'a> = Option<(&'a Tensor, f64)>;
+
+/// The training loss of `model` on `x` in training mode, and its
+/// prediction: the loss of the net's [`crate::nn::Output`] against
+/// `target`, plus, from a net with an ownership head given `ownership`,
+/// the weight times the mean squared error of the ownership over the
+/// points (a net with the head and no targets learns the value alone).
+pub fn training_loss(
+    model: &Model,
+    x: &Tensor,
+    target: &Tensor,
+    ownership: OwnershipTargets,
+) -> Result<(Tensor, Tensor)> {
+    let (pred, owned) = model.forward_with_ownership(x, true)?;
+    let mut loss = model.output().loss(&pred, target)?;
+    if let (Some(owned), Some((targets, weight))) = (owned, ownership) {
+        loss = (loss + (candle_nn::loss::mse(&owned, targets)? * weight)?)?;
+    }
+    Ok((loss, pred))
+}
+
+/// One optimizer step on a batch: [`training_loss`], backward, update.
 /// Returns the batch's mean loss.
-pub fn train_step(model: &Model, optimizer: &mut dyn Optimizer, x: &Tensor, target: &Tensor) -> Result<f32> {
-    let loss = model.output().loss(&model.forward(x, true)?, target)?;
+pub fn train_step(
+    model: &Model,
+    optimizer: &mut dyn Optimizer,
+    x: &Tensor,
+    target: &Tensor,
+    ownership: OwnershipTargets,
+) -> Result<f32> {
+    let (loss, _) = training_loss(model, x, target, ownership)?;
     let grads = loss.backward()?;
     optimizer.step(&grads)?;
     Ok(loss.to_scalar::<f32>()?)
@@ -58,10 +86,10 @@ mod tests {
         ] {
             let model = Model::new(arch, FeatureSet::Seed, &dev, 3).unwrap();
             let mut opt = config.build(model.parameters());
-            let first = train_step(&model, opt.as_mut(), &x, target).unwrap();
+            let first = train_step(&model, opt.as_mut(), &x, target, None).unwrap();
             let mut last = first;
             for _ in 0..4 {
-                last = train_step(&model, opt.as_mut(), &x, target).unwrap();
+                last = train_step(&model, opt.as_mut(), &x, target, None).unwrap();
             }
             assert!(last < first * 0.9, "{arch:?}: loss {first} -> {last}");
         }

@@ -32,7 +32,7 @@ use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
 use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
 use crate::eval::positions::{batch_tensors, evaluate, Predictions, Tally};
-use crate::nn::{Model, Output};
+use crate::nn::{Arch, Model, Output};
 use crate::progress::Progress;
 
 /// How a run begins.
@@ -82,6 +82,13 @@ pub fn train(
     let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
     crate::eval::positions::check_inputs(&model, &dataset)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
+    if model.arch() == Arch::PolicyValueOwnership && !dataset.layout().ownership {
+        bail!(
+            "{}: net {} learns ownership, but the dataset has no ownership targets: prepare it with --ownership",
+            dataset.dir().join(MANIFEST).display(),
+            model.arch()
+        );
+    }
     let mut optimizer = config.optimizer.build(model.parameters());
     // A save killed part-way leaves the newest complete checkpoint to be put back.
     if leader {
@@ -169,7 +176,7 @@ pub fn train(
         } else {
             Progress::hidden()
         };
-        let steps = Steps { total, global_batch: config.batch, collective };
+        let steps = Steps { total, global_batch: config.batch, collective, ownership_weight: config.ownership_weight };
         let train = train_epoch(&model, optimizer.as_mut(), &dataset, &options, &steps, &progress, &mut state)?;
         progress.finish();
         if !leader {
@@ -224,11 +231,12 @@ pub fn train(
 }
 
 /// The steps of an epoch: how many, of which global batch, averaged over
-/// which ranks.
+/// which ranks, with which weight on the ownership loss.
 struct Steps<'a> {
     total: u64,
     global_batch: usize,
     collective: &'a dyn Collective,
+    ownership_weight: f64,
 }
 
 /// One pass over the training batches; returns the training scores (of
@@ -248,8 +256,16 @@ fn train_epoch(
     for batch in batches.take(steps.total as usize) {
         let batch = batch?;
         let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
-        let pred = model.forward(&x, true)?;
-        let loss = model.output().loss(&pred, &target)?;
+        let owned = match batch.ownership.is_empty() {
+            true => None,
+            false => Some(candle_core::Tensor::from_slice(
+                &batch.ownership,
+                (batch.len, batch.ownership.len() / batch.len),
+                model.device(),
+            )?),
+        };
+        let (loss, pred) =
+            super::training_loss(model, &x, &target, owned.as_ref().map(|o| (o, steps.ownership_weight)))?;
         let mut grads = loss.backward()?;
         let mut loss = loss.to_scalar::<f32>()? as f64;
         if !steps.collective.is_alone() {

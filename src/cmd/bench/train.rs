@@ -88,12 +88,12 @@ fn samples_per_second(
     let x = random_planes(rng, batch, features.planes(), device)?;
     let y = random_targets(rng, model.output(), batch, device)?;
     for _ in 0..WARMUP_STEPS {
-        train_step(&model, opt.as_mut(), &x, &y)?;
+        train_step(&model, opt.as_mut(), &x, &y, None)?;
     }
     let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
     // train_step reads the loss back, which waits for a GPU to finish.
     while steps < WARMUP_STEPS || start.elapsed() < budget {
-        train_step(&model, opt.as_mut(), &x, &y)?;
+        train_step(&model, opt.as_mut(), &x, &y, None)?;
         steps += 1;
     }
     let seconds = start.elapsed().as_secs_f64();

@@ -311,4 +311,12 @@ fn prepare_with_ownership_adds_final_ownership_that_agrees_with_the_results() {
     let share = agree as f64 / late as f64;
     eprintln!("ownership margin agrees with the result on {agree} of {late} late positions ({share:.3})");
     assert!(share > 0.62, "{share}");
+
+    // A manifest that forgets the label planes its shards hold is refused
+    // when the dataset opens, naming a shard, not when a batch is cut wrong.
+    let manifest = dir.path().join("owned/manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"ownership\": true", "\"ownership\": false")).unwrap();
+    let err = format!("{:#}", Dataset::open(&dir.path().join("owned")).err().expect("refused"));
+    assert!(err.contains(".shard") && err.contains("labels included"), "{err}");
 }

@@ -366,8 +366,7 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     let mut block = Block::default();
     block.reserve(record.moves.len(), layout);
     // The label planes are known only at the end: zeroed until then.
-    let mut words = vec![0u64; layout.stored_planes() * layout.plane_words()];
-    let inputs = layout.planes * layout.plane_words();
+    let label_bytes = layout.planes_bytes() - layout.planes * layout.plane_words() * 8;
     let mut to_move = Vec::new();
     let replayed = record.replay_with(record.rules_or(rules), |i, game, mv| {
         options.features.encode_into(game, planes);
@@ -376,9 +375,11 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
             Some(w) if labelled[i] => (w == mv.color) as i8,
             _ => NO_VALUE,
         };
-        words[..inputs].copy_from_slice(planes.words());
-        block.push(&words, policy, value, i.min(u16::MAX as usize) as u16);
-        to_move.push(mv.color);
+        block.push(planes.words(), policy, value, i.min(u16::MAX as usize) as u16);
+        if layout.ownership {
+            block.planes.resize(block.planes.len() + label_bytes, 0);
+            to_move.push(mv.color);
+        }
     });
     match replayed {
         Ok(last) => {

@@ -163,11 +163,12 @@ impl Dataset {
 /// Whether `shard` holds what its manifest entry says: board size, planes,
 /// records and blocks (a shard swapped for another, or a stale manifest).
 pub(crate) fn check_against_manifest(shard: &Shard, entry: &ShardEntry, layout: Layout) -> Result<()> {
-    let found = (shard.board_size(), shard.layout().planes, shard.records(), shard.blocks().len());
-    let expected = (layout.board_size, layout.planes, entry.records, entry.blocks as usize);
+    let found = (shard.board_size(), shard.layout().stored_planes(), shard.records(), shard.blocks().len());
+    let expected = (layout.board_size, layout.stored_planes(), entry.records, entry.blocks as usize);
     if found != expected {
         bail!(
-            "{}: board {}, {} planes, {} records in {} blocks; the manifest says board {}, {} planes, {} records in {} blocks",
+            "{}: board {}, {} planes (labels included), {} records in {} blocks; the manifest says board {}, {} planes, \
+             {} records in {} blocks",
             shard.path().display(),
             found.0,
             found.1,
@@ -503,17 +504,17 @@ fn decode_batch(
     // thread, which caps the gain from more threads.
     planes.par_extend(rayon::iter::repeat_n(0.0f32, records.len() * per_record));
     planes.par_chunks_mut(per_record).zip(records).zip(symmetries).for_each(|((out, &(block, i)), s)| {
-        let mut words = block.planes_of(i, layout);
-        words.truncate(inputs);
-        let packed = PackedPlanes::from_words(size, layout.planes, words)
+        let packed = PackedPlanes::from_words(size, layout.planes, block.words_of(i, layout, 0..inputs))
             .expect("a decoded block holds planes_bytes bytes per record");
         packed.unpack_permuted_into(&permutations[s.number() as usize], out);
     });
-    let mut ownership = vec![0.0f32; if layout.ownership { records.len() * size * size } else { 0 }];
+    let mut ownership = Vec::new();
     if layout.ownership {
+        let labels = inputs..layout.planes_bytes() / 8;
+        ownership.resize(records.len() * size * size, 0.0f32);
         ownership.par_chunks_mut(size * size).zip(records).zip(symmetries).for_each(|((out, &(block, i)), s)| {
-            let words = block.planes_of(i, layout);
-            super::ownership::targets_into(&words[inputs..], size, &permutations[s.number() as usize], out);
+            let words = block.words_of(i, layout, labels.clone());
+            super::ownership::targets_into(&words, size, &permutations[s.number() as usize], out);
         });
     }
     Batch {

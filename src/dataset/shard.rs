@@ -226,8 +226,17 @@ impl Block {
 
     /// The packed planes of record `i` as words.
     pub fn planes_of(&self, i: usize, layout: Layout) -> Vec<u64> {
-        let n = layout.planes_bytes();
-        self.planes[i * n..(i + 1) * n].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect()
+        self.words_of(i, layout, 0..layout.planes_bytes() / 8)
+    }
+
+    /// Words `words` of record `i`'s packed planes: the input planes
+    /// alone, or the label planes alone, without copying the rest.
+    pub fn words_of(&self, i: usize, layout: Layout, words: std::ops::Range<usize>) -> Vec<u64> {
+        let at = i * layout.planes_bytes();
+        self.planes[at + 8 * words.start..at + 8 * words.end]
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
     }
 
     fn deserialize(bytes: &[u8], layout: Layout) -> Result<Block, String> {
@@ -533,6 +542,11 @@ mod tests {
         v2.extend_from_slice(&v3[HEADER_V3_LEN..v3.len() - 16]);
         v2.extend_from_slice(&(HEADER_LEN as u64).to_le_bytes());
         v2.extend_from_slice(MAGIC);
+        let mut odd = v3.clone();
+        odd[16..18].copy_from_slice(&3u16.to_le_bytes());
+        std::fs::write(&path, &odd).unwrap();
+        let err = Shard::open(&path).err().unwrap().to_string();
+        assert!(err.contains("x.shard") && err.contains("3 label planes"), "{err}");
         std::fs::write(&path, &v2).unwrap();
         assert_eq!(Shard::open(&path).unwrap().layout(), extended);
         // Version 1: a u32 board size, the seed's planes implied.

@@ -257,6 +257,12 @@ fn a_bad_config_names_the_file() {
     assert!(err.contains("bad.toml"), "{err}");
     let out = go_train(&["train-policy", "--config", &config("policy"), "--data", s(&dir.path().join("nothing"))]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("manifest.json"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = go_train(&["train-value", "--config", &config("policy-value-ownership"), "--set", "ownership_weight=-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("policy-value-ownership.toml") && err.contains("ownership_weight"),
+        "{err}"
+    );
 }
 
 /// From a folder with no `configs/` the seed's settings are built in, and

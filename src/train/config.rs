@@ -158,6 +158,10 @@ impl TrainConfig {
         if self.batch == 0 || self.epochs == 0 {
             bail!("batch and epochs must be at least 1");
         }
+        // A negative weight would train the ownership head to be wrong.
+        if !(self.ownership_weight >= 0.0 && self.ownership_weight.is_finite()) {
+            bail!("ownership_weight must be a finite number ≥ 0, not {}", self.ownership_weight);
+        }
         Ok(())
     }
 

@@ -171,6 +171,19 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["report"]["overall"]["top1"].as_f64().unwrap() > 0.10, "{report}");
 
+    // The value net mixed with random playouts, as MCTS leaves mix them,
+    // is scored on the same positions as the net alone; a weight outside
+    // 0..=1 is refused.
+    let value_eval = ["eval", "--data", s(&data), "--value", s(&value), "--limit", "300", "--baseline-positions", "0"];
+    let out = ok(&[&value_eval[..], &["--mix", "1", "--mix-playouts", "4", "--json"]].concat());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (alone, mixed) = (&report["report"]["overall"], &report["mixed"]["report"]["overall"]);
+    assert_eq!(alone["positions"], mixed["positions"], "{report}");
+    let mse = mixed["loss"].as_f64().unwrap();
+    assert!(mse > 0.0 && mse < 0.5 && mse != alone["loss"].as_f64().unwrap(), "{report}");
+    let bad = go_train(&[&value_eval[..], &["--mix", "1.5"]].concat());
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("between 0 and 1"));
+
     play_with_the_trained_nets(dir.path(), &policy, &playout, &value);
 }
 

@@ -9,9 +9,10 @@ use clap::Parser;
 use go_train::dataset::{Dataset, Split};
 use go_train::eval::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
 use go_train::eval::baseline::OwnershipBaseline;
-use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, Report};
+use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, mixed_by_phase, Report};
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
+use go_train::search::ownership::Ownership;
 
 /// Measure trained nets on held-out positions or in games.
 ///
@@ -97,6 +98,13 @@ pub struct Args {
     /// same positions as the net; 0 leaves it out.
     #[arg(long, default_value_t = 4000)]
     baseline_positions: usize,
+    /// Value nets: also score the net mixed with random playouts as MCTS
+    /// leaves mix them (`mix=λ`): (1 − λ)·net + λ·(share of playouts won).
+    #[arg(long, value_name = "λ")]
+    mix: Option<f32>,
+    /// Random playouts per position for --mix.
+    #[arg(long, default_value_t = 8)]
+    mix_playouts: usize,
     /// Average each prediction over the 8 symmetries of the board (8x slower).
     #[arg(long)]
     symmetries: bool,
@@ -118,6 +126,9 @@ pub fn run(args: Args) -> Result<()> {
     if nets.is_empty() {
         bail!("name at least one net: --policy, --value or --playout");
     }
+    if let Some(lambda) = args.mix {
+        Ownership::check_mix(lambda).context("--mix")?;
+    }
     go_train::nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let dataset = Dataset::open(data)?;
@@ -138,12 +149,21 @@ pub fn run(args: Args) -> Result<()> {
             }
             false => None,
         };
+        let mixed = match (role, args.mix) {
+            ("value", Some(lambda)) => {
+                let setting = (lambda, args.mix_playouts.max(1));
+                Some(mixed_by_phase(&model, &dataset, args.split, args.batch, args.limit, setting)?)
+            }
+            _ => None,
+        };
         if args.json {
             let value = serde_json::json!({
                 "net": role, "checkpoint": file.display().to_string(), "arch": model.arch().to_string(),
                 "features": model.features(), "split": args.split, "report": report,
                 "ownership_baseline": baseline.as_ref().map(|(f, r)| serde_json::json!({
                     "slope": f.slope, "white": f.white, "bias": f.bias, "report": r})),
+                "mixed": mixed.as_ref().map(|r| serde_json::json!({
+                    "mix": args.mix, "playouts": args.mix_playouts, "report": r})),
             });
             println!("{value}");
         } else {
@@ -154,6 +174,14 @@ pub fn run(args: Args) -> Result<()> {
                     fitted.slope, fitted.white, fitted.bias, args.baseline_positions
                 );
                 print_report(&what, "random playouts", args.split, r);
+            }
+            if let Some(r) = &mixed {
+                let what = format!(
+                    "value net mixed with {} random playouts (λ = {})",
+                    args.mix_playouts.max(1),
+                    args.mix.unwrap_or(0.0)
+                );
+                print_report(&what, &file.display().to_string(), args.split, r);
             }
         }
     }

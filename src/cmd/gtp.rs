@@ -72,6 +72,13 @@ pub struct Args {
     /// the shipped nets].
     #[arg(long, value_name = "on|off", value_parser = go_train::search::spec::parse_switch)]
     tactics: Option<bool>,
+    /// MCTS: weight of random playouts in leaf values, scaled by how
+    /// settled the board is, 0 to 1 (AlphaGo's λ) [default: 0].
+    #[arg(long, value_name = "λ")]
+    mix: Option<f32>,
+    /// MCTS: random playouts per leaf with --mix [default: 8].
+    #[arg(long)]
+    mix_playouts: Option<usize>,
     /// Seconds per move at most (a GTP clock may shorten it).
     #[arg(long)]
     time: Option<f64>,
@@ -140,6 +147,8 @@ pub fn run(mut args: Args) -> Result<()> {
         leaf: args.leaf,
         batch: args.batch.unwrap_or(defaults.batch),
         tactics: args.tactics.unwrap_or(defaults.tactics),
+        mix: args.mix.unwrap_or(defaults.mix),
+        mix_playouts: args.mix_playouts.unwrap_or(defaults.mix_playouts),
         time: args.time,
         seed: args.seed,
         ..defaults

@@ -33,9 +33,10 @@ pub struct OwnershipBaseline {
     pub bias: f64,
 }
 
-/// What the logistic reads of one position: the area margin of the side
-/// to move and whether White is to move.
-fn inputs(batch: &Batch, row: usize, size: usize, seed: u64) -> Result<(f64, f64)> {
+/// The position of record `row` of `batch`, rebuilt from its stone planes
+/// with its side to move (history and ko are not in the planes; random
+/// playouts barely notice them).
+pub fn position(batch: &Batch, row: usize, size: usize) -> Result<Game> {
     let n = size * size;
     let per = batch.planes.len() / batch.len.max(1);
     let planes = &batch.planes[row * per..(row + 1) * per];
@@ -57,6 +58,34 @@ fn inputs(batch: &Batch, row: usize, size: usize, seed: u64) -> Result<(f64, f64
         bail!("position {row} of a batch holds a string without liberties");
     }
     game.set_to_move(me);
+    Ok(game)
+}
+
+/// Each value of the side to move in `batch`, mixed with `playouts` random
+/// playouts from its position as an MCTS leaf mixes them
+/// ([`Ownership::mix`]), with komi 7.5.
+pub fn mix_with_playouts(
+    values: &[f32],
+    batch: &Batch,
+    size: usize,
+    (lambda, playouts): (f32, usize),
+) -> Result<Vec<f32>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let game = position(batch, i, size)?;
+            Ok(Ownership::estimate(&game, playouts, i as u64).mix(v, game.to_move(), lambda))
+        })
+        .collect()
+}
+
+/// What the logistic reads of one position: the area margin of the side
+/// to move and whether White is to move.
+fn inputs(batch: &Batch, row: usize, size: usize, seed: u64) -> Result<(f64, f64)> {
+    let n = size * size;
+    let game = position(batch, row, size)?;
+    let me = game.to_move();
     let ownership = Ownership::estimate(&game, PLAYOUTS, seed);
     let mine: f64 = (0..n).map(|i| ownership.share(i, me) as f64).sum();
     Ok((2.0 * mine - n as f64, (me == Color::White) as u8 as f64))

@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use super::baseline::OwnershipBaseline;
+use super::baseline::{mix_with_playouts, OwnershipBaseline};
 use crate::dataset::MANIFEST;
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
 use crate::features::Symmetry;
@@ -158,6 +158,27 @@ pub fn evaluate_by_phase(
     check_inputs(model, dataset)?;
     report_by_phase(model.output(), dataset, split, batch_size, limit, |batch| {
         model_predictions(model, batch, dataset.board_size(), average_symmetries)
+    })
+}
+
+/// Scores a value net's predictions mixed with random-playout outcomes as
+/// an MCTS leaf mixes them (`mix=λ`, `mix-playouts=n`, [`Ownership::mix`](crate::search::ownership::Ownership::mix)),
+/// on the positions [`evaluate_by_phase`] scores the net alone on.
+pub fn mixed_by_phase(
+    model: &Model,
+    dataset: &Dataset,
+    split: Split,
+    batch_size: usize,
+    limit: u64,
+    mix: (f32, usize),
+) -> Result<Report> {
+    check_inputs(model, dataset)?;
+    let size = dataset.board_size();
+    report_by_phase(model.output(), dataset, split, batch_size, limit, |batch| {
+        let Predictions::Values(net) = model_predictions(model, batch, size, false)? else {
+            bail!("mixing with playouts needs a value net, not a {} net", model.arch());
+        };
+        Ok(Predictions::Values(mix_with_playouts(&net, batch, size, mix)?))
     })
 }
 

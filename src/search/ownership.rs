@@ -27,6 +27,9 @@ pub struct Ownership {
     size: usize,
     /// Per point, row-major: 1.0 always Black's, 0.0 always White's.
     black: Vec<f32>,
+    /// The share of playouts Black won, by area with komi (a tie counts ½):
+    /// the rollout outcome AlphaGo mixed into its leaf values.
+    black_wins: f32,
 }
 
 impl Ownership {
@@ -45,19 +48,42 @@ impl Ownership {
 
         let mut agent = RandomAgent::new(seed);
         let mut black = vec![0f32; size * size];
+        let mut black_wins = 0f32;
         let playouts = playouts.max(1);
         let mut g = start.clone();
         for _ in 0..playouts {
             g.copy_from(&start);
             playout(&mut g, &mut agent, 4 * size * size);
+            let mut margin = 0f32;
             for (i, owner) in area_owners(g.board()).into_iter().enumerate() {
-                if owner == Some(Color::Black) {
-                    black[i] += 1.0;
+                match owner {
+                    Some(Color::Black) => {
+                        black[i] += 1.0;
+                        margin += 1.0;
+                    }
+                    Some(Color::White) => margin -= 1.0,
+                    None => {}
                 }
             }
+            let lead = margin - game.rules().komi;
+            black_wins += if lead > 0.0 {
+                1.0
+            } else if lead < 0.0 {
+                0.0
+            } else {
+                0.5
+            };
         }
         black.iter_mut().for_each(|b| *b /= playouts as f32);
-        Ownership { size, black }
+        Ownership { size, black, black_wins: black_wins / playouts as f32 }
+    }
+
+    /// The share of the playouts that `color` won, by area with komi.
+    pub fn win_share(&self, color: Color) -> f32 {
+        match color {
+            Color::Black => self.black_wins,
+            Color::White => 1.0 - self.black_wins,
+        }
     }
 
     /// The share of playouts in which `color` owned the point at row-major `index`.
@@ -66,6 +92,32 @@ impl Ownership {
             Color::Black => self.black[index],
             Color::White => 1.0 - self.black[index],
         }
+    }
+
+    /// The share of the board's points that one colour owned in at least
+    /// 90% of the playouts: near 1 when every group is settled and the
+    /// playouts count the game as it will end, near 0 in the opening.
+    pub fn settled(&self) -> f32 {
+        let sure = self.black.iter().filter(|&&b| !(0.1..=0.9).contains(&b)).count();
+        sure as f32 / self.black.len().max(1) as f32
+    }
+
+    /// Refuses a mix weight outside 0..=1 (NaN included).
+    pub fn check_mix(lambda: f32) -> anyhow::Result<()> {
+        if !(0.0..=1.0).contains(&lambda) {
+            anyhow::bail!("mix {lambda}: the weight of random playouts lies between 0 and 1");
+        }
+        Ok(())
+    }
+
+    /// A leaf value `value` for `color`, mixed with the share of playouts
+    /// `color` won: by `lambda` times [`Ownership::settled`], so the
+    /// playouts' count weighs in as the board settles. A value net trained
+    /// on games decided by resignation cannot count a close endgame; random
+    /// playouts count a settled board exactly.
+    pub fn mix(&self, value: f32, color: Color, lambda: f32) -> f32 {
+        let weight = lambda * self.settled();
+        (1.0 - weight) * value + weight * self.win_share(color)
     }
 
     /// Per point, row-major, from -1 (always the other colour's) to 1
@@ -214,6 +266,45 @@ mod tests {
         // stone's point counted for Black => Black 36, White 45.
         let score = own.score(&game);
         assert_eq!(score.black_lead, 36.0 - 45.0 - 7.5);
+    }
+
+    #[test]
+    fn on_a_settled_board_the_playouts_count_and_the_mix_trusts_them() {
+        // Black's stones fill the five left columns, White's the three
+        // right ones, each with an eye at every odd-odd point; the column
+        // between is dame. Black wins by at least 9 − 7.5 however the dame
+        // is shared, and every point but the dame is settled. A leaf value
+        // that says Black loses is overruled.
+        let mut game = game_from(&[
+            "X X X X X . O O O",
+            "X . X . X . O . O",
+            "X X X X X . O O O",
+            "X . X . X . O . O",
+            "X X X X X . O O O",
+            "X . X . X . O . O",
+            "X X X X X . O O O",
+            "X . X . X . O . O",
+            "X X X X X . O O O",
+        ]);
+        game.set_to_move(Color::White);
+        let own = Ownership::estimate(&game, 32, 3);
+        assert!(own.settled() > 0.85, "settled {}", own.settled());
+        assert_eq!(own.win_share(Color::Black), 1.0);
+        assert_eq!(own.win_share(Color::White), 0.0);
+        assert!(own.mix(0.0, Color::Black, 1.0) > 0.8);
+        assert!(own.mix(1.0, Color::White, 1.0) < 0.2);
+        assert_eq!(own.mix(0.3, Color::Black, 0.0), 0.3);
+    }
+
+    #[test]
+    fn on_an_empty_board_the_mix_keeps_the_leaf_value() {
+        // Nothing is settled: random playouts' count says little, and the
+        // net's value stands almost as it is.
+        let game = Game::new(9, Rules::CHINESE);
+        let own = Ownership::estimate(&game, 32, 5);
+        assert!(own.settled() < 0.2, "settled {}", own.settled());
+        let mixed = own.mix(0.7, Color::Black, 1.0);
+        assert!((mixed - 0.7).abs() < 0.15, "{mixed}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use candle_core::Device;
 use super::mcts::{LeafEval, Mcts, MctsConfig, Selection};
 use super::net_agent::NetAgent;
 use super::nets::NetEval;
+use super::ownership::Ownership;
 use super::random::RandomAgent;
 use super::Agent;
 use crate::nn::Output;
@@ -75,6 +76,10 @@ pub struct AgentSpec {
     pub batch: usize,
     /// MCTS: expand captures and escapes from atari beyond the top k.
     pub tactics: bool,
+    /// MCTS: weight of random-playout outcomes in leaf values (0: none).
+    pub mix: f32,
+    /// MCTS: random playouts per leaf when `mix` is above 0.
+    pub mix_playouts: usize,
     /// MCTS seconds per move at most.
     pub time: Option<f64>,
     /// Seeds every random choice.
@@ -99,6 +104,8 @@ impl AgentSpec {
             leaf: None,
             batch: mcts.batch,
             tactics: mcts.tactics,
+            mix: mcts.mix,
+            mix_playouts: mcts.mix_playouts,
             time: None,
             seed: 0,
         }
@@ -120,18 +127,21 @@ impl AgentSpec {
             "leaf" => self.leaf = Some(value.parse().with_context(bad)?),
             "batch" => self.batch = value.parse().with_context(bad)?,
             "tactics" => self.tactics = parse_switch(value).with_context(bad)?,
+            "mix" => {
+                self.mix = value.parse().with_context(bad)?;
+                Ownership::check_mix(self.mix)?;
+            }
+            "mix-playouts" | "playouts" => self.mix_playouts = value.parse().with_context(bad)?,
             "time" => self.time = Some(value.parse().with_context(bad)?),
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
                 "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
-                 rollout, c, selection, leaf, batch, tactics, time or seed"
+                 rollout, c, selection, leaf, batch, tactics, mix, mix-playouts, time or seed"
             ),
         }
         Ok(())
     }
 
-    /// Fills the nets the spec does not name from defaults (the command
-    /// line's `--policy`, `--value`, `--playout`).
     /// The search that played strongest with the shipped nets, at about
     /// the seed's time per move (README, *Playing strength*): PUCT, leaves
     /// valued by the value net with no rollout, 400 iterations, tactics on.
@@ -140,6 +150,8 @@ impl AgentSpec {
         AgentSpec { selection: Selection::Puct, rollout_depth: 0, iterations: 400, tactics: true, ..self }
     }
 
+    /// Fills the nets the spec does not name from defaults (the command
+    /// line's `--policy`, `--value`, `--playout`).
     pub fn with_default_nets(
         mut self,
         policy: Option<&PathBuf>,
@@ -166,6 +178,8 @@ impl AgentSpec {
             leaf: self.leaf.unwrap_or(if self.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
             batch: self.batch,
             tactics: self.tactics,
+            mix: self.mix,
+            mix_playouts: self.mix_playouts.max(1),
             time: self.time.map(Duration::from_secs_f64),
             seed: self.seed,
         }
@@ -260,6 +274,11 @@ mod tests {
         assert!("mcts:depth=3".parse::<AgentSpec>().is_err());
         assert!("mcts:iterations".parse::<AgentSpec>().is_err());
         assert!("gnugo --mode gtp".parse::<AgentSpec>().is_err());
+        let mixed = "mcts:mix=0.5,mix-playouts=4".parse::<AgentSpec>().unwrap().mcts_config();
+        assert_eq!((mixed.mix, mixed.mix_playouts), (0.5, 4));
+        assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().mix, 0.0);
+        let err = "mcts:mix=1.5".parse::<AgentSpec>().unwrap_err();
+        assert!(format!("{err:#}").contains("between 0 and 1"), "{err:#}");
     }
 
     #[test]

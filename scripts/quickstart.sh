@@ -33,4 +33,4 @@ $bin eval --match policy random --policy checkpoints/quickstart-policy --games 4
 # The nets go-train ships (nets/, trained on 79,000 strong amateur games):
 # MCTS with them, as `go-train gtp` plays, against their policy net alone,
 # two games.
-$bin eval --match mcts:selection=puct,rollout=0,iterations=400,tactics=on policy --games 2 --out matches/quickstart-shipped --force
+$bin eval --match mcts:selection=puct,rollout=0,iterations=400,tactics=on,mix=1 policy --games 2 --out matches/quickstart-shipped --force

@@ -15,7 +15,8 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval};
 /// analysed turn on stdout, several queries in flight, answered in order.
 /// The search is MCTS with the shipped nets, or the nets named, in the
 /// settings `go-train gtp` plays with (PUCT, value-net leaves with no
-/// rollout, tactics on); `maxVisits` in a query sets its iterations. See
+/// rollout mixed with random playouts as the board settles, tactics on);
+/// `maxVisits` in a query sets its iterations. See
 /// docs/analysis.md for the fields understood.
 #[derive(Parser)]
 #[command(after_help = "Examples:

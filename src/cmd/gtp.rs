@@ -25,8 +25,9 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// policy when --policy is, playout when --playout only, random otherwise.
 /// With no engine and no net named, MCTS with the nets shipped in `nets/`
 /// (or `GO_TRAIN_NETS`) plays, in the search that measured strongest with
-/// them: PUCT, value-net leaves with no rollout, 400 iterations, tactics
-/// on (README, Playing strength); with some nets
+/// them: PUCT, value-net leaves with no rollout, mixed with random
+/// playouts as the board settles, 400 iterations, tactics on (README,
+/// Playing strength); with some nets
 /// named, the shipped ones stand in for the others (`--value` alone: MCTS
 /// on the shipped policy with those value leaves); with an engine and no
 /// net, the engine plays without nets.
@@ -73,7 +74,8 @@ pub struct Args {
     #[arg(long, value_name = "on|off", value_parser = go_train::search::spec::parse_switch)]
     tactics: Option<bool>,
     /// MCTS: weight of random playouts in leaf values, scaled by how
-    /// settled the board is, 0 to 1 (AlphaGo's λ) [default: 0].
+    /// settled the board is, 0 to 1 (AlphaGo's λ) [default: 0; 1 with the
+    /// shipped nets].
     #[arg(long, value_name = "λ")]
     mix: Option<f32>,
     /// MCTS: random playouts per leaf with --mix [default: 8].

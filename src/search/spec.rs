@@ -142,12 +142,21 @@ impl AgentSpec {
         Ok(())
     }
 
-    /// The search that played strongest with the shipped nets, at about
-    /// the seed's time per move (README, *Playing strength*): PUCT, leaves
-    /// valued by the value net with no rollout, 400 iterations, tactics on.
-    /// Settings already given on the command line are applied after it.
+    /// The search that played strongest with the shipped nets (README,
+    /// *Playing strength*): PUCT, leaves valued by the value net with no
+    /// rollout and mixed with 8 random playouts as the board settles, 400
+    /// iterations, tactics on. Settings already given on the command line
+    /// are applied after it.
     pub fn tuned(self) -> AgentSpec {
-        AgentSpec { selection: Selection::Puct, rollout_depth: 0, iterations: 400, tactics: true, ..self }
+        AgentSpec {
+            selection: Selection::Puct,
+            rollout_depth: 0,
+            iterations: 400,
+            tactics: true,
+            mix: 1.0,
+            mix_playouts: 8,
+            ..self
+        }
     }
 
     /// Fills the nets the spec does not name from defaults (the command

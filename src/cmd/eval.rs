@@ -128,6 +128,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(lambda) = args.mix {
         Ownership::check_mix(lambda).context("--mix")?;
+        if n.value.is_none() {
+            bail!("--mix mixes a value net's predictions with random playouts: give --value");
+        }
     }
     go_train::nn::init_threads(None)?;
     let device = nn::device(&args.device)?;

@@ -140,6 +140,15 @@ impl Score {
         Score { black_lead: margin as f32 - rules.komi }
     }
 
+    /// The outcome for `color`: 1 a win, 0 a loss, ½ a draw.
+    pub fn value_for(self, color: Color) -> f32 {
+        match self.winner() {
+            Some(winner) if winner == color => 1.0,
+            Some(_) => 0.0,
+            None => 0.5,
+        }
+    }
+
     pub fn winner(self) -> Option<Color> {
         if self.black_lead > 0.0 {
             Some(Color::Black)

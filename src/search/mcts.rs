@@ -37,7 +37,7 @@ use super::random::RandomAgent;
 use super::restrict::{self, MoveFilter};
 use super::tactics;
 use super::{acceptable_points, Agent};
-use crate::go::{Color, Count, Event, Game, Move};
+use crate::go::{Color, Count, Event, Game, Move, Score};
 use crate::nn::BOARD;
 
 /// How a child is chosen during selection.
@@ -652,13 +652,8 @@ fn final_value(game: &Game) -> f32 {
     if let Some(loser) = game.resigned() {
         return if loser == game.to_move() { 0.0 } else { 1.0 };
     }
-    let lead = Count::new(game.board(), &[]).area_margin() as f32 - game.rules().komi;
-    let lead = if game.to_move() == Color::Black { lead } else { -lead };
-    match lead.partial_cmp(&0.0) {
-        Some(std::cmp::Ordering::Greater) => 1.0,
-        Some(std::cmp::Ordering::Less) => 0.0,
-        _ => 0.5,
-    }
+    let black_lead = Count::new(game.board(), &[]).area_margin() as f32 - game.rules().komi;
+    Score { black_lead }.value_for(game.to_move())
 }
 
 /// Black's area margin of the position as it stands (no dead stones, no komi).

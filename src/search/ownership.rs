@@ -65,14 +65,7 @@ impl Ownership {
                     None => {}
                 }
             }
-            let lead = margin - game.rules().komi;
-            black_wins += if lead > 0.0 {
-                1.0
-            } else if lead < 0.0 {
-                0.0
-            } else {
-                0.5
-            };
+            black_wins += Score { black_lead: margin - game.rules().komi }.value_for(Color::Black);
         }
         black.iter_mut().for_each(|b| *b /= playouts as f32);
         Ownership { size, black, black_wins: black_wins / playouts as f32 }
@@ -94,8 +87,8 @@ impl Ownership {
         }
     }
 
-    /// The share of the board's points that one colour owned in at least
-    /// 90% of the playouts: near 1 when every group is settled and the
+    /// The share of the board's points that one colour owned in more than
+    /// 90% of the playouts (with 8 playouts: in all of them): near 1 when every group is settled and the
     /// playouts count the game as it will end, near 0 in the opening.
     pub fn settled(&self) -> f32 {
         let sure = self.black.iter().filter(|&&b| !(0.1..=0.9).contains(&b)).count();

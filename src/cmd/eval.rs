@@ -103,7 +103,7 @@ pub struct Args {
     #[arg(long, value_name = "λ")]
     mix: Option<f32>,
     /// Random playouts per position for --mix.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mix_playouts: usize,
     /// Average each prediction over the 8 symmetries of the board (8x slower).
     #[arg(long)]
@@ -154,7 +154,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         let mixed = match (role, args.mix) {
             ("value", Some(lambda)) => {
-                let setting = (lambda, args.mix_playouts.max(1));
+                let setting = (lambda, args.mix_playouts);
                 Some(mixed_by_phase(&model, &dataset, args.split, args.batch, args.limit, setting)?)
             }
             _ => None,
@@ -181,7 +181,7 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(r) = &mixed {
                 let what = format!(
                     "value net mixed with {} random playouts (λ = {})",
-                    args.mix_playouts.max(1),
+                    args.mix_playouts,
                     args.mix.unwrap_or(0.0)
                 );
                 print_report(&what, &file.display().to_string(), args.split, r);

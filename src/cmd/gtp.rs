@@ -79,7 +79,7 @@ pub struct Args {
     #[arg(long, value_name = "λ")]
     mix: Option<f32>,
     /// MCTS: random playouts per leaf with --mix [default: 8].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mix_playouts: Option<usize>,
     /// Seconds per move at most (a GTP clock may shorten it).
     #[arg(long)]

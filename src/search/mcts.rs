@@ -26,7 +26,7 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use super::analysis::{Analysis, MoveInfo};
@@ -37,6 +37,7 @@ use super::random::RandomAgent;
 use super::restrict::{self, MoveFilter};
 use super::tactics;
 use super::{acceptable_points, Agent};
+use crate::features::Symmetry;
 use crate::go::{Color, Count, Event, Game, Move, Score};
 use crate::nn::BOARD;
 
@@ -113,6 +114,11 @@ pub struct MctsConfig {
     pub mix: f32,
     /// Random playouts per leaf when `mix` is above 0.
     pub mix_playouts: usize,
+    /// Show the nets each batch of leaves through one of the 8 symmetries,
+    /// drawn at random (AlphaGo's and Leela Zero's search do): a node's
+    /// value then averages the net over several views of the board instead
+    /// of repeating one view's bias.
+    pub random_symmetry: bool,
     /// Wall-clock limit per move, on top of the iterations (a GTP clock
     /// can shorten it further).
     pub time: Option<Duration>,
@@ -135,6 +141,7 @@ impl Default for MctsConfig {
             tactics: false,
             mix: 0.0,
             mix_playouts: 8,
+            random_symmetry: false,
             time: None,
             seed: 0,
         }
@@ -240,6 +247,9 @@ impl Mcts {
             bail!("MCTS needs at least one iteration and a batch of at least one");
         }
         Ownership::check_mix(config.mix)?;
+        if config.mix > 0.0 && config.mix_playouts == 0 {
+            bail!("MCTS leaves mixed with random playouts need at least one playout each");
+        }
         let seed = config.seed;
         Ok(Mcts {
             config,
@@ -407,8 +417,12 @@ impl Mcts {
             .map(|l| !l.game.is_over() && seen.insert(*l.path.last().expect("a path has its root")))
             .collect();
         let depths: Vec<u32> = leaves.iter().map(|l| l.path.len() as u32 - 1).collect();
-        let priors = self.priors(&games, &expandable, &depths)?;
-        let values = self.simulate_and_value(&games)?;
+        // Drawn only when asked for, so that a search without it replays
+        // the same random numbers as before it existed.
+        let symmetry =
+            if self.config.random_symmetry { Symmetry::new(self.rng.random_range(0..8)) } else { Symmetry::IDENTITY };
+        let priors = self.priors(&games, &expandable, &depths, symmetry)?;
+        let values = self.simulate_and_value(&games, symmetry)?;
         for ((leaf, priors), value) in leaves.iter().zip(priors).zip(values) {
             self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors);
             self.backup(&leaf.path, &leaf.game, value);
@@ -437,11 +451,18 @@ impl Mcts {
 
     /// The priors over the scored moves of each leaf marked `expandable`
     /// (at `depths` below the root) that the move filters permit: the
-    /// policy net's, or equal ones. Other leaves get none.
-    fn priors(&self, games: &[&Game], expandable: &[bool], depths: &[u32]) -> Result<Vec<Vec<(Move, f32)>>> {
+    /// policy net's (seeing the boards through `symmetry`), or equal ones.
+    /// Other leaves get none.
+    fn priors(
+        &self,
+        games: &[&Game],
+        expandable: &[bool],
+        depths: &[u32],
+        symmetry: Symmetry,
+    ) -> Result<Vec<Vec<(Move, f32)>>> {
         let live: Vec<&Game> = games.iter().zip(expandable).filter(|(_, &e)| e).map(|(&g, _)| g).collect();
         let mut probs = match &self.policy {
-            Some(net) => net.move_probs(&live)?.into_iter(),
+            Some(net) => net.move_probs_seen(&live, symmetry)?.into_iter(),
             None => Vec::new().into_iter(),
         };
         Ok(games
@@ -485,8 +506,9 @@ impl Mcts {
 
     /// Plays `rollout_depth` moves from each leaf (all rollouts advance
     /// together, so the playout net sees one batch per step) and values
-    /// the positions reached, each for the player who moved into its leaf.
-    fn simulate_and_value(&mut self, leaves: &[&Game]) -> Result<Vec<f32>> {
+    /// the positions reached (the value net seeing them through
+    /// `symmetry`), each for the player who moved into its leaf.
+    fn simulate_and_value(&mut self, leaves: &[&Game], symmetry: Symmetry) -> Result<Vec<f32>> {
         let mut games: Vec<Game> = leaves.iter().map(|&g| g.clone()).collect();
         for _ in 0..self.config.rollout_depth {
             let live: Vec<usize> = (0..games.len()).filter(|&i| !games[i].is_over()).collect();
@@ -514,7 +536,7 @@ impl Mcts {
                     games.iter().map(|g| if g.is_over() { final_value(g) } else { 0.0 }).collect();
                 let live: Vec<usize> = (0..games.len()).filter(|&i| !games[i].is_over()).collect();
                 let refs: Vec<&Game> = live.iter().map(|&i| &games[i]).collect();
-                for (&i, v) in live.iter().zip(net.win_probs(&refs)?) {
+                for (&i, v) in live.iter().zip(net.win_probs_seen(&refs, symmetry)?) {
                     values[i] = v;
                 }
                 values
@@ -847,6 +869,42 @@ mod tests {
         let (mv, prior) = with.iter().copied().find(|c| c.0 == escape).expect("the escape is a child");
         assert_eq!(mv, escape);
         assert!(prior >= ranked[0].1, "the escape gets at least the k-th move's prior: {with:?}");
+    }
+
+    #[test]
+    fn random_symmetry_shows_the_policy_net_the_board_through_one_of_the_eight() {
+        // An untrained net is no more symmetric than a trained one: the 8
+        // views of the empty board give 8 different prior vectors.
+        let game = Game::new(19, Rules::CHINESE);
+        let views: Vec<Vec<(Move, f32)>> = Symmetry::all()
+            .map(|s| scored_moves(&game, &random_net(Arch::Policy, 1).move_probs_seen(&[&game], s).unwrap()[0]))
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..8 {
+            let config = MctsConfig { expand: 400, batch: 1, random_symmetry: true, seed, ..stones_config(1) };
+            let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None).unwrap();
+            let report = mcts.search(&game, None).unwrap();
+            let mut priors: Vec<(Move, f32)> = report.children.iter().map(|c| (c.0, c.3)).collect();
+            priors.sort_by_key(|m| format!("{:?}", m.0));
+            let view = views.iter().position(|v| {
+                let mut v = v.clone();
+                v.sort_by_key(|m| format!("{:?}", m.0));
+                v.len() == priors.len() && v.iter().zip(&priors).all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-6)
+            });
+            seen.insert(view.expect("the priors are the net's through one symmetry"));
+        }
+        assert!(seen.len() >= 3, "8 searches drew views {seen:?}");
+        // Without it the search sees the board as it is.
+        let mut mcts = Mcts::new(
+            MctsConfig { expand: 400, batch: 1, ..stones_config(1) },
+            Some(random_net(Arch::Policy, 1)),
+            None,
+            None,
+        )
+        .unwrap();
+        let report = mcts.search(&game, None).unwrap();
+        let prior = |m: Move| report.children.iter().find(|c| c.0 == m).unwrap().3;
+        assert!(views[0].iter().all(|&(m, p)| (prior(m) - p).abs() < 1e-6));
     }
 
     #[test]

@@ -80,6 +80,8 @@ pub struct AgentSpec {
     pub mix: f32,
     /// MCTS: random playouts per leaf when `mix` is above 0.
     pub mix_playouts: usize,
+    /// MCTS: each batch of leaves seen through a random symmetry.
+    pub random_symmetry: bool,
     /// MCTS seconds per move at most.
     pub time: Option<f64>,
     /// Seeds every random choice.
@@ -106,6 +108,7 @@ impl AgentSpec {
             tactics: mcts.tactics,
             mix: mcts.mix,
             mix_playouts: mcts.mix_playouts,
+            random_symmetry: mcts.random_symmetry,
             time: None,
             seed: 0,
         }
@@ -131,12 +134,24 @@ impl AgentSpec {
                 self.mix = value.parse().with_context(bad)?;
                 Ownership::check_mix(self.mix)?;
             }
-            "mix-playouts" | "playouts" => self.mix_playouts = value.parse().with_context(bad)?,
+            "mix-playouts" | "playouts" => {
+                self.mix_playouts = value.parse().with_context(bad)?;
+                if self.mix_playouts == 0 {
+                    bail!("{}: a mixed leaf needs at least one playout (mix=0 turns the mix off)", bad());
+                }
+            }
+            "symmetry" => {
+                self.random_symmetry = match value.trim() {
+                    "random" => true,
+                    "identity" | "none" => false,
+                    _ => bail!("{}: use random or identity", bad()),
+                }
+            }
             "time" => self.time = Some(value.parse().with_context(bad)?),
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
                 "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
-                 rollout, c, selection, leaf, batch, tactics, mix, mix-playouts, time or seed"
+                 rollout, c, selection, leaf, batch, tactics, mix, mix-playouts, symmetry, time or seed"
             ),
         }
         Ok(())
@@ -188,7 +203,8 @@ impl AgentSpec {
             batch: self.batch,
             tactics: self.tactics,
             mix: self.mix,
-            mix_playouts: self.mix_playouts.max(1),
+            mix_playouts: self.mix_playouts,
+            random_symmetry: self.random_symmetry,
             time: self.time.map(Duration::from_secs_f64),
             seed: self.seed,
         }
@@ -288,6 +304,12 @@ mod tests {
         assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().mix, 0.0);
         let err = "mcts:mix=1.5".parse::<AgentSpec>().unwrap_err();
         assert!(format!("{err:#}").contains("between 0 and 1"), "{err:#}");
+        // No playouts cannot mix anything: refused, not quietly made one.
+        let err = "mcts:mix=1,mix-playouts=0".parse::<AgentSpec>().unwrap_err();
+        assert!(format!("{err:#}").contains("at least one playout"), "{err:#}");
+        assert!("mcts:symmetry=random".parse::<AgentSpec>().unwrap().mcts_config().random_symmetry);
+        assert!(!AgentSpec::new(AgentKind::Mcts).mcts_config().random_symmetry);
+        assert!("mcts:symmetry=sideways".parse::<AgentSpec>().is_err());
     }
 
     #[test]

@@ -81,6 +81,11 @@ pub struct Args {
     /// MCTS: random playouts per leaf with --mix [default: 8].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mix_playouts: Option<usize>,
+    /// MCTS: show the nets each batch of leaves through a random one of
+    /// the board's 8 symmetries (random), or as it is (identity)
+    /// [default: identity].
+    #[arg(long, value_name = "random|identity", value_parser = go_train::search::spec::parse_random_symmetry)]
+    symmetry: Option<bool>,
     /// Seconds per move at most (a GTP clock may shorten it).
     #[arg(long)]
     time: Option<f64>,
@@ -151,6 +156,7 @@ pub fn run(mut args: Args) -> Result<()> {
         tactics: args.tactics.unwrap_or(defaults.tactics),
         mix: args.mix.unwrap_or(defaults.mix),
         mix_playouts: args.mix_playouts.unwrap_or(defaults.mix_playouts),
+        random_symmetry: args.symmetry.unwrap_or(defaults.random_symmetry),
         time: args.time,
         seed: args.seed,
         ..defaults

@@ -726,6 +726,9 @@ impl Agent for Mcts {
                 c.mix_playouts, c.mix
             ));
         }
+        if c.random_symmetry {
+            name.push_str(", each batch seen through a random symmetry");
+        }
         name
     }
 }

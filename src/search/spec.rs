@@ -140,13 +140,7 @@ impl AgentSpec {
                     bail!("{}: a mixed leaf needs at least one playout (mix=0 turns the mix off)", bad());
                 }
             }
-            "symmetry" => {
-                self.random_symmetry = match value.trim() {
-                    "random" => true,
-                    "identity" | "none" => false,
-                    _ => bail!("{}: use random or identity", bad()),
-                }
-            }
+            "symmetry" => self.random_symmetry = parse_random_symmetry(value).with_context(bad)?,
             "time" => self.time = Some(value.parse().with_context(bad)?),
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
@@ -264,6 +258,16 @@ pub fn parse_switch(value: &str) -> Result<bool> {
         "on" | "1" | "true" | "yes" => Ok(true),
         "off" | "0" | "false" | "no" => Ok(false),
         _ => bail!("use on or off"),
+    }
+}
+
+/// `random` (true) or `identity` (false): how an MCTS shows boards to
+/// its nets.
+pub fn parse_random_symmetry(value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "random" => Ok(true),
+        "identity" | "none" => Ok(false),
+        _ => bail!("use random or identity"),
     }
 }
 

@@ -46,7 +46,7 @@ impl Ownership {
         start.setup(&stones).expect("stones of a board lie on it");
         start.set_to_move(game.to_move());
 
-        let mut agent = RandomAgent::new(seed);
+        let mut agent = RandomAgent::judging(seed);
         let mut black = vec![0f32; size * size];
         let mut black_wins = 0f32;
         let playouts = playouts.max(1);
@@ -259,6 +259,51 @@ mod tests {
         // stone's point counted for Black => Black 36, White 45.
         let score = own.score(&game);
         assert_eq!(score.black_lead, 36.0 - 45.0 - 7.5);
+    }
+
+    #[test]
+    fn a_seki_lives_and_a_small_eye_space_dies() {
+        // Two living walls with two eyes each; between them White's column
+        // touches Black's wall and Black's column White's, and they share
+        // the empty column: whoever fills its last two points puts its own
+        // column in atari and loses it. A seki: both columns live, the two
+        // last points are no one's.
+        let game = game_from(&[
+            "X X X O . X O O O",
+            ". X X O . X O O .",
+            "X X X O . X O O O",
+            "X X X O . X O O O",
+            "X X X O . X O O O",
+            ". X X O . X O O .",
+            "X X X O . X O O O",
+            "X X X O . X O O O",
+            "X X X O . X O O O",
+        ]);
+        let own = Ownership::estimate(&game, 100, 1);
+        assert!(own.dead_stones(game.board()).is_empty(), "{:?}", own.dead_stones(game.board()));
+        for x in [3, 5] {
+            let color = if x == 3 { Color::White } else { Color::Black };
+            let share = own.share(Vertex::new(x, 4).index(9), color);
+            assert!(share > 0.9, "column {x} owned in {share} of the playouts");
+        }
+        // A white corner group with two liberties, both shared with a
+        // black stone inside: Black kills it by playing a second stone
+        // inside, two stones in atari, which judging playouts must allow.
+        let game = game_from(&[
+            "X X X X X X O . X",
+            "X . X X X X O O .",
+            "X X X X X X X O O",
+            "X X X . X X X X O",
+            "X X X X X X X X X",
+            "X . X X X X X . X",
+            "X X X X X X X X X",
+            "X X X . X X X . X",
+            "X X X X X X X X X",
+        ]);
+        let own = Ownership::estimate(&game, 100, 1);
+        let b = game.board();
+        let white: Vec<Point> = b.points().filter(|&p| b.color_at(p) == Some(Color::White)).collect();
+        assert_eq!(own.dead_stones(b), white);
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! `final_status_list`, matches).
 //!
 //! From the final position, random playouts (both sides playing the random
-//! agent until both pass, never filling their own eyes) are run to the end,
-//! where every point is a stone or an eye and ownership is unambiguous
-//! (Tromp–Taylor). A stone whose own colour ends up owning its point in
-//! fewer than half of the playouts is dead. Groups with two eyes are never
-//! taken in a random playout; a group without eyes inside the opponent's
-//! area almost always is. The method needs no net and works on any board
-//! size; its agreement with GnuGo's judgement on finished games is measured
-//! by `eval --match --cross-check` (README).
+//! agent until both pass, never filling their own eyes nor putting a big
+//! string into atari: [`RandomAgent::judging`]) are run to the end, where
+//! every point is a stone, an eye or a seki's shared liberty and ownership
+//! is unambiguous (Tromp–Taylor). A stone whose own colour ends up owning
+//! its point in fewer than half of the playouts is dead. Groups with two
+//! eyes, or in seki, are never taken in a random playout; a group without
+//! eyes inside the opponent's area almost always is. The method needs no
+//! net and works on any board size; its agreement with GnuGo's judgement
+//! on finished games is measured by `eval --match --cross-check` and
+//! `scripts/rescore-matches.py` (README).
 
 use super::random::{playout, RandomAgent};
 use crate::go::{Board, Cell, Color, Game, Point, Rules, Score, Vertex};

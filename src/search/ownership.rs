@@ -90,8 +90,9 @@ impl Ownership {
     }
 
     /// The share of the board's points that one colour owned in more than
-    /// 90% of the playouts (with 8 playouts: in all of them): near 1 when every group is settled and the
-    /// playouts count the game as it will end, near 0 in the opening.
+    /// 90% of the playouts (with 8 playouts: in all of them): near 1 when
+    /// every group is settled and the playouts count the game as it will
+    /// end, near 0 in the opening.
     pub fn settled(&self) -> f32 {
         let sure = self.black.iter().filter(|&&b| !(0.1..=0.9).contains(&b)).count();
         sure as f32 / self.black.len().max(1) as f32

@@ -1,7 +1,7 @@
 //! The baseline agent: a uniformly random legal move that does not fill one
 //! of its own eyes (the seed design's random player), and random playouts.
 
-use crate::go::{Game, Move, Point};
+use crate::go::{Cell, Game, Move, Point};
 
 /// wyrand (Wang Yi's generator): 64 bits of state, and an addition and one
 /// 64×64→128-bit multiply per number, about half the work of PCG-64's
@@ -79,13 +79,16 @@ impl RandomAgent {
         let board = game.board();
         let color = game.to_move();
         let spare_seki = self.spare_seki;
+        // A stone with two empty neighbours keeps two liberties: most
+        // points of a playout need no look at the string they would join.
+        let big_self_atari = |p: Point| {
+            board.neighbors(p).iter().filter(|&&q| board.cell(q) == Cell::Empty).count() < 2
+                && board
+                    .move_outcome(p, color)
+                    .is_some_and(|o| o.captured == 0 && o.liberties == 1 && o.stones >= SEKI_STRING)
+        };
         let acceptable = |p: Point| {
-            !board.is_eye(p, color)
-                && game.check_point(p, color).is_ok()
-                && !(spare_seki
-                    && board
-                        .move_outcome(p, color)
-                        .is_some_and(|o| o.captured == 0 && o.liberties == 1 && o.stones >= SEKI_STRING))
+            !board.is_eye(p, color) && game.check_point(p, color).is_ok() && !(spare_seki && big_self_atari(p))
         };
         // Most draws succeed at once: first try a few draws straight from
         // the board's list (rejection sampling, uniform over the acceptable

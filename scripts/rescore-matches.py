@@ -23,13 +23,18 @@ import sys
 
 
 def final_score(binary, sgf):
+    """go-train's count of the game in `sgf`, or an error naming why not."""
     commands = f"loadsgf {sgf}\nfinal_score\nquit\n"
-    out = subprocess.run([binary, "gtp", "--engine", "random"], input=commands,
-                         capture_output=True, text=True, check=True).stdout
-    answers = [line[1:].strip() for line in out.splitlines() if line.startswith(("=", "?"))]
-    if len(answers) < 2 or not out.count("="):
-        raise RuntimeError(f"{binary} could not score {sgf}: {out.strip()}")
-    return answers[1]
+    try:
+        out = subprocess.run([binary, "gtp", "--engine", "random"], input=commands,
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"{binary}: {e}")
+    answers = [line for line in out.splitlines() if line.startswith(("=", "?"))]
+    # A file that does not load must not be scored as the empty board.
+    if len(answers) < 2 or not all(a.startswith("=") for a in answers[:2]):
+        raise RuntimeError(f"{binary} could not score {sgf}: {' / '.join(answers[:2]) or 'no answer'}")
+    return answers[1][1:].strip()
 
 
 def main():
@@ -42,25 +47,32 @@ def main():
     if args.baseline:
         binaries["baseline"] = args.baseline
     totals = {name: {"winner": 0, "exact": 0} for name in binaries}
-    games = 0
+    games = skipped = 0
     for folder in args.matches:
         path = os.path.join(folder, "games.jsonl")
         if not os.path.exists(path):
             print(f"{folder}: no games.jsonl, skipped", file=sys.stderr)
             continue
-        for line in open(path):
-            game = json.loads(line)
-            gnugo = game.get("gnugo_score")
-            if not gnugo or game.get("reason") != "passes":
+        for number, line in enumerate(open(path, errors="replace"), 1):
+            try:
+                game = json.loads(line)
+                gnugo = game.get("gnugo_score")
+                if not gnugo or game.get("reason") != "passes":
+                    continue
+                scores = {name: final_score(b, game["file"]) for name, b in binaries.items()}
+            except (ValueError, KeyError, AttributeError, RuntimeError) as e:
+                print(f"{path}:{number}: skipped: {e}", file=sys.stderr)
+                skipped += 1
                 continue
             games += 1
-            scores = {name: final_score(b, game["file"]) for name, b in binaries.items()}
             for name, score in scores.items():
                 totals[name]["winner"] += score[:1] == gnugo[:1]
                 totals[name]["exact"] += score == gnugo
             if any(score != gnugo for score in scores.values()):
                 shown = "  ".join(f"{name} {score}" for name, score in scores.items())
                 print(f"{game['file']}: GnuGo {gnugo}  {shown}")
+    if skipped:
+        print(f"{skipped} games could not be read or scored (above)")
     for name, t in totals.items():
         print(f"{name}: the same winner as GnuGo in {t['winner']} of {games} games, "
               f"the same score in {t['exact']}")

@@ -53,12 +53,21 @@ pub struct Args {
     /// MCTS: children per expanded node, the policy's top k [default: 2].
     #[arg(long, short = 'k')]
     expand: Option<usize>,
+    /// MCTS: children per expanded node where the opponent is to move
+    /// [default: as --expand].
+    #[arg(long)]
+    expand_replies: Option<usize>,
     /// MCTS: moves per rollout [default: 5; 0 with the shipped nets].
     #[arg(long)]
     rollout_depth: Option<usize>,
     /// MCTS exploration constant [default: 1.4 for ucb, 2.0 for puct].
     #[arg(long)]
     c: Option<f32>,
+    /// MCTS (puct): first-play urgency reduction, 0 to 1: an unvisited
+    /// move is valued as its parent less this times the square root of the
+    /// prior already visited [default: 0].
+    #[arg(long, value_name = "R", value_parser = go_train::search::spec::parse_fpu_reduction)]
+    fpu: Option<f32>,
     /// MCTS selection: ucb or puct [default: ucb; puct with the shipped nets].
     #[arg(long)]
     selection: Option<Selection>,
@@ -148,8 +157,10 @@ pub fn run(mut args: Args) -> Result<()> {
         temperature: args.temperature,
         iterations: args.iterations.unwrap_or(defaults.iterations),
         expand: args.expand.unwrap_or(defaults.expand),
+        expand_replies: args.expand_replies.or(defaults.expand_replies),
         rollout_depth: args.rollout_depth.unwrap_or(defaults.rollout_depth),
         c: args.c,
+        fpu_reduction: args.fpu.unwrap_or(defaults.fpu_reduction),
         selection: args.selection.unwrap_or(defaults.selection),
         leaf: args.leaf,
         batch: args.batch.unwrap_or(defaults.batch),

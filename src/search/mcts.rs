@@ -93,10 +93,22 @@ pub struct MctsConfig {
     /// Children per expanded node (the policy's top k). Ignored without a
     /// policy net, where every acceptable move is a child.
     pub expand: usize,
+    /// Children per expanded node where the opponent of the side to move
+    /// at the root is to move, when it differs from `expand`. A narrow
+    /// expansion there leaves the search blind to replies outside the
+    /// policy's favourites, and so optimistic exactly where the value net
+    /// already overrates the positions it picks.
+    pub expand_replies: Option<usize>,
     /// Moves simulated from a leaf before it is valued.
     pub rollout_depth: usize,
     /// Exploration constant of [`Selection`].
     pub c: f32,
+    /// PUCT's first-play urgency reduction (Leela Zero's): an unvisited
+    /// child is valued as its parent, less this times the square root of
+    /// the prior mass already visited, so that a wide expansion spends its
+    /// visits on the few moves the policy favours until they disappoint.
+    /// 0: valued as the parent.
+    pub fpu_reduction: f32,
     /// UCB1 or PUCT.
     pub selection: Selection,
     /// Value net or stone count.
@@ -133,8 +145,10 @@ impl Default for MctsConfig {
         MctsConfig {
             iterations: 200,
             expand: 2,
+            expand_replies: None,
             rollout_depth: 5,
             c: 1.4,
+            fpu_reduction: 0.0,
             selection: Selection::Ucb,
             leaf: LeafEval::Value,
             batch: 8,
@@ -479,7 +493,12 @@ impl Mcts {
                         let mut moves = scored_moves(g, &p);
                         moves.retain(|(m, _)| permitted(m));
                         moves.sort_by(|a, b| b.1.total_cmp(&a.1));
-                        let k = self.config.expand.max(1).min(moves.len());
+                        // Odd depths are the opponent's turn (passes alternate too).
+                        let k = match self.config.expand_replies {
+                            Some(k) if depth % 2 == 1 => k,
+                            _ => self.config.expand,
+                        };
+                        let k = k.max(1).min(moves.len());
                         let rest = moves.split_off(k);
                         if self.config.tactics {
                             let floor = moves.last().map_or(0.0, |m| m.1);
@@ -635,8 +654,15 @@ fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
     let parent = &nodes[node as usize];
     let parent_n = (parent.visits + parent.in_flight).max(1) as f32;
     // An unvisited child under PUCT is valued as its parent is, from the
-    // child's side (first-play urgency).
-    let fpu = 1.0 - parent.q().unwrap_or(0.5);
+    // child's side (first-play urgency), less the reduction.
+    let visited_prior: f32 = parent
+        .children
+        .iter()
+        .map(|&c| &nodes[c as usize])
+        .filter(|c| c.visits + c.in_flight > 0)
+        .map(|c| c.prior)
+        .sum();
+    let fpu = 1.0 - parent.q().unwrap_or(0.5) - config.fpu_reduction * visited_prior.sqrt();
     let (ln_n, sqrt_n) = (parent_n.ln(), parent_n.sqrt());
     let score = |c: &Node| -> f32 {
         let n = (c.visits + c.in_flight) as f32;
@@ -710,7 +736,10 @@ impl Agent for Mcts {
         let mut name =
             format!("mcts {} iterations, {:?} c={}, rollout {}, ", c.iterations, c.selection, c.c, c.rollout_depth);
         match &self.policy {
-            Some(p) => name.push_str(&format!("top-{} of {}", c.expand, p.source())),
+            Some(p) => match c.expand_replies {
+                Some(r) => name.push_str(&format!("top-{} (replies top-{r}) of {}", c.expand, p.source())),
+                None => name.push_str(&format!("top-{} of {}", c.expand, p.source())),
+            },
             None => name.push_str("all moves"),
         }
         if let Some(p) = &self.playout {
@@ -725,6 +754,9 @@ impl Agent for Mcts {
                 " mixed with {} random playouts (λ {}, as the board settles)",
                 c.mix_playouts, c.mix
             ));
+        }
+        if c.fpu_reduction > 0.0 {
+            name.push_str(&format!(", first-play urgency reduced by {}", c.fpu_reduction));
         }
         if c.random_symmetry {
             name.push_str(", each batch seen through a random symmetry");
@@ -945,6 +977,45 @@ mod tests {
             let next = mcts.search(&game, None).unwrap();
             assert_eq!(next.reused, visits);
         }
+    }
+
+    #[test]
+    fn replies_expand_to_their_own_width() {
+        // One move of ours, four replies to it, one move again below them.
+        let config = MctsConfig { iterations: 40, expand: 1, expand_replies: Some(4), batch: 1, ..stones_config(40) };
+        let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None).unwrap();
+        mcts.search(&Game::new(19, Rules::CHINESE), None).unwrap();
+        let tree = mcts.tree.as_ref().unwrap();
+        let children = |n: u32| tree.nodes[n as usize].children.clone();
+        let ours = children(tree.root);
+        assert_eq!(ours.len(), 1);
+        let replies = children(ours[0]);
+        assert_eq!(replies.len(), 4);
+        let below: Vec<usize> =
+            replies.iter().filter(|&&r| tree.nodes[r as usize].expanded).map(|&r| children(r).len()).collect();
+        assert!(!below.is_empty() && below.iter().all(|&n| n == 1), "{below:?}");
+    }
+
+    #[test]
+    fn a_reduced_first_play_urgency_keeps_visits_on_the_favourite() {
+        // The parent has been visited 100 times, all through its favourite
+        // (prior 0.5), which won 45% of them; a move of prior 0.01 is
+        // unvisited. Valued as its parent (0.5) it takes the next visit;
+        // valued 0.25·√0.5 lower it does not.
+        let mut nodes = vec![Node::new(Move::Pass, Color::White, 1.0)];
+        nodes[0].visits = 100;
+        nodes[0].value_sum = 50.0;
+        nodes[0].expanded = true;
+        let mut favourite = Node::new(Move::Play(Vertex::new(3, 3)), Color::Black, 0.5);
+        favourite.visits = 100;
+        favourite.value_sum = 45.0;
+        nodes.push(favourite);
+        nodes.push(Node::new(Move::Play(Vertex::new(9, 9)), Color::Black, 0.01));
+        nodes[0].children = vec![1, 2];
+        let config =
+            |fpu_reduction| MctsConfig { selection: Selection::Puct, c: 2.0, fpu_reduction, ..stones_config(1) };
+        assert_eq!(best_child(&nodes, 0, &config(0.0)), Some(2));
+        assert_eq!(best_child(&nodes, 0, &config(0.25)), Some(1));
     }
 
     #[test]

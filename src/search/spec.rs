@@ -63,10 +63,14 @@ pub struct AgentSpec {
     pub iterations: u32,
     /// MCTS top-k expansion.
     pub expand: usize,
+    /// MCTS top-k expansion where the opponent is to move, if different.
+    pub expand_replies: Option<usize>,
     /// MCTS rollout moves.
     pub rollout_depth: usize,
     /// MCTS exploration constant; by default 1.4 for UCB1, 2.0 for PUCT.
     pub c: Option<f32>,
+    /// MCTS (PUCT): first-play urgency reduction.
+    pub fpu_reduction: f32,
     /// MCTS selection rule.
     pub selection: Selection,
     /// MCTS leaf evaluation; by default the value net when one is given,
@@ -100,8 +104,10 @@ impl AgentSpec {
             temperature: 0.0,
             iterations: mcts.iterations,
             expand: mcts.expand,
+            expand_replies: mcts.expand_replies,
             rollout_depth: mcts.rollout_depth,
             c: None,
+            fpu_reduction: mcts.fpu_reduction,
             selection: mcts.selection,
             leaf: None,
             batch: mcts.batch,
@@ -124,8 +130,10 @@ impl AgentSpec {
             "temperature" => self.temperature = value.parse().with_context(bad)?,
             "iterations" => self.iterations = value.parse().with_context(bad)?,
             "expand" | "k" => self.expand = value.parse().with_context(bad)?,
+            "expand-replies" => self.expand_replies = Some(value.parse().with_context(bad)?),
             "rollout" | "rollout-depth" => self.rollout_depth = value.parse().with_context(bad)?,
             "c" => self.c = Some(value.parse().with_context(bad)?),
+            "fpu" => self.fpu_reduction = parse_fpu_reduction(value).with_context(bad)?,
             "selection" => self.selection = value.parse().with_context(bad)?,
             "leaf" => self.leaf = Some(value.parse().with_context(bad)?),
             "batch" => self.batch = value.parse().with_context(bad)?,
@@ -145,7 +153,7 @@ impl AgentSpec {
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
                 "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
-                 rollout, c, selection, leaf, batch, tactics, mix, mix-playouts, symmetry, time or seed"
+                 expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, symmetry, time or seed"
             ),
         }
         Ok(())
@@ -187,11 +195,13 @@ impl AgentSpec {
         MctsConfig {
             iterations: self.iterations,
             expand: self.expand,
+            expand_replies: self.expand_replies,
             rollout_depth: self.rollout_depth,
             c: self.c.unwrap_or(match self.selection {
                 Selection::Ucb => 1.4,
                 Selection::Puct => 2.0,
             }),
+            fpu_reduction: self.fpu_reduction,
             selection: self.selection,
             leaf: self.leaf.unwrap_or(if self.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
             batch: self.batch,
@@ -261,6 +271,16 @@ pub fn parse_switch(value: &str) -> Result<bool> {
     }
 }
 
+/// A first-play urgency reduction: a finite number from 0 to 1 (values are
+/// win probabilities, so a larger one only ever forbids unvisited moves).
+pub fn parse_fpu_reduction(value: &str) -> Result<f32> {
+    let r: f32 = value.trim().parse().context("give a number from 0 to 1")?;
+    if !(0.0..=1.0).contains(&r) {
+        bail!("{r}: give a number from 0 to 1");
+    }
+    Ok(r)
+}
+
 /// `random` (true) or `identity` (false): how an MCTS shows boards to
 /// its nets.
 pub fn parse_random_symmetry(value: &str) -> Result<bool> {
@@ -314,6 +334,11 @@ mod tests {
         assert!("mcts:symmetry=random".parse::<AgentSpec>().unwrap().mcts_config().random_symmetry);
         assert!(!AgentSpec::new(AgentKind::Mcts).mcts_config().random_symmetry);
         assert!("mcts:symmetry=sideways".parse::<AgentSpec>().is_err());
+        let wide = "mcts:expand=2,expand-replies=8,fpu=0.25".parse::<AgentSpec>().unwrap().mcts_config();
+        assert_eq!((wide.expand, wide.expand_replies, wide.fpu_reduction), (2, Some(8), 0.25));
+        assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().expand_replies, None);
+        assert!("mcts:fpu=1.5".parse::<AgentSpec>().is_err());
+        assert!("mcts:fpu=-0.1".parse::<AgentSpec>().is_err());
     }
 
     #[test]

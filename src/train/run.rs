@@ -366,6 +366,16 @@ fn check_same_job(out: &Path, config: &TrainConfig) -> Result<()> {
     Ok(())
 }
 
+/// A learning rate as a researcher writes it: a StepLr run decays to rates
+/// that four decimals show as 0.0000.
+fn lr_text(lr: f64) -> String {
+    if lr >= 0.01 {
+        format!("{lr:.4}")
+    } else {
+        format!("{lr:.2e}")
+    }
+}
+
 fn log_epoch(m: &EpochMetrics) {
     let v = &m.validation;
     let detail = match (v.top1, v.top5, v.accuracy) {
@@ -374,7 +384,24 @@ fn log_epoch(m: &EpochMetrics) {
         _ => String::new(),
     };
     eprintln!(
-        "epoch {}: lr {:.4}, train loss {:.4}, validation loss {:.4}, {detail}, {:.0} positions/s, {:.0} s",
-        m.epoch, m.lr, m.train.loss, v.loss, m.samples_per_second, m.seconds
+        "epoch {}: lr {}, train loss {:.4}, validation loss {:.4}, {detail}, {:.0} positions/s, {:.0} s",
+        m.epoch,
+        lr_text(m.lr),
+        m.train.loss,
+        v.loss,
+        m.samples_per_second,
+        m.seconds
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lr_text;
+
+    #[test]
+    fn decayed_learning_rates_are_printed_as_what_they_are() {
+        assert_eq!(lr_text(0.02), "0.0200");
+        assert_eq!(lr_text(0.000027), "2.70e-5");
+        assert_eq!(lr_text(0.0003), "3.00e-4");
+    }
 }

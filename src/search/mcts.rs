@@ -654,15 +654,21 @@ fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
     let parent = &nodes[node as usize];
     let parent_n = (parent.visits + parent.in_flight).max(1) as f32;
     // An unvisited child under PUCT is valued as its parent is, from the
-    // child's side (first-play urgency), less the reduction.
-    let visited_prior: f32 = parent
-        .children
-        .iter()
-        .map(|&c| &nodes[c as usize])
-        .filter(|c| c.visits + c.in_flight > 0)
-        .map(|c| c.prior)
-        .sum();
-    let fpu = 1.0 - parent.q().unwrap_or(0.5) - config.fpu_reduction * visited_prior.sqrt();
+    // child's side (first-play urgency), less the reduction. The visited
+    // prior mass takes a pass over the children: only when it counts.
+    let reduction = if config.fpu_reduction > 0.0 && config.selection == Selection::Puct {
+        let visited_prior: f32 = parent
+            .children
+            .iter()
+            .map(|&c| &nodes[c as usize])
+            .filter(|c| c.visits + c.in_flight > 0)
+            .map(|c| c.prior)
+            .sum();
+        config.fpu_reduction * visited_prior.sqrt()
+    } else {
+        0.0
+    };
+    let fpu = 1.0 - parent.q().unwrap_or(0.5) - reduction;
     let (ln_n, sqrt_n) = (parent_n.ln(), parent_n.sqrt());
     let score = |c: &Node| -> f32 {
         let n = (c.visits + c.in_flight) as f32;

@@ -50,6 +50,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 pub use resnet::{Head, ResNetConfig};
+pub use value::ValueHeads;
 
 use crate::features::FeatureSet;
 
@@ -121,11 +122,19 @@ pub enum Arch {
     PolicyValue,
     /// The same with an ownership head beside the value head.
     PolicyValueOwnership,
+    /// The same, its value reading the margin the ownership head predicts.
+    PolicyValueMargin,
     /// A residual net ([`resnet`]).
     ResNet(ResNetConfig),
 }
 
 impl Arch {
+    /// Whether the net has an ownership head, and so trains only on
+    /// datasets prepared with `--ownership`.
+    pub fn learns_ownership(&self) -> bool {
+        matches!(self, Arch::PolicyValueOwnership | Arch::PolicyValueMargin)
+    }
+
     /// Builds the net for `planes` input planes, creating its tensors
     /// through `vb` (or taking them from it when they exist).
     pub fn build(&self, vb: VarBuilder, planes: usize) -> Result<Box<dyn Net>> {
@@ -133,8 +142,9 @@ impl Arch {
             Arch::Policy => Box::new(policy::PolicyNet::new(vb, planes)?),
             Arch::Playout => Box::new(playout::PlayoutNet::new(vb, planes)?),
             Arch::Value => Box::new(value::ValueNet::new(vb, planes)?),
-            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes, false)?),
-            Arch::PolicyValueOwnership => Box::new(value::TrunkValueNet::new(vb, planes, true)?),
+            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Value)?),
+            Arch::PolicyValueOwnership => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Ownership)?),
+            Arch::PolicyValueMargin => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Margin)?),
             Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config, planes)?),
         })
     }
@@ -149,6 +159,7 @@ impl std::fmt::Display for Arch {
             Arch::Value => f.write_str("value"),
             Arch::PolicyValue => f.write_str("policy-value"),
             Arch::PolicyValueOwnership => f.write_str("policy-value-ownership"),
+            Arch::PolicyValueMargin => f.write_str("policy-value-margin"),
             Arch::ResNet(c) => {
                 let head = match c.head {
                     Head::Policy => "policy",
@@ -167,13 +178,14 @@ impl FromStr for Arch {
     /// `resnet-value:BLOCKSxFILTERS` (e.g. `resnet-policy:6x64`).
     fn from_str(s: &str) -> anyhow::Result<Arch> {
         let usage =
-            "use policy, playout, value, policy-value, policy-value-ownership, resnet-policy:BxF or resnet-value:BxF";
+            "use policy, playout, value, policy-value, policy-value-ownership, policy-value-margin, resnet-policy:BxF or resnet-value:BxF";
         Ok(match s {
             "policy" => Arch::Policy,
             "playout" => Arch::Playout,
             "value" => Arch::Value,
             "policy-value" => Arch::PolicyValue,
             "policy-value-ownership" => Arch::PolicyValueOwnership,
+            "policy-value-margin" => Arch::PolicyValueMargin,
             _ => {
                 let (kind, size) = s.split_once(':').with_context(|| format!("unknown net {s:?}: {usage}"))?;
                 let head = match kind {

@@ -307,3 +307,66 @@ fn the_ownership_head_learns_ownership_from_the_planes() {
     assert!(plain.tensors().iter().all(|(name, _)| !name.starts_with("ownership")));
     assert!(model.tensors().iter().any(|(name, _)| name == "ownership.conv.weight"));
 }
+
+/// `policy-value-margin` started from a `policy-value-ownership` file is
+/// that net (its margin weight starts at 0), and where the result follows
+/// the margin of the stones it learns to read the margin its ownership
+/// head predicts: the weight grows positive and the value error falls.
+#[test]
+fn a_margin_net_starts_as_its_ownership_net_and_learns_to_read_the_margin() {
+    use crate::train::optim::OptimizerConfig;
+    use rand::{RngExt, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let owner = Model::new(Arch::PolicyValueOwnership, FeatureSet::Extended, &Device::Cpu, 4).unwrap();
+    let path = dir.path().join("value.safetensors");
+    super::weights::save(&path, &owner, None).unwrap();
+    let model = Model::new(Arch::PolicyValueMargin, FeatureSet::Extended, &Device::Cpu, 5).unwrap();
+    let set = super::weights::load_matching(&path, &model).unwrap();
+    assert_eq!(set, owner.tensors().len());
+    assert_eq!(model.tensors().len(), set + 1);
+    assert!(Arch::PolicyValueMargin.learns_ownership() && !Arch::PolicyValue.learns_ownership());
+
+    let planes = FeatureSet::Extended.planes();
+    let batch = 32;
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(6);
+    let mut sample = || {
+        let mut data = vec![0f32; batch * planes * POINTS];
+        let mut owned = vec![0f32; batch * POINTS];
+        let mut won = vec![0f32; batch];
+        for b in 0..batch {
+            // Each board leans one way, so that margins spread widely.
+            let lean = rng.random_range(0.2..0.5);
+            let mut margin = 0.0;
+            for i in 0..POINTS {
+                let r: f64 = rng.random();
+                let (mine, theirs) = (r < lean, r >= lean && r < 0.7);
+                data[(b * planes + 1) * POINTS + i] = mine as u8 as f32;
+                data[(b * planes + 2) * POINTS + i] = theirs as u8 as f32;
+                owned[b * POINTS + i] = mine as u8 as f32 - theirs as u8 as f32;
+                margin += owned[b * POINTS + i];
+            }
+            won[b] = (margin > 0.0) as u8 as f32;
+        }
+        let x = Tensor::from_vec(data, (batch, planes, BOARD, BOARD), &Device::Cpu).unwrap();
+        let owned = Tensor::from_vec(owned, (batch, POINTS), &Device::Cpu).unwrap();
+        (x, owned, Tensor::from_vec(won, batch, &Device::Cpu).unwrap())
+    };
+    let (x, _, won) = sample();
+    let (before, _) = owner.forward_with_ownership(&x, false).unwrap();
+    let (same, _) = model.forward_with_ownership(&x, false).unwrap();
+    assert_eq!(before.to_vec1::<f32>().unwrap(), same.to_vec1::<f32>().unwrap());
+    let value_error = |model: &Model| -> f32 {
+        candle_nn::loss::mse(&model.forward(&x, false).unwrap(), &won).unwrap().to_scalar().unwrap()
+    };
+    let error_before = value_error(&model);
+    let mut opt = OptimizerConfig::adam(0.003).build(model.parameters());
+    for _ in 0..100 {
+        let (x, owned, won) = sample();
+        crate::train::train_step(&model, opt.as_mut(), &x, &won, Some((&owned, 1.0))).unwrap();
+    }
+    let weight = model.tensors().into_iter().find(|(n, _)| n == "value.margin.weight").unwrap().1;
+    let weight = weight.flatten_all().unwrap().to_vec1::<f32>().unwrap()[0];
+    let error_after = value_error(&model);
+    assert!(weight > 0.0, "margin weight {weight}");
+    assert!(error_after < 0.5 * error_before, "value error {error_before} before, {error_after} after");
+}

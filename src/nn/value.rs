@@ -9,7 +9,7 @@
 //! `fc.weight` (1, 722), `fc.bias` (1).
 
 use candle_core::{Result, Tensor};
-use candle_nn::VarBuilder;
+use candle_nn::{Init, VarBuilder};
 
 use super::layers::{flatten, Conv, Linear};
 use super::policy::SeedTrunk;
@@ -58,47 +58,73 @@ impl Net for ValueNet {
 /// Head: a 1×1 convolution to 2 planes with ReLU, 722 → 64 with ReLU,
 /// 64 → 1, sigmoid (AlphaGo Zero's value head, narrower).
 ///
-/// With `ownership` (`policy-value-ownership`), a second head beside it
-/// predicts who owns each point at the end of the game: a 1×1 convolution
-/// to one plane, tanh (KataGo's auxiliary ownership head). Trained on
-/// datasets prepared with `--ownership`; play and evaluation use only the
-/// value.
+/// [`ValueHeads`] says which heads sit beside the value head.
 ///
 /// Tensors: the trunk's (`bn0.*`, `convs.{0..3}.*`, `bns.{0..3}.*`), then
 /// `value.conv.{weight,bias}` (2, 32, 1, 1), `value.fc1.*` (64, 722),
-/// `value.fc2.*` (1, 64), and with the ownership head
-/// `ownership.conv.{weight,bias}` (1, 32, 1, 1).
+/// `value.fc2.*` (1, 64), with the ownership head
+/// `ownership.conv.{weight,bias}` (1, 32, 1, 1), and with the margin
+/// `value.margin.weight` (1, 1).
 pub struct TrunkValueNet {
     trunk: SeedTrunk,
     conv: Conv,
     fc1: Linear,
     fc2: Linear,
     ownership: Option<Conv>,
+    /// Logit per point of the margin the ownership head predicts.
+    margin: Option<Tensor>,
+}
+
+/// The heads of a [`TrunkValueNet`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueHeads {
+    /// The value head alone (`policy-value`).
+    Value,
+    /// A second head beside it predicts who owns each point at the end of
+    /// the game: a 1×1 convolution to one plane, tanh (KataGo's auxiliary
+    /// ownership head; `policy-value-ownership`). Trained on datasets
+    /// prepared with `--ownership`; play and evaluation use only the value.
+    Ownership,
+    /// The ownership head, and the value's logit adds a learnt multiple of
+    /// the area margin it predicts (the sum of its points;
+    /// `policy-value-margin`). Late in a game the result is the margin, and
+    /// the value head's two-plane 1×1 bottleneck reads it only indirectly;
+    /// KataGo's value head reads its score the same way. The multiple
+    /// starts at 0, so a net started (`init`) from a `policy-value-ownership`
+    /// file begins as that net.
+    Margin,
+}
+
+impl ValueHeads {
+    /// Whether the net has an ownership head, and so needs ownership
+    /// targets to train.
+    pub fn ownership(self) -> bool {
+        self != ValueHeads::Value
+    }
 }
 
 impl TrunkValueNet {
-    pub fn new(vb: VarBuilder, planes: usize, ownership: bool) -> Result<TrunkValueNet> {
+    pub fn new(vb: VarBuilder, planes: usize, heads: ValueHeads) -> Result<TrunkValueNet> {
         let trunk = SeedTrunk::new(&vb, planes)?;
         let head = vb.pp("value");
         let conv = Conv::new(head.pp("conv"), SeedTrunk::CHANNELS, 2, 1, true, true)?;
         let fc1 = Linear::new(head.pp("fc1"), 2 * POINTS, 64)?;
         let fc2 = Linear::new(head.pp("fc2"), 64, 1)?;
-        let ownership = match ownership {
+        let ownership = match heads.ownership() {
             true => Some(Conv::new(vb.pp("ownership").pp("conv"), SeedTrunk::CHANNELS, 1, 1, true, false)?),
             false => None,
         };
-        Ok(TrunkValueNet { trunk, conv, fc1, fc2, ownership })
-    }
-
-    fn value(&self, h: &Tensor) -> Result<Tensor> {
-        let hidden = self.fc1.forward(&flatten(&self.conv.forward(h)?)?)?.relu()?;
-        candle_nn::ops::sigmoid(&self.fc2.forward(&hidden)?)?.squeeze(1)
+        let margin = match heads {
+            ValueHeads::Margin => Some(head.pp("margin").get_with_hints((1, 1), "weight", Init::Const(0.0))?),
+            _ => None,
+        };
+        Ok(TrunkValueNet { trunk, conv, fc1, fc2, ownership, margin })
     }
 }
 
 impl Net for TrunkValueNet {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        self.value(&self.trunk.forward(x, train)?)
+        Ok(self.forward_with_ownership(x, train)?.0)
     }
 
     fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
@@ -107,7 +133,12 @@ impl Net for TrunkValueNet {
             Some(conv) => Some(flatten(&conv.forward(&h)?)?.tanh()?),
             None => None,
         };
-        Ok((self.value(&h)?, ownership))
+        let hidden = self.fc1.forward(&flatten(&self.conv.forward(&h)?)?)?.relu()?;
+        let mut logit = self.fc2.forward(&hidden)?;
+        if let (Some(margin), Some(ownership)) = (&self.margin, &ownership) {
+            logit = (logit + ownership.sum_keepdim(1)?.matmul(margin)?)?;
+        }
+        Ok((candle_nn::ops::sigmoid(&logit)?.squeeze(1)?, ownership))
     }
 
     fn output(&self) -> Output {

@@ -27,7 +27,8 @@ pub struct Schedule {
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
     /// The net: `policy`, `playout`, `value`, `policy-value`,
-    /// `policy-value-ownership`, `resnet-policy:BxF`, `resnet-value:BxF`.
+    /// `policy-value-ownership`, `policy-value-margin`, `resnet-policy:BxF`,
+    /// `resnet-value:BxF`.
     pub net: String,
     /// Dataset folder written by `go-train prepare`.
     pub data: PathBuf,
@@ -73,7 +74,7 @@ pub struct TrainConfig {
     pub linear_scaling: bool,
     /// Weight of the ownership loss (mean squared error over the points)
     /// beside the value loss, for nets with an ownership head
-    /// (`policy-value-ownership`).
+    /// (`policy-value-ownership`, `policy-value-margin`).
     #[serde(default = "default_ownership_weight")]
     pub ownership_weight: f64,
     pub optimizer: OptimizerConfig,

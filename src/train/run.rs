@@ -32,7 +32,7 @@ use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
 use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
 use crate::eval::positions::{batch_tensors, evaluate, Predictions, Tally};
-use crate::nn::{Arch, Model, Output};
+use crate::nn::{Model, Output};
 use crate::progress::Progress;
 
 /// How a run begins.
@@ -82,7 +82,7 @@ pub fn train(
     let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
     crate::eval::positions::check_inputs(&model, &dataset)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
-    if model.arch() == Arch::PolicyValueOwnership && !dataset.layout().ownership {
+    if model.arch().learns_ownership() && !dataset.layout().ownership {
         bail!(
             "{}: net {} learns ownership, but the dataset has no ownership targets: prepare it with --ownership",
             dataset.dir().join(MANIFEST).display(),

@@ -95,14 +95,6 @@ pub enum ValueHeads {
     Margin,
 }
 
-impl ValueHeads {
-    /// Whether the net has an ownership head, and so needs ownership
-    /// targets to train.
-    pub fn ownership(self) -> bool {
-        self != ValueHeads::Value
-    }
-}
-
 impl TrunkValueNet {
     pub fn new(vb: VarBuilder, planes: usize, heads: ValueHeads) -> Result<TrunkValueNet> {
         let trunk = SeedTrunk::new(&vb, planes)?;
@@ -110,7 +102,7 @@ impl TrunkValueNet {
         let conv = Conv::new(head.pp("conv"), SeedTrunk::CHANNELS, 2, 1, true, true)?;
         let fc1 = Linear::new(head.pp("fc1"), 2 * POINTS, 64)?;
         let fc2 = Linear::new(head.pp("fc2"), 64, 1)?;
-        let ownership = match heads.ownership() {
+        let ownership = match heads != ValueHeads::Value {
             true => Some(Conv::new(vb.pp("ownership").pp("conv"), SeedTrunk::CHANNELS, 1, 1, true, false)?),
             false => None,
         };
@@ -122,16 +114,15 @@ impl TrunkValueNet {
     }
 }
 
-impl Net for TrunkValueNet {
-    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        Ok(self.forward_with_ownership(x, train)?.0)
-    }
-
-    fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+impl TrunkValueNet {
+    /// The value, and with `want_ownership` the ownership; the ownership
+    /// head runs only when asked for or read by the margin, so that play
+    /// (value only) does not pay for it.
+    fn heads(&self, x: &Tensor, train: bool, want_ownership: bool) -> Result<(Tensor, Option<Tensor>)> {
         let h = self.trunk.forward(x, train)?;
         let ownership = match &self.ownership {
-            Some(conv) => Some(flatten(&conv.forward(&h)?)?.tanh()?),
-            None => None,
+            Some(conv) if want_ownership || self.margin.is_some() => Some(flatten(&conv.forward(&h)?)?.tanh()?),
+            _ => None,
         };
         let hidden = self.fc1.forward(&flatten(&self.conv.forward(&h)?)?)?.relu()?;
         let mut logit = self.fc2.forward(&hidden)?;
@@ -139,6 +130,16 @@ impl Net for TrunkValueNet {
             logit = (logit + ownership.sum_keepdim(1)?.matmul(margin)?)?;
         }
         Ok((candle_nn::ops::sigmoid(&logit)?.squeeze(1)?, ownership))
+    }
+}
+
+impl Net for TrunkValueNet {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        Ok(self.heads(x, train, false)?.0)
+    }
+
+    fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
+        self.heads(x, train, true)
     }
 
     fn output(&self) -> Output {

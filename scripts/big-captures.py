@@ -80,6 +80,11 @@ def review(path, min_stones):
         except ValueError:
             found.append((colour, len(lost), "in atari, no extension"))
             continue
+        # sgfmill allows self-capture: an extension into the string's own
+        # last eye leaves the point empty, and saves nothing.
+        if trial.get(r, c) != victim:
+            found.append((colour, len(lost), "in atari, extension is suicide"))
+            continue
         _, after = string_and_liberties(trial, (r, c))
         verdict = "in atari, extension saves it" if len(after) >= 2 else "in atari, extension does not save it"
         found.append((colour, len(lost), verdict))

@@ -6,8 +6,10 @@
 //! 40 games MCTS lost or won against GnuGo level 10 (sessions 8–9), 5 of the
 //! 28 captures of six or more stones took a string that one move of ours, the
 //! extension from atari to two or more liberties, would have saved; it was
-//! never read because the policy did not rank it top-2. So the expansion
-//! adds these moves to the policy's favourites.
+//! never read because the policy did not rank it top-2 (at most 5: the
+//! script then also counted an extension into the string's own last eye,
+//! a self-capture, as a rescue). So the expansion adds these moves to the
+//! policy's favourites.
 
 use crate::go::{Game, Point};
 

@@ -90,6 +90,11 @@ pub struct Args {
     /// MCTS: random playouts per leaf with --mix [default: 8].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mix_playouts: Option<usize>,
+    /// MCTS: weight of the score in leaf values beside the win probability,
+    /// 0 to 1: what the leaf's side gained in the area margin the value
+    /// net's ownership head predicts (KataGo's score utility) [default: 0].
+    #[arg(long, value_name = "W")]
+    score: Option<f32>,
     /// MCTS: show the nets each batch of leaves through a random one of
     /// the board's 8 symmetries (random), or as it is (identity)
     /// [default: identity].
@@ -167,6 +172,7 @@ pub fn run(mut args: Args) -> Result<()> {
         tactics: args.tactics.unwrap_or(defaults.tactics),
         mix: args.mix.unwrap_or(defaults.mix),
         mix_playouts: args.mix_playouts.unwrap_or(defaults.mix_playouts),
+        score: args.score.unwrap_or(defaults.score),
         random_symmetry: args.symmetry.unwrap_or(defaults.random_symmetry),
         time: args.time,
         seed: args.seed,

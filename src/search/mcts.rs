@@ -25,7 +25,7 @@
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
@@ -126,6 +126,16 @@ pub struct MctsConfig {
     pub mix: f32,
     /// Random playouts per leaf when `mix` is above 0.
     pub mix_playouts: usize,
+    /// Weight of the score in a leaf's value, beside the win probability
+    /// (KataGo's dynamic score utility): the value of what the leaf's side
+    /// gained in the area margin the value net's ownership head predicts,
+    /// counted from the root's prediction ([`score_value`]). Where the win
+    /// probability stays flat, far ahead or far behind, the score still
+    /// tells a move that keeps the lead from one that gives it away: the
+    /// leads go-train let melt in its lost matches (README, *Playing
+    /// strength*) went while the value net gave it 90%. 0: the win
+    /// probability alone. Needs a value net with an ownership head.
+    pub score: f32,
     /// Show the nets each batch of leaves through one of the 8 symmetries,
     /// drawn at random (AlphaGo's and Leela Zero's search do): a node's
     /// value then averages the net over several views of the board instead
@@ -155,6 +165,7 @@ impl Default for MctsConfig {
             tactics: false,
             mix: 0.0,
             mix_playouts: 8,
+            score: 0.0,
             random_symmetry: false,
             time: None,
             seed: 0,
@@ -204,6 +215,9 @@ struct Tree {
     game: Game,
     /// Black's area margin at the root (no komi), the stone count's zero.
     root_margin: i32,
+    /// Black's area margin at the root as the value net's ownership head
+    /// predicts it, the score's zero (0 while `score` is off).
+    root_lead: f32,
 }
 
 /// A leaf chosen in a batch: the path to it and its position.
@@ -264,6 +278,20 @@ impl Mcts {
         if config.mix > 0.0 && config.mix_playouts == 0 {
             bail!("MCTS leaves mixed with random playouts need at least one playout each");
         }
+        check_score(config.score)?;
+        if config.score > 0.0 {
+            match (&value, config.leaf) {
+                (Some(net), LeafEval::Value) if !net.predicts_ownership() => bail!(
+                    "MCTS score={}: {} has no ownership head to predict the score (the shipped value net has one)",
+                    config.score,
+                    net.source()
+                ),
+                (Some(_), LeafEval::Value) => {}
+                _ => {
+                    bail!("MCTS score={} reads the value net's ownership head: it needs value-net leaves", config.score)
+                }
+            }
+        }
         let seed = config.seed;
         Ok(Mcts {
             config,
@@ -301,6 +329,10 @@ impl Mcts {
             (a, b) => a.or(b),
         };
         self.reuse_or_reset(game);
+        if self.config.score > 0.0 {
+            let lead = self.predicted_black_margin(game)?;
+            self.tree.as_mut().expect("a tree exists during a search").root_lead = lead;
+        }
         let reused = self.tree.as_ref().map_or(0, |t| t.nodes[t.root as usize].visits);
         let mut done = 0u32;
         while iterations.is_none_or(|i| done < i) {
@@ -405,13 +437,14 @@ impl Mcts {
             (tree.nodes.len() < MAX_NODES && game.to_move() == root_mover.opponent()).then_some(())?;
             tree.game = game.clone();
             tree.root_margin = area_margin(game);
+            tree.root_lead = 0.0;
             Some(tree)
         });
         self.tree = Some(reusable.unwrap_or_else(|| {
             // The root's "move" is the opponent's last: values at the root
             // are from their side, as everywhere else.
             let root = Node::new(Move::Pass, game.to_move().opponent(), 1.0);
-            Tree { nodes: vec![root], root: 0, game: game.clone(), root_margin: area_margin(game) }
+            Tree { nodes: vec![root], root: 0, game: game.clone(), root_margin: area_margin(game), root_lead: 0.0 }
         }));
     }
 
@@ -555,8 +588,19 @@ impl Mcts {
                     games.iter().map(|g| if g.is_over() { final_value(g) } else { 0.0 }).collect();
                 let live: Vec<usize> = (0..games.len()).filter(|&i| !games[i].is_over()).collect();
                 let refs: Vec<&Game> = live.iter().map(|&i| &games[i]).collect();
-                for (&i, v) in live.iter().zip(net.win_probs_seen(&refs, symmetry)?) {
-                    values[i] = v;
+                let weight = self.config.score;
+                if weight > 0.0 {
+                    let root_lead = self.tree.as_ref().map_or(0.0, |t| t.root_lead);
+                    let (probs, margins) = net.win_probs_and_margins_seen(&refs, symmetry)?;
+                    for ((&i, p), margin) in live.iter().zip(probs).zip(margins) {
+                        let to_move = games[i].to_move();
+                        let black_gain = black_side(to_move, margin) - root_lead;
+                        values[i] = (1.0 - weight) * p + weight * score_value(black_gain, to_move, SCORE_SCALE);
+                    }
+                } else {
+                    for (&i, p) in live.iter().zip(net.win_probs_seen(&refs, symmetry)?) {
+                        values[i] = p;
+                    }
                 }
                 values
             }
@@ -597,6 +641,14 @@ impl Mcts {
                 Ownership::estimate(g, self.config.mix_playouts, self.rng.next_u64()).mix(v, g.to_move(), lambda)
             })
             .collect()
+    }
+
+    /// Black's area margin in `game` as the value net's ownership head
+    /// predicts it (no komi): the score's zero at the root.
+    fn predicted_black_margin(&self, game: &Game) -> Result<f32> {
+        let net = self.value.as_ref().context("the score needs a value net")?;
+        let (_, margins) = net.win_probs_and_margins_seen(&[game], Symmetry::IDENTITY)?;
+        Ok(black_side(game.to_move(), margins[0]))
     }
 
     /// Gives `node` its children (once; a leaf selected twice in one batch
@@ -718,9 +770,37 @@ fn area_margin(game: &Game) -> i32 {
 /// The seed's stone-count fallback for the side to move: what it gained in
 /// area since the root (see [`LeafEval::Stones`]).
 fn stone_count_value(game: &Game, root_margin: i32) -> f32 {
-    let gain = (area_margin(game) - root_margin) as f32;
-    let gain = if game.to_move() == Color::Black { gain } else { -gain };
-    0.5 + 0.5 * (gain / 5.0).tanh()
+    score_value((area_margin(game) - root_margin) as f32, game.to_move(), 5.0)
+}
+
+/// Points of predicted margin gained that make a score value of about 0.88
+/// ([`MctsConfig::score`]). KataGo's dynamic score utility saturates over
+/// a similar span on 19×19 (its scale grows with the board's side).
+const SCORE_SCALE: f32 = 10.0;
+
+/// The value for `to_move` of a change `black_gain` in Black's area margin
+/// (points; negative where White gained): ½ for none, towards 1 as the side
+/// gains, `0.5 + 0.5·tanh(gain / scale)`.
+fn score_value(black_gain: f32, to_move: Color, scale: f32) -> f32 {
+    0.5 + 0.5 * (black_side(to_move, black_gain) / scale).tanh()
+}
+
+/// A margin given for `side`, turned to Black's (or back: the turn is its
+/// own inverse).
+fn black_side(side: Color, margin: f32) -> f32 {
+    if side == Color::Black {
+        margin
+    } else {
+        -margin
+    }
+}
+
+/// Refuses a score weight outside 0 to 1.
+pub fn check_score(score: f32) -> Result<()> {
+    if !(0.0..=1.0).contains(&score) {
+        bail!("score weight {score}: give a number from 0 (win probability alone) to 1 (score alone)");
+    }
+    Ok(())
 }
 
 impl Agent for Mcts {
@@ -754,6 +834,9 @@ impl Agent for Mcts {
         match (&self.value, c.leaf) {
             (Some(v), LeafEval::Value) => name.push_str(&format!(", value {}", v.source())),
             _ => name.push_str(", stone-count leaves"),
+        }
+        if c.score > 0.0 {
+            name.push_str(&format!(" and its predicted score (weight {})", c.score));
         }
         if c.mix > 0.0 {
             name.push_str(&format!(
@@ -1031,6 +1114,63 @@ mod tests {
         let report = mcts.search(&game, Some(Duration::from_millis(100))).unwrap();
         assert!(report.iterations > 0 && report.iterations < u32::MAX);
         assert!(game.is_legal(Color::Black, report.best));
+    }
+
+    /// The shipped value net, which has an ownership head.
+    fn shipped_value_net() -> NetEval {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("nets/value.safetensors");
+        NetEval::load(&path, &Device::Cpu, crate::nn::Output::WinProb).unwrap()
+    }
+
+    #[test]
+    fn the_score_counts_what_a_capture_gains_the_capturer() {
+        // White's four stones on the D column have one liberty left, at D6;
+        // Black to move captures them there, or plays elsewhere (Q16).
+        let mut game = Game::new(19, Rules::CHINESE);
+        for (i, m) in
+            ["C2", "D2", "C3", "D3", "C4", "D4", "C5", "D5", "E2", "Q4", "E3", "R4", "E4", "Q3", "E5", "R3", "D1"]
+                .iter()
+                .enumerate()
+        {
+            let color = if i % 2 == 0 { Color::Black } else { Color::White };
+            game.play(color, v(m, 19)).unwrap();
+        }
+        game.set_to_move(Color::Black);
+        let after = |m: &str| {
+            let mut g = game.clone();
+            g.play(Color::Black, v(m, 19)).unwrap();
+            g
+        };
+        let (capture, quiet) = (after("D6"), after("Q16"));
+        let Move::Play(d3) = v("D3", 19) else { unreachable!() };
+        assert_eq!(capture.board().color_at(capture.board().point(d3)), None, "D6 captures");
+        // Each leaf's value for Black, who moved into it.
+        let leaf_values = |score: f32| {
+            let config = MctsConfig { score, rollout_depth: 0, iterations: 1, ..MctsConfig::default() };
+            let mut mcts = Mcts::new(config, None, Some(shipped_value_net()), None).unwrap();
+            mcts.search(&game, None).unwrap();
+            let values = mcts.simulate_and_value(&[&capture, &quiet], Symmetry::IDENTITY).unwrap();
+            (values[0], values[1])
+        };
+        // The net already gives most of the captured points to Black before
+        // the capture (the string is dead where it stands): the capture
+        // gains a few points, the quiet move loses White's tempo.
+        let (capture_alone, quiet_alone) = leaf_values(1.0);
+        assert!(capture_alone > quiet_alone + 0.15, "score alone: capture {capture_alone}, quiet {quiet_alone}");
+        // Half and half lies between the win probability and the score.
+        let (win_capture, _) = leaf_values(0.0);
+        let (half_capture, _) = leaf_values(0.5);
+        assert!((half_capture - 0.5 * (win_capture + capture_alone)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn the_score_needs_a_value_net_with_an_ownership_head() {
+        let config = MctsConfig { score: 0.3, ..MctsConfig::default() };
+        let err = Mcts::new(config.clone(), None, Some(random_net(Arch::Value, 3)), None).err().unwrap();
+        assert!(err.to_string().contains("no ownership head"), "{err}");
+        assert!(Mcts::new(MctsConfig { leaf: LeafEval::Stones, ..config.clone() }, None, None, None).is_err());
+        assert!(Mcts::new(MctsConfig { score: 1.5, ..config.clone() }, None, Some(shipped_value_net()), None).is_err());
+        assert!(Mcts::new(config, None, Some(shipped_value_net()), None).is_ok());
     }
 
     #[test]

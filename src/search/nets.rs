@@ -101,12 +101,43 @@ impl NetEval {
 
     /// [`NetEval::win_probs`] of the positions turned by `symmetry`.
     pub fn win_probs_seen(&self, games: &[&Game], symmetry: Symmetry) -> Result<Vec<f32>> {
+        Ok(self.value_heads(games, symmetry, false)?.0)
+    }
+
+    /// Whether the net predicts ownership beside the value, and so the margin
+    /// of [`NetEval::win_probs_and_margins_seen`].
+    pub fn predicts_ownership(&self) -> bool {
+        self.model.arch().learns_ownership()
+    }
+
+    /// [`NetEval::win_probs_seen`], and for each position the area margin
+    /// its ownership head predicts for the side to move: the sum of the
+    /// ownership over the board (own points less the opponent's, no komi).
+    /// Errors for a net without an ownership head.
+    pub fn win_probs_and_margins_seen(&self, games: &[&Game], symmetry: Symmetry) -> Result<(Vec<f32>, Vec<f32>)> {
+        if !self.predicts_ownership() {
+            bail!("{}: has no ownership head, so predicts no margin (a policy-value-ownership net does)", self.source);
+        }
+        let (values, margins) = self.value_heads(games, symmetry, true)?;
+        Ok((values, margins.unwrap_or_default()))
+    }
+
+    /// The value head's output and, with `margins`, the ownership head's
+    /// summed over the board (the symmetry leaves a sum unchanged).
+    fn value_heads(&self, games: &[&Game], symmetry: Symmetry, margins: bool) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
         if games.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), margins.then(Vec::new)));
         }
         debug_assert_eq!(self.output(), Output::WinProb);
         let x = self.input(games, symmetry)?;
-        self.model.forward(&x, false)?.flatten_all()?.to_vec1().context("reading the value net's output")
+        let read = "reading the value net's output";
+        if !margins {
+            return Ok((self.model.forward(&x, false)?.flatten_all()?.to_vec1().context(read)?, None));
+        }
+        let (values, ownership) = self.model.forward_with_ownership(&x, false)?;
+        let ownership = ownership.with_context(|| format!("{}: gave no ownership", self.source))?;
+        let margins = ownership.sum(1)?.to_vec1().context(read)?;
+        Ok((values.flatten_all()?.to_vec1().context(read)?, Some(margins)))
     }
 }
 

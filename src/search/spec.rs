@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
-use super::mcts::{LeafEval, Mcts, MctsConfig, Selection};
+use super::mcts::{check_score, LeafEval, Mcts, MctsConfig, Selection};
 use super::net_agent::NetAgent;
 use super::nets::NetEval;
 use super::ownership::Ownership;
@@ -84,6 +84,8 @@ pub struct AgentSpec {
     pub mix: f32,
     /// MCTS: random playouts per leaf when `mix` is above 0.
     pub mix_playouts: usize,
+    /// MCTS: weight of the predicted score in leaf values (0: none).
+    pub score: f32,
     /// MCTS: each batch of leaves seen through a random symmetry.
     pub random_symmetry: bool,
     /// MCTS seconds per move at most.
@@ -114,6 +116,7 @@ impl AgentSpec {
             tactics: mcts.tactics,
             mix: mcts.mix,
             mix_playouts: mcts.mix_playouts,
+            score: mcts.score,
             random_symmetry: mcts.random_symmetry,
             time: None,
             seed: 0,
@@ -148,12 +151,17 @@ impl AgentSpec {
                     bail!("{}: a mixed leaf needs at least one playout (mix=0 turns the mix off)", bad());
                 }
             }
+            "score" => {
+                self.score = value.parse().with_context(bad)?;
+                check_score(self.score).with_context(bad)?;
+            }
             "symmetry" => self.random_symmetry = parse_random_symmetry(value).with_context(bad)?,
             "time" => self.time = Some(value.parse().with_context(bad)?),
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
                 "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
-                 expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, symmetry, time or seed"
+                 expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, score, symmetry, time \
+                 or seed"
             ),
         }
         Ok(())
@@ -208,6 +216,7 @@ impl AgentSpec {
             tactics: self.tactics,
             mix: self.mix,
             mix_playouts: self.mix_playouts,
+            score: self.score,
             random_symmetry: self.random_symmetry,
             time: self.time.map(Duration::from_secs_f64),
             seed: self.seed,

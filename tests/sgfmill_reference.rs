@@ -114,8 +114,11 @@ fn big_captures_counts_an_extension_into_the_last_eye_as_no_rescue() {
     ];
     let mut jsonl = String::new();
     for (i, moves) in games.iter().enumerate() {
-        let body: String =
-            moves.split_whitespace().enumerate().map(|(k, m)| sgf_move(if k % 2 == 0 { 'B' } else { 'W' }, m)).collect();
+        let body: String = moves
+            .split_whitespace()
+            .enumerate()
+            .map(|(k, m)| sgf_move(if k % 2 == 0 { 'B' } else { 'W' }, m))
+            .collect();
         let file = dir.path().join(format!("game-{i}.sgf"));
         std::fs::write(&file, format!("(;GM[1]FF[4]SZ[9]KM[7.5]RE[W+R]{body})")).unwrap();
         let line = serde_json::json!({"index": i, "file": file, "a_black": true, "result": "W+R"});

@@ -47,7 +47,12 @@ def moves_of(path):
 def go_train_views(binary, queries):
     """{(game index, turn): (Black's win probability, Black's score lead)}."""
     text = "".join(json.dumps(q) + "\n" for q in queries)
-    out = subprocess.run([binary, "analysis"], input=text, capture_output=True, text=True, timeout=3600)
+    try:
+        out = subprocess.run([binary, "analysis"], input=text, capture_output=True, text=True, timeout=3600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"{binary}: {e}")
+    if out.returncode != 0:
+        raise RuntimeError(f"{binary} analysis failed: {out.stderr.strip()[-500:]}")
     views = {}
     for line in out.stdout.splitlines():
         answer = json.loads(line)
@@ -61,7 +66,10 @@ def go_train_views(binary, queries):
 def gnugo_leads(gnugo, path, turns):
     """{turn: Black's lead by GnuGo's estimate_score}."""
     commands = "".join(f"loadsgf {path} {t + 1}\nestimate_score\n" for t in turns) + "quit\n"
-    out = subprocess.run(gnugo.split(), input=commands, capture_output=True, text=True, timeout=1800).stdout
+    try:
+        out = subprocess.run(gnugo.split(), input=commands, capture_output=True, text=True, timeout=1800).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"{gnugo}: {e}")
     scores = re.findall(r"^= ([BW])\+([0-9.]+)", out, re.M)
     if len(scores) != len(turns):
         raise RuntimeError(f"GnuGo estimated {len(scores)} of {len(turns)} positions of {path}")
@@ -86,13 +94,21 @@ def main():
 
     queries, played = [], {}
     for g in games:
-        size, komi, moves = moves_of(g["file"])
+        try:
+            size, komi, moves = moves_of(g["file"])
+        except (OSError, ValueError) as e:
+            print(f"game {g['index']}: {g['file']}: skipped ({e})", file=sys.stderr)
+            played[g["index"]] = []
+            continue
         here = [t for t in turns if t < len(moves)]
         played[g["index"]] = here
         if here:
             queries.append({"id": str(g["index"]), "moves": moves, "rules": "chinese", "komi": komi,
                             "boardXSize": size, "boardYSize": size, "analyzeTurns": here, "maxVisits": 1})
-    views = go_train_views(args.go_train, queries)
+    try:
+        views = go_train_views(args.go_train, queries)
+    except RuntimeError as e:
+        sys.exit(f"misjudged: {e}")
 
     misjudged = counted = 0
     print("game  A   turn  value(A)  playout lead(A)  GnuGo lead(A)  result")
@@ -100,7 +116,10 @@ def main():
         if not played[g["index"]]:
             continue
         sign = 1 if g["a_black"] else -1
-        leads = gnugo_leads(args.gnugo, g["file"], played[g["index"]])
+        try:
+            leads = gnugo_leads(args.gnugo, g["file"], played[g["index"]])
+        except RuntimeError as e:
+            sys.exit(f"misjudged: {e}")
         for t in played[g["index"]]:
             black_win, black_lead = views[(g["index"], t)]
             value = black_win if sign == 1 else 1 - black_win

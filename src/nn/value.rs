@@ -102,9 +102,10 @@ impl TrunkValueNet {
         let conv = Conv::new(head.pp("conv"), SeedTrunk::CHANNELS, 2, 1, true, true)?;
         let fc1 = Linear::new(head.pp("fc1"), 2 * POINTS, 64)?;
         let fc2 = Linear::new(head.pp("fc2"), 64, 1)?;
-        let ownership = match heads != ValueHeads::Value {
-            true => Some(Conv::new(vb.pp("ownership").pp("conv"), SeedTrunk::CHANNELS, 1, 1, true, false)?),
-            false => None,
+        let ownership = if heads == ValueHeads::Value {
+            None
+        } else {
+            Some(Conv::new(vb.pp("ownership").pp("conv"), SeedTrunk::CHANNELS, 1, 1, true, false)?)
         };
         let margin = match heads {
             ValueHeads::Margin => Some(head.pp("margin").get_with_hints((1, 1), "weight", Init::Const(0.0))?),

@@ -239,12 +239,19 @@ pub struct BatchNorm {
 /// Added to the variance before the square root, as in PyTorch.
 const BN_EPS: f64 = 1e-5;
 /// Weight of the new batch in the running averages, as in PyTorch.
-const BN_MOMENTUM: f64 = 0.1;
+pub(crate) const BN_MOMENTUM: f64 = 0.1;
 
 impl BatchNorm {
     /// Batch norm over `channels`, followed by a ReLU when `relu`.
     pub fn new(vb: VarBuilder, channels: usize, relu: bool) -> Result<BatchNorm> {
-        let weight = vb.get_with_hints(channels, "weight", Init::Const(1.0))?;
+        BatchNorm::with_scale(vb, channels, relu, 1.0)
+    }
+
+    /// The same with every scale γ starting at `scale` (when its tensors
+    /// are created, not loaded): 0 makes a residual branch start as nothing,
+    /// so a block added to a trained net leaves it as it was.
+    pub fn with_scale(vb: VarBuilder, channels: usize, relu: bool, scale: f64) -> Result<BatchNorm> {
+        let weight = vb.get_with_hints(channels, "weight", Init::Const(scale))?;
         let bias = vb.get_with_hints(channels, "bias", Init::Const(0.0))?;
         let running_mean = Var::from_tensor(&vb.get_with_hints(channels, "running_mean", Init::Const(0.0))?)?;
         let running_var = Var::from_tensor(&vb.get_with_hints(channels, "running_var", Init::Const(1.0))?)?;

@@ -124,6 +124,9 @@ pub enum Arch {
     PolicyValueOwnership,
     /// The same, its value reading the margin the ownership head predicts.
     PolicyValueMargin,
+    /// The ownership net with this many residual blocks between the trunk
+    /// and the heads.
+    PolicyValueTower(usize),
     /// A residual net ([`resnet`]).
     ResNet(ResNetConfig),
 }
@@ -132,7 +135,7 @@ impl Arch {
     /// Whether the net has an ownership head, and so trains only on
     /// datasets prepared with `--ownership`.
     pub fn learns_ownership(&self) -> bool {
-        matches!(self, Arch::PolicyValueOwnership | Arch::PolicyValueMargin)
+        matches!(self, Arch::PolicyValueOwnership | Arch::PolicyValueMargin | Arch::PolicyValueTower(_))
     }
 
     /// Builds the net for `planes` input planes, creating its tensors
@@ -142,9 +145,12 @@ impl Arch {
             Arch::Policy => Box::new(policy::PolicyNet::new(vb, planes)?),
             Arch::Playout => Box::new(playout::PlayoutNet::new(vb, planes)?),
             Arch::Value => Box::new(value::ValueNet::new(vb, planes)?),
-            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Value)?),
-            Arch::PolicyValueOwnership => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Ownership)?),
-            Arch::PolicyValueMargin => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Margin)?),
+            Arch::PolicyValue => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Value, 0)?),
+            Arch::PolicyValueOwnership => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Ownership, 0)?),
+            Arch::PolicyValueMargin => Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Margin, 0)?),
+            Arch::PolicyValueTower(blocks) => {
+                Box::new(value::TrunkValueNet::new(vb, planes, ValueHeads::Ownership, *blocks)?)
+            }
             Arch::ResNet(config) => Box::new(resnet::ResNet::new(vb, config, planes)?),
         })
     }
@@ -160,6 +166,7 @@ impl std::fmt::Display for Arch {
             Arch::PolicyValue => f.write_str("policy-value"),
             Arch::PolicyValueOwnership => f.write_str("policy-value-ownership"),
             Arch::PolicyValueMargin => f.write_str("policy-value-margin"),
+            Arch::PolicyValueTower(blocks) => write!(f, "policy-value-tower:{blocks}"),
             Arch::ResNet(c) => {
                 let head = match c.head {
                     Head::Policy => "policy",
@@ -178,7 +185,7 @@ impl FromStr for Arch {
     /// `resnet-value:BLOCKSxFILTERS` (e.g. `resnet-policy:6x64`).
     fn from_str(s: &str) -> anyhow::Result<Arch> {
         let usage =
-            "use policy, playout, value, policy-value, policy-value-ownership, policy-value-margin, resnet-policy:BxF or resnet-value:BxF";
+            "use policy, playout, value, policy-value, policy-value-ownership, policy-value-margin, policy-value-tower:BLOCKS, resnet-policy:BxF or resnet-value:BxF";
         Ok(match s {
             "policy" => Arch::Policy,
             "playout" => Arch::Playout,
@@ -188,6 +195,10 @@ impl FromStr for Arch {
             "policy-value-margin" => Arch::PolicyValueMargin,
             _ => {
                 let (kind, size) = s.split_once(':').with_context(|| format!("unknown net {s:?}: {usage}"))?;
+                if kind == "policy-value-tower" {
+                    let blocks = size.parse().with_context(|| format!("net {s:?}: bad block count {size:?}"))?;
+                    return Ok(Arch::PolicyValueTower(blocks));
+                }
                 let head = match kind {
                     "resnet-policy" => Head::Policy,
                     "resnet-value" => Head::Value,
@@ -273,6 +284,46 @@ impl Model {
         };
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
+    }
+
+    /// Sets every batch norm's running averages to the plain mean of the
+    /// statistics of `inputs`' batches (each a net input), in place of
+    /// the exponential average over the last batches that training leaves:
+    /// with momentum 0.1 that average follows the last ten batches or so,
+    /// and the net's answers in evaluation mode move with it from epoch to
+    /// epoch ("precise batch norm", Wu & Johnson 2021). Each batch's own
+    /// statistics are read back from how the running average moved, so the
+    /// layers' update stays the only one. Returns the batches used.
+    pub fn settle_batch_norms(
+        &self,
+        inputs: impl IntoIterator<Item = anyhow::Result<Tensor>>,
+    ) -> anyhow::Result<usize> {
+        let statistics: Vec<Var> =
+            self.tensors().into_iter().filter(|(n, _)| is_statistic(n)).map(|(_, v)| v).collect();
+        let read = || statistics.iter().map(|v| v.as_tensor().copy()).collect::<Result<Vec<_>>>();
+        let mut sums: Option<Vec<Tensor>> = None;
+        let mut batches = 0;
+        for x in inputs {
+            let before = read()?;
+            self.net.forward(&x?, true)?;
+            let momentum = layers::BN_MOMENTUM;
+            let own = statistics
+                .iter()
+                .zip(&before)
+                .map(|(now, old)| (now.as_tensor() - (old * (1.0 - momentum))?)? / momentum)
+                .collect::<Result<Vec<_>>>()?;
+            sums = Some(match sums {
+                None => own,
+                Some(sums) => sums.iter().zip(&own).map(|(s, o)| s + o).collect::<Result<_>>()?,
+            });
+            batches += 1;
+        }
+        if let Some(sums) = sums {
+            for (var, sum) in statistics.iter().zip(sums) {
+                var.set(&(sum / batches as f64)?)?;
+            }
+        }
+        Ok(batches)
     }
 
     /// The trained tensors, sorted by name: what an optimizer updates.

@@ -49,7 +49,7 @@ pub struct ResNetConfig {
 const VALUE_HIDDEN: usize = 256;
 
 /// One residual block.
-struct Block {
+pub(super) struct Block {
     conv1: Conv,
     bn1: BatchNorm,
     conv2: Conv,
@@ -58,16 +58,19 @@ struct Block {
 }
 
 impl Block {
-    fn new(vb: VarBuilder, filters: usize) -> Result<Block> {
+    /// A block whose last batch norm scales by `scale` at first: 1 as
+    /// usual; 0 for a block put on a trained net, which then starts as
+    /// the identity (on inputs ≥ 0, as after a ReLU) and learns from there.
+    pub(super) fn new(vb: VarBuilder, filters: usize, scale: f64) -> Result<Block> {
         Ok(Block {
             conv1: Conv::new(vb.pp("conv1"), filters, filters, 3, false, false)?,
             bn1: BatchNorm::new(vb.pp("bn1"), filters, true)?,
             conv2: Conv::new(vb.pp("conv2"), filters, filters, 3, false, false)?,
-            bn2: BatchNorm::new(vb.pp("bn2"), filters, false)?,
+            bn2: BatchNorm::with_scale(vb.pp("bn2"), filters, false, scale)?,
         })
     }
 
-    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let h = self.bn1.forward(&self.conv1.forward(x)?, train)?;
         let h = self.bn2.forward(&self.conv2.forward(&h)?, train)?;
         (h + x)?.relu()
@@ -101,7 +104,8 @@ impl ResNet {
             Conv::new(vb.pp("stem.conv"), input_planes, f, 3, false, false)?,
             BatchNorm::new(vb.pp("stem.bn"), f, true)?,
         );
-        let blocks = (0..config.blocks).map(|i| Block::new(vb.pp(format!("blocks.{i}")), f)).collect::<Result<_>>()?;
+        let blocks =
+            (0..config.blocks).map(|i| Block::new(vb.pp(format!("blocks.{i}")), f, 1.0)).collect::<Result<_>>()?;
         let (name, planes) = match config.head {
             Head::Policy => ("policy", 2),
             Head::Value => ("value", 1),

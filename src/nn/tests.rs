@@ -370,3 +370,110 @@ fn a_margin_net_starts_as_its_ownership_net_and_learns_to_read_the_margin() {
     assert!(weight > 0.0, "margin weight {weight}");
     assert!(error_after < 0.5 * error_before, "value error {error_before} before, {error_after} after");
 }
+
+/// `policy-value-tower:2` started from a `policy-value-ownership` file is
+/// that net (its blocks start as the identity: same value, same
+/// ownership), and its blocks then learn: training moves their zero scales
+/// and so the net's answers.
+#[test]
+fn a_tower_net_starts_as_its_ownership_net_and_its_blocks_learn() {
+    use crate::train::optim::OptimizerConfig;
+    use rand::{RngExt, SeedableRng};
+    assert_eq!("policy-value-tower:2".parse::<Arch>().unwrap(), Arch::PolicyValueTower(2));
+    assert_eq!(Arch::PolicyValueTower(3).to_string(), "policy-value-tower:3");
+    assert!("policy-value-tower:x".parse::<Arch>().is_err());
+    assert!(Arch::PolicyValueTower(2).learns_ownership());
+
+    let dir = tempfile::tempdir().unwrap();
+    let owner = Model::new(Arch::PolicyValueOwnership, FeatureSet::Extended, &Device::Cpu, 4).unwrap();
+    let path = dir.path().join("value.safetensors");
+    super::weights::save(&path, &owner, None).unwrap();
+    let model = Model::new(Arch::PolicyValueTower(2), FeatureSet::Extended, &Device::Cpu, 5).unwrap();
+    let set = super::weights::load_matching(&path, &model).unwrap();
+    assert_eq!(set, owner.tensors().len());
+    // Two blocks of two convolutions (weights only) and two batch norms (4 tensors each).
+    assert_eq!(model.tensors().len(), set + 2 * (2 + 2 * 4));
+
+    let planes = FeatureSet::Extended.planes();
+    let batch = 16;
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+    let mut sample = || {
+        let mut data = vec![0f32; batch * planes * POINTS];
+        let mut owned = vec![0f32; batch * POINTS];
+        for b in 0..batch {
+            for i in 0..POINTS {
+                let stone = rng.random_range(0..3);
+                if stone < 2 {
+                    data[(b * planes + 1 + stone) * POINTS + i] = 1.0;
+                }
+                owned[b * POINTS + i] = if stone == 0 { 1.0 } else { -1.0 };
+            }
+        }
+        let x = Tensor::from_vec(data, (batch, planes, BOARD, BOARD), &Device::Cpu).unwrap();
+        (x, Tensor::from_vec(owned, (batch, POINTS), &Device::Cpu).unwrap())
+    };
+    let (x, _) = sample();
+    let answers = |model: &Model| {
+        let (value, ownership) = model.forward_with_ownership(&x, false).unwrap();
+        (value.to_vec1::<f32>().unwrap(), ownership.unwrap().to_vec2::<f32>().unwrap())
+    };
+    let before = answers(&owner);
+    assert_eq!(answers(&model), before);
+
+    let values = Tensor::ones(batch, candle_core::DType::F32, &Device::Cpu).unwrap();
+    let mut opt = OptimizerConfig::adam(0.003).build(model.parameters());
+    for _ in 0..10 {
+        let (x, owned) = sample();
+        crate::train::train_step(&model, opt.as_mut(), &x, &values, Some((&owned, 1.0))).unwrap();
+    }
+    let scale = model.tensors().into_iter().find(|(n, _)| n == "tower.1.bn2.weight").unwrap().1;
+    let scale = scale.as_tensor().abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(scale > 0.0, "the last block's scales stayed at 0");
+    assert_ne!(answers(&model).1, before.1);
+}
+
+/// Settled batch norms hold the plain mean of the batches' own
+/// statistics (for the first batch norm, which reads the raw planes: each
+/// plane's mean, and its unbiased variance, averaged over the batches),
+/// where training's running averages would weigh the last batch most.
+#[test]
+fn settled_batch_norms_hold_the_mean_of_the_batches_statistics() {
+    use rand::{RngExt, SeedableRng};
+    let model = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
+    let planes = FeatureSet::Seed.planes();
+    let (batch, n) = (4, 4 * POINTS);
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(9);
+    // Batches that differ: plane 3 is filled with a density that grows.
+    let inputs: Vec<Vec<f32>> = [0.1, 0.4, 0.8]
+        .iter()
+        .map(|&density| {
+            let mut data = vec![0f32; batch * planes * POINTS];
+            for b in 0..batch {
+                for i in 0..POINTS {
+                    data[(b * planes + 3) * POINTS + i] = (rng.random::<f64>() < density) as u8 as f32;
+                }
+            }
+            data
+        })
+        .collect();
+    let plane = |data: &[f32]| -> Vec<f64> {
+        (0..batch)
+            .flat_map(|b| data[(b * planes + 3) * POINTS..(b * planes + 4) * POINTS].iter().map(|&v| v as f64))
+            .collect()
+    };
+    let means: Vec<f64> = inputs.iter().map(|d| plane(d).iter().sum::<f64>() / n as f64).collect();
+    let vars: Vec<f64> = inputs
+        .iter()
+        .zip(&means)
+        .map(|(d, m)| plane(d).iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64)
+        .collect();
+    let tensors = inputs.iter().map(|d| Ok(Tensor::from_vec(d.clone(), (batch, planes, BOARD, BOARD), &Device::Cpu)?));
+    assert_eq!(model.settle_batch_norms(tensors).unwrap(), 3);
+    let stat = |name: &str| -> f64 {
+        let var = model.tensors().into_iter().find(|(n, _)| n == name).unwrap().1;
+        var.as_tensor().to_vec1::<f32>().unwrap()[3] as f64
+    };
+    let (mean, var) = (means.iter().sum::<f64>() / 3.0, vars.iter().sum::<f64>() / 3.0);
+    assert!((stat("bn0.running_mean") - mean).abs() < 1e-5, "{} against {mean}", stat("bn0.running_mean"));
+    assert!((stat("bn0.running_var") - var).abs() < 1e-5, "{} against {var}", stat("bn0.running_var"));
+}

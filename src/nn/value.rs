@@ -13,6 +13,7 @@ use candle_nn::{Init, VarBuilder};
 
 use super::layers::{flatten, Conv, Linear};
 use super::policy::SeedTrunk;
+use super::resnet::Block;
 use super::{conv_stack, Net, Output, POINTS};
 
 /// The seed's value net.
@@ -58,15 +59,23 @@ impl Net for ValueNet {
 /// Head: a 1×1 convolution to 2 planes with ReLU, 722 → 64 with ReLU,
 /// 64 → 1, sigmoid (AlphaGo Zero's value head, narrower).
 ///
-/// [`ValueHeads`] says which heads sit beside the value head.
+/// [`ValueHeads`] says which heads sit beside the value head. Between the
+/// trunk and the heads there may be a tower of residual blocks of the
+/// trunk's 32 channels (`policy-value-tower:N`): the trunk sees 9×9 around
+/// each point, too little to tell a large group's life, and each block
+/// widens that by 4. The blocks start as the identity, so a tower net
+/// started from a `policy-value-ownership` file begins as that net.
 ///
-/// Tensors: the trunk's (`bn0.*`, `convs.{0..3}.*`, `bns.{0..3}.*`), then
+/// Tensors: the trunk's (`bn0.*`, `convs.{0..3}.*`, `bns.{0..3}.*`), the
+/// tower's `tower.{i}.conv{1,2}.weight` (32, 32, 3, 3) and
+/// `tower.{i}.bn{1,2}.*`, then
 /// `value.conv.{weight,bias}` (2, 32, 1, 1), `value.fc1.*` (64, 722),
 /// `value.fc2.*` (1, 64), with the ownership head
 /// `ownership.conv.{weight,bias}` (1, 32, 1, 1), and with the margin
 /// `value.margin.weight` (1, 1).
 pub struct TrunkValueNet {
     trunk: SeedTrunk,
+    tower: Vec<Block>,
     conv: Conv,
     fc1: Linear,
     fc2: Linear,
@@ -96,8 +105,13 @@ pub enum ValueHeads {
 }
 
 impl TrunkValueNet {
-    pub fn new(vb: VarBuilder, planes: usize, heads: ValueHeads) -> Result<TrunkValueNet> {
+    /// The net for `planes` input planes with `tower` residual blocks on
+    /// the trunk.
+    pub fn new(vb: VarBuilder, planes: usize, heads: ValueHeads, tower: usize) -> Result<TrunkValueNet> {
         let trunk = SeedTrunk::new(&vb, planes)?;
+        let tower = (0..tower)
+            .map(|i| Block::new(vb.pp(format!("tower.{i}")), SeedTrunk::CHANNELS, 0.0))
+            .collect::<Result<_>>()?;
         let head = vb.pp("value");
         let conv = Conv::new(head.pp("conv"), SeedTrunk::CHANNELS, 2, 1, true, true)?;
         let fc1 = Linear::new(head.pp("fc1"), 2 * POINTS, 64)?;
@@ -111,7 +125,7 @@ impl TrunkValueNet {
             ValueHeads::Margin => Some(head.pp("margin").get_with_hints((1, 1), "weight", Init::Const(0.0))?),
             _ => None,
         };
-        Ok(TrunkValueNet { trunk, conv, fc1, fc2, ownership, margin })
+        Ok(TrunkValueNet { trunk, tower, conv, fc1, fc2, ownership, margin })
     }
 }
 
@@ -120,7 +134,10 @@ impl TrunkValueNet {
     /// head runs only when asked for or read by the margin, so that play
     /// (value only) does not pay for it.
     fn heads(&self, x: &Tensor, train: bool, want_ownership: bool) -> Result<(Tensor, Option<Tensor>)> {
-        let h = self.trunk.forward(x, train)?;
+        let mut h = self.trunk.forward(x, train)?;
+        for block in &self.tower {
+            h = block.forward(&h, train)?;
+        }
         let ownership = match &self.ownership {
             Some(conv) if want_ownership || self.margin.is_some() => Some(flatten(&conv.forward(&h)?)?.tanh()?),
             _ => None,

@@ -1119,9 +1119,10 @@ mod tests {
         assert!(game.is_legal(Color::Black, report.best));
     }
 
-    /// The shipped value net, which has an ownership head.
-    fn shipped_value_net() -> NetEval {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("nets/value.safetensors");
+    /// A shipped value net (`value` or `value-tower`); both have an
+    /// ownership head.
+    fn shipped_value_net(name: &str) -> NetEval {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("nets/{name}.safetensors"));
         NetEval::load(&path, &Device::Cpu, crate::nn::Output::WinProb).unwrap()
     }
 
@@ -1150,7 +1151,7 @@ mod tests {
         // Each leaf's value for Black, who moved into it.
         let leaf_values = |score: f32| {
             let config = MctsConfig { score, rollout_depth: 0, iterations: 1, ..MctsConfig::default() };
-            let mut mcts = Mcts::new(config, None, Some(shipped_value_net()), None).unwrap();
+            let mut mcts = Mcts::new(config, None, Some(shipped_value_net("value")), None).unwrap();
             mcts.search(&game, None).unwrap();
             let values = mcts.simulate_and_value(&[&capture, &quiet], Symmetry::IDENTITY).unwrap();
             (values[0], values[1])
@@ -1172,8 +1173,9 @@ mod tests {
         let err = Mcts::new(config.clone(), None, Some(random_net(Arch::Value, 3)), None).err().unwrap();
         assert!(err.to_string().contains("no ownership head"), "{err}");
         assert!(Mcts::new(MctsConfig { leaf: LeafEval::Stones, ..config.clone() }, None, None, None).is_err());
-        assert!(Mcts::new(MctsConfig { score: 1.5, ..config.clone() }, None, Some(shipped_value_net()), None).is_err());
-        assert!(Mcts::new(config, None, Some(shipped_value_net()), None).is_ok());
+        assert!(Mcts::new(MctsConfig { score: 1.5, ..config.clone() }, None, Some(shipped_value_net("value")), None)
+            .is_err());
+        assert!(Mcts::new(config, None, Some(shipped_value_net("value-tower")), None).is_ok());
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub struct Schedule {
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
     /// The net: `policy`, `playout`, `value`, `policy-value`,
-    /// `policy-value-ownership`, `policy-value-margin`, `resnet-policy:BxF`,
-    /// `resnet-value:BxF`.
+    /// `policy-value-ownership`, `policy-value-margin`,
+    /// `policy-value-tower:BLOCKS`, `resnet-policy:BxF`, `resnet-value:BxF`.
     pub net: String,
     /// Dataset folder written by `go-train prepare`.
     pub data: PathBuf,
@@ -74,9 +74,15 @@ pub struct TrainConfig {
     pub linear_scaling: bool,
     /// Weight of the ownership loss (mean squared error over the points)
     /// beside the value loss, for nets with an ownership head
-    /// (`policy-value-ownership`, `policy-value-margin`).
+    /// (`policy-value-ownership`, `policy-value-margin`, `policy-value-tower:N`).
     #[serde(default = "default_ownership_weight")]
     pub ownership_weight: f64,
+    /// Before each epoch's validation, set the batch norms' running
+    /// averages to the mean over this many training batches
+    /// ([`crate::nn::Model::settle_batch_norms`]); 0 (the default) keeps
+    /// what training leaves, an average over the last ten batches or so.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_norm_batches: usize,
     pub optimizer: OptimizerConfig,
     pub schedule: Schedule,
 }
@@ -87,6 +93,10 @@ fn default_tf32() -> bool {
 
 fn default_ownership_weight() -> f64 {
     1.0
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The seed's settings for the three nets, compiled in so that a run from

@@ -189,6 +189,13 @@ pub fn train(
             continue;
         }
         let trained_for = started.elapsed().as_secs_f64();
+        if config.batch_norm_batches > 0 {
+            // Other batches than the epoch's last ones: the next epoch's.
+            let options = BatchOptions { epoch: epoch + 1, ranks: (0, 1), ..options };
+            let inputs = dataset.batches(Split::Train, &options).take(config.batch_norm_batches);
+            model
+                .settle_batch_norms(inputs.map(|batch| Ok(batch_tensors(&model, &batch?, dataset.board_size())?.0)))?;
+        }
         let validation = evaluate(&model, &dataset, Split::Validation, 500, config.validation_positions)?;
         let metrics = EpochMetrics {
             epoch: epoch + 1,

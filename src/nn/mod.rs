@@ -293,13 +293,17 @@ impl Model {
     /// and the net's answers in evaluation mode move with it from epoch to
     /// epoch ("precise batch norm", Wu & Johnson 2021). Each batch's own
     /// statistics are read back from how the running average moved, so the
-    /// layers' update stays the only one. Returns the batches used.
+    /// layers' update stays the only one. Returns the batches used: none
+    /// for a net without batch norms, which has nothing to settle.
     pub fn settle_batch_norms(
         &self,
         inputs: impl IntoIterator<Item = anyhow::Result<Tensor>>,
     ) -> anyhow::Result<usize> {
         let statistics: Vec<Var> =
             self.tensors().into_iter().filter(|(n, _)| is_statistic(n)).map(|(_, v)| v).collect();
+        if statistics.is_empty() {
+            return Ok(0);
+        }
         let read = || statistics.iter().map(|v| v.as_tensor().copy()).collect::<Result<Vec<_>>>();
         let mut sums: Option<Vec<Tensor>> = None;
         let mut batches = 0;

@@ -476,4 +476,8 @@ fn settled_batch_norms_hold_the_mean_of_the_batches_statistics() {
     let (mean, var) = (means.iter().sum::<f64>() / 3.0, vars.iter().sum::<f64>() / 3.0);
     assert!((stat("bn0.running_mean") - mean).abs() < 1e-5, "{} against {mean}", stat("bn0.running_mean"));
     assert!((stat("bn0.running_var") - var).abs() < 1e-5, "{} against {var}", stat("bn0.running_var"));
+    // The seed's value net has no batch norm: nothing to run.
+    let plain = Model::new(Arch::Value, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
+    let inputs = inputs.iter().map(|d| Ok(Tensor::from_vec(d.clone(), (batch, planes, BOARD, BOARD), &Device::Cpu)?));
+    assert_eq!(plain.settle_batch_norms(inputs).unwrap(), 0);
 }

@@ -7,7 +7,9 @@
 //! ops, except the convolution's backward pass ([`super::conv_grad`]);
 //! candle's ops are also the reference the fused ops are tested against.
 
-use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var, D};
+use candle_core::{
+    CpuStorage, CustomOp2, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var, D,
+};
 use candle_nn::{Init, Module, VarBuilder};
 
 use super::kernels::{self, ConvGeom, Norm, Planes};
@@ -406,6 +408,56 @@ impl Linear {
     }
 }
 
+/// `relu(x + skip)`: the end of a residual block.
+///
+/// On the CPU this is one pass of our own. Candle's elementwise ops hand
+/// tensors of 64 Ki elements or more (a batch of 8 leaves of 32 channels
+/// already) to its barrier pool, whose caller spins until the pool's
+/// threads are done; beside the search's own threads, a match's other
+/// game or a training run, that spinning made a value net with two
+/// residual blocks cost MCTS 1.9 times the time of one without them,
+/// where the blocks add 1.2 times the arithmetic (`bench search`,
+/// docs/value-net.md).
+pub fn residual_relu(x: &Tensor, skip: &Tensor) -> Result<Tensor> {
+    if fused(x) {
+        x.contiguous()?.apply_op2(&skip.contiguous()?, ResidualRelu)
+    } else {
+        (x + skip)?.relu()
+    }
+}
+
+/// The fused op of [`residual_relu`]: arguments (x, skip).
+struct ResidualRelu;
+
+impl CustomOp2 for ResidualRelu {
+    fn name(&self) -> &'static str {
+        "go-train-residual-relu"
+    }
+
+    fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, ss: &CpuStorage, sl: &Layout) -> Result<(CpuStorage, Shape)> {
+        if xl.shape() != sl.shape() {
+            candle_core::bail!("residual: input {:?} and skip {:?} differ", xl.shape(), sl.shape());
+        }
+        let (x, skip) = (cpu_slice(xs, xl, "residual input")?, cpu_slice(ss, sl, "residual skip")?);
+        let y = x.iter().zip(skip).map(|(a, b)| (a + b).max(0.0)).collect();
+        Ok((CpuStorage::F32(y), xl.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, skip: &Tensor, y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let dy = dy.contiguous()?;
+        let (yv, dyv) = (CpuView::new(y), CpuView::new(&dy));
+        let passed: Vec<f32> = yv
+            .slice("residual output")?
+            .iter()
+            .zip(dyv.slice("residual gradient")?)
+            .map(|(y, g)| if *y > 0.0 { *g } else { 0.0 })
+            .collect();
+        let passed = cpu_tensor(passed, y.shape())?;
+        let dx = if x.track_op() { Some(passed.clone()) } else { None };
+        Ok((dx, skip.track_op().then_some(passed)))
+    }
+}
+
 /// Flattens (batch, c, h, w) to (batch, c·h·w), as PyTorch's `flatten(1)`.
 pub fn flatten(x: &Tensor) -> Result<Tensor> {
     x.flatten_from(1)
@@ -487,6 +539,29 @@ mod tests {
     fn device_conv_gradients_match_candle_conv2d() {
         let cases = [(3, true, true, 3, 5, 6), (3, false, false, 16, 8, 7), (1, true, false, 8, 2, 7)];
         check_conv_against_candle(&crate::nn::test_device(), &cases, true);
+    }
+
+    /// The fused residual end matches candle's `relu(x + skip)`, output and
+    /// both gradients, on a tensor large enough (8×32×19×19) that candle
+    /// would hand it to its own thread pool.
+    #[test]
+    fn fused_residual_relu_matches_candle() {
+        // Multiples of 1/64, x shifted by 1/256: no sum is exactly 0, where
+        // candle's ReLU passes the gradient and PyTorch's (and ours) not.
+        let grid = |shift: f64| {
+            rand_input((8, 32, 19, 19)).affine(64.0, 0.0).unwrap().floor().unwrap().affine(1.0 / 64.0, shift).unwrap()
+        };
+        let x = Var::from_tensor(&grid(1.0 / 256.0)).unwrap();
+        let skip = Var::from_tensor(&grid(0.0)).unwrap();
+        let wts = rand_input((8, 32, 19, 19));
+        let (yf, gf) = run(|x| residual_relu(x, skip.as_tensor()), &x, &wts);
+        let (yr, gr) = run(|x| (x + skip.as_tensor())?.relu(), &x, &wts);
+        assert!(max_diff(&yf, &yr) == 0.0, "forward");
+        let positive =
+            yf.gt(0.0).unwrap().to_dtype(DType::F32).unwrap().mean_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(positive > 0.3 && positive < 0.7, "both sides of the ReLU tested: {positive}");
+        assert!(grad_diff(&gf, x.as_tensor(), &gr, x.as_tensor()) == 0.0, "input gradient");
+        assert!(grad_diff(&gf, skip.as_tensor(), &gr, skip.as_tensor()) == 0.0, "skip gradient");
     }
 
     /// Fused batch norm matches the reference in both modes, including the

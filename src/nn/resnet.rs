@@ -21,7 +21,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 use serde::{Deserialize, Serialize};
 
-use super::layers::{flatten, log_softmax, BatchNorm, Conv, Linear};
+use super::layers::{flatten, log_softmax, residual_relu, BatchNorm, Conv, Linear};
 use super::{mask_occupied, Net, Output, MOVES, POINTS};
 
 /// What a residual net predicts.
@@ -73,7 +73,7 @@ impl Block {
     pub(super) fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let h = self.bn1.forward(&self.conv1.forward(x)?, train)?;
         let h = self.bn2.forward(&self.conv2.forward(&h)?, train)?;
-        (h + x)?.relu()
+        residual_relu(&h, x)
     }
 }
 

@@ -132,11 +132,11 @@ pub struct MctsConfig {
     /// counted from the root's prediction ([`score_value`]). Where the win
     /// probability stays flat, far ahead or far behind, the score still
     /// tells a move that keeps the lead from one that gives it away: the
-    /// leads go-train let melt in its lost matches (README, *Playing
-    /// strength*) went while the value net gave it 90%. 0: the win
-    /// probability alone. Needs a value net with an ownership head. With
-    /// the shipped nets, 0.25 won 7 of 22 against GnuGo level 10 (README):
-    /// no gain, so it is off by default.
+    /// leads go-train let melt in its lost matches (docs/strength.md)
+    /// went while the value net gave it 90%. 0: the win probability alone.
+    /// Needs a value net with an ownership head. With the shipped nets,
+    /// 0.25 won 7 of 22 against GnuGo level 10 (README): no gain, so it is
+    /// off by default.
     pub score: f32,
     /// Show the nets each batch of leaves through one of the 8 symmetries,
     /// drawn at random (AlphaGo's and Leela Zero's search do): a node's

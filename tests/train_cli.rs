@@ -185,6 +185,14 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("between 0 and 1"));
     let no_value = go_train(&["eval", "--data", s(&data), "--policy", s(&policy), "--mix", "1"]);
     assert!(!no_value.status.success() && String::from_utf8_lossy(&no_value.stderr).contains("give --value"));
+    // Tactical playouts score the same positions and name
+    // themselves; without --mix they are refused.
+    let out = ok(&[&value_eval[..], &["--mix", "1", "--mix-playouts", "4", "--mix-tactics", "--json"]].concat());
+    let tactical: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tactical["mixed"]["tactics"], true, "{tactical}");
+    assert_eq!(tactical["mixed"]["report"]["overall"]["positions"], mixed["positions"], "{tactical}");
+    let no_mix = go_train(&[&value_eval[..], &["--mix-tactics"]].concat());
+    assert!(!no_mix.status.success() && String::from_utf8_lossy(&no_mix.stderr).contains("give --mix"));
 
     play_with_the_trained_nets(dir.path(), &policy, &playout, &value);
 }

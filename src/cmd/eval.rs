@@ -12,7 +12,7 @@ use go_train::eval::baseline::OwnershipBaseline;
 use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, mixed_by_phase, Report};
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
-use go_train::search::ownership::Ownership;
+use go_train::search::ownership::{LeafMix, Ownership};
 
 /// Measure trained nets on held-out positions or in games.
 ///
@@ -105,6 +105,9 @@ pub struct Args {
     /// Random playouts per position for --mix.
     #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mix_playouts: usize,
+    /// Random playouts for --mix that answer ataris (`mix-tactics=on`).
+    #[arg(long)]
+    mix_tactics: bool,
     /// Average each prediction over the 8 symmetries of the board (8x slower).
     #[arg(long)]
     symmetries: bool,
@@ -131,6 +134,8 @@ pub fn run(args: Args) -> Result<()> {
         if n.value.is_none() {
             bail!("--mix mixes a value net's predictions with random playouts: give --value");
         }
+    } else if args.mix_tactics {
+        bail!("--mix-tactics chooses the playouts --mix mixes in: give --mix");
     }
     go_train::nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
@@ -154,7 +159,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         let mixed = match (role, args.mix) {
             ("value", Some(lambda)) => {
-                let setting = (lambda, args.mix_playouts);
+                let setting = LeafMix { lambda, playouts: args.mix_playouts, tactical: args.mix_tactics };
                 Some(mixed_by_phase(&model, &dataset, args.split, args.batch, args.limit, setting)?)
             }
             _ => None,
@@ -166,7 +171,7 @@ pub fn run(args: Args) -> Result<()> {
                 "ownership_baseline": baseline.as_ref().map(|(f, r)| serde_json::json!({
                     "slope": f.slope, "white": f.white, "bias": f.bias, "report": r})),
                 "mixed": mixed.as_ref().map(|r| serde_json::json!({
-                    "mix": args.mix, "playouts": args.mix_playouts, "report": r})),
+                    "mix": args.mix, "playouts": args.mix_playouts, "tactics": args.mix_tactics, "report": r})),
             });
             println!("{value}");
         } else {
@@ -180,8 +185,9 @@ pub fn run(args: Args) -> Result<()> {
             }
             if let Some(r) = &mixed {
                 let what = format!(
-                    "value net mixed with {} random playouts (λ = {})",
+                    "value net mixed with {} random playouts{} (λ = {})",
                     args.mix_playouts,
+                    if args.mix_tactics { " answering ataris" } else { "" },
                     args.mix.unwrap_or(0.0)
                 );
                 print_report(&what, &file.display().to_string(), args.split, r);

@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
 use crate::go::{Color, Game, Rules, Vertex};
-use crate::search::ownership::Ownership;
+use crate::search::ownership::{LeafMix, Ownership};
 
 /// Playouts per position: the margin's noise is far below the
 /// logistic's slope at this count, and 19×19 costs about a millisecond.
@@ -64,20 +64,8 @@ pub fn position(batch: &Batch, row: usize, size: usize) -> Result<Game> {
 /// Each value of the side to move in `batch`, mixed with `playouts` random
 /// playouts from its position as an MCTS leaf mixes them
 /// ([`Ownership::mix`]), with komi 7.5.
-pub fn mix_with_playouts(
-    values: &[f32],
-    batch: &Batch,
-    size: usize,
-    (lambda, playouts): (f32, usize),
-) -> Result<Vec<f32>> {
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let game = position(batch, i, size)?;
-            Ok(Ownership::estimate(&game, playouts, i as u64).mix(v, game.to_move(), lambda))
-        })
-        .collect()
+pub fn mix_with_playouts(values: &[f32], batch: &Batch, size: usize, mix: LeafMix) -> Result<Vec<f32>> {
+    values.iter().enumerate().map(|(i, &v)| Ok(mix.value(&position(batch, i, size)?, v, i as u64))).collect()
 }
 
 /// What the logistic reads of one position: the area margin of the side

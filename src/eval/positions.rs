@@ -10,6 +10,7 @@ use crate::dataset::MANIFEST;
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
 use crate::features::Symmetry;
 use crate::nn::{Model, Output};
+use crate::search::ownership::LeafMix;
 
 /// What a net scores on a set of positions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -170,7 +171,7 @@ pub fn mixed_by_phase(
     split: Split,
     batch_size: usize,
     limit: u64,
-    mix: (f32, usize),
+    mix: LeafMix,
 ) -> Result<Report> {
     check_inputs(model, dataset)?;
     let size = dataset.board_size();

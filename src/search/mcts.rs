@@ -32,7 +32,7 @@ use rand_pcg::Pcg64Mcg;
 use super::analysis::{Analysis, MoveInfo};
 use super::net_agent::{choose_move, scored_moves};
 use super::nets::NetEval;
-use super::ownership::Ownership;
+use super::ownership::{LeafMix, Ownership};
 use super::random::RandomAgent;
 use super::restrict::{self, MoveFilter};
 use super::tactics;
@@ -126,6 +126,8 @@ pub struct MctsConfig {
     pub mix: f32,
     /// Random playouts per leaf when `mix` is above 0.
     pub mix_playouts: usize,
+    /// Whether those playouts answer ataris ([`LeafMix::tactical`]).
+    pub mix_tactics: bool,
     /// Weight of the score in a leaf's value, beside the win probability
     /// (KataGo's dynamic score utility): the value of what the leaf's side
     /// gained in the area margin the value net's ownership head predicts,
@@ -167,6 +169,7 @@ impl Default for MctsConfig {
             tactics: false,
             mix: 0.0,
             mix_playouts: 8,
+            mix_tactics: false,
             score: 0.0,
             random_symmetry: false,
             time: None,
@@ -629,8 +632,9 @@ impl Mcts {
     /// a net trained on games decided by resignation is weakest, and take
     /// big groups without two eyes, which a value net may not see.
     fn mix_with_playouts(&mut self, games: &[Game], values: Vec<f32>) -> Vec<f32> {
-        let lambda = self.config.mix;
-        if lambda <= 0.0 {
+        let c = &self.config;
+        let mix = LeafMix { lambda: c.mix, playouts: c.mix_playouts, tactical: c.mix_tactics };
+        if mix.lambda <= 0.0 {
             return values;
         }
         games
@@ -640,7 +644,7 @@ impl Mcts {
                 if g.is_over() {
                     return v;
                 }
-                Ownership::estimate(g, self.config.mix_playouts, self.rng.next_u64()).mix(v, g.to_move(), lambda)
+                mix.value(g, v, self.rng.next_u64())
             })
             .collect()
     }
@@ -843,8 +847,10 @@ impl Agent for Mcts {
         }
         if c.mix > 0.0 {
             name.push_str(&format!(
-                " mixed with {} random playouts (λ {}, as the board settles)",
-                c.mix_playouts, c.mix
+                " mixed with {} random playouts{} (λ {}, as the board settles)",
+                c.mix_playouts,
+                if c.mix_tactics { " answering ataris" } else { "" },
+                c.mix
             ));
         }
         if c.fpu_reduction > 0.0 {

@@ -22,6 +22,29 @@ use crate::go::{Board, Cell, Color, Game, Point, Rules, Score, Vertex};
 /// and a few milliseconds on 19×19.
 pub const DEFAULT_PLAYOUTS: usize = 200;
 
+/// How a leaf's value is mixed with random playouts from its position
+/// (`mix=λ`, `mix-playouts=n`, `mix-tactics=on`): what MCTS leaves and
+/// `eval --mix` share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LeafMix {
+    /// The playouts' weight on a settled board ([`Ownership::mix`]).
+    pub lambda: f32,
+    /// Playouts per leaf.
+    pub playouts: usize,
+    /// Playouts that answer ataris ([`RandomAgent::tactical`]) rather than
+    /// the judging playouts that score games.
+    pub tactical: bool,
+}
+
+impl LeafMix {
+    /// `value`, the value of `game`'s position for its side to move, mixed
+    /// with playouts seeded by `seed`.
+    pub fn value(&self, game: &Game, value: f32, seed: u64) -> f32 {
+        let mut agent = if self.tactical { RandomAgent::tactical(seed) } else { RandomAgent::judging(seed) };
+        Ownership::from_playouts(game, self.playouts, &mut agent).mix(value, game.to_move(), self.lambda)
+    }
+}
+
 /// The share of playouts in which Black owned each point.
 #[derive(Clone, Debug)]
 pub struct Ownership {
@@ -36,8 +59,14 @@ pub struct Ownership {
 
 impl Ownership {
     /// Runs `playouts` random playouts from the position of `game`, with the
-    /// side to move first; `seed` makes the estimate reproducible.
+    /// side to move first, by the judging agent ([`RandomAgent::judging`]);
+    /// `seed` makes the estimate reproducible.
     pub fn estimate(game: &Game, playouts: usize, seed: u64) -> Ownership {
+        Ownership::from_playouts(game, playouts, &mut RandomAgent::judging(seed))
+    }
+
+    /// As [`Ownership::estimate`], with the playouts played by `agent`.
+    pub fn from_playouts(game: &Game, playouts: usize, agent: &mut RandomAgent) -> Ownership {
         let board = game.board();
         let size = board.size();
         // A fresh game from the same stones: the real game may be over (two
@@ -48,14 +77,13 @@ impl Ownership {
         start.setup(&stones).expect("stones of a board lie on it");
         start.set_to_move(game.to_move());
 
-        let mut agent = RandomAgent::judging(seed);
         let mut black = vec![0f32; size * size];
         let mut black_wins = 0f32;
         let playouts = playouts.max(1);
         let mut g = start.clone();
         for _ in 0..playouts {
             g.copy_from(&start);
-            playout(&mut g, &mut agent, 4 * size * size);
+            playout(&mut g, agent, 4 * size * size);
             let mut margin = 0f32;
             for (i, owner) in area_owners(g.board()).into_iter().enumerate() {
                 match owner {

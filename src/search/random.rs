@@ -1,7 +1,8 @@
 //! The baseline agent: a uniformly random legal move that does not fill one
 //! of its own eyes (the seed design's random player), and random playouts.
 
-use crate::go::{Cell, Game, Move, Point};
+use super::tactics::urgent_points;
+use crate::go::{Cell, ColoredMove, Game, Move, Point};
 
 /// wyrand (Wang Yi's generator): 64 bits of state, and an addition and one
 /// 64×64→128-bit multiply per number, about half the work of PCG-64's
@@ -41,13 +42,21 @@ pub struct RandomAgent {
     /// Also refuses moves that put a string of [`SEKI_STRING`] or more
     /// stones into atari without capturing ([`RandomAgent::judging`]).
     spare_seki: bool,
+    /// Answers ataris the last move made before playing at random
+    /// ([`RandomAgent::tactical`]).
+    answer_ataris: bool,
     /// Candidate points, reused between calls to avoid allocation.
     candidates: Vec<Point>,
 }
 
 impl RandomAgent {
     pub fn new(seed: u64) -> RandomAgent {
-        RandomAgent { rng: WyRand::new(seed), spare_seki: false, candidates: Vec::with_capacity(361) }
+        RandomAgent {
+            rng: WyRand::new(seed),
+            spare_seki: false,
+            answer_ataris: false,
+            candidates: Vec::with_capacity(361),
+        }
     }
 
     /// The playouts that judge life and death (scoring, ownership, mixed
@@ -60,6 +69,18 @@ impl RandomAgent {
     /// the same reason.
     pub fn judging(seed: u64) -> RandomAgent {
         RandomAgent { spare_seki: true, ..RandomAgent::new(seed) }
+    }
+
+    /// As [`RandomAgent::judging`], and first answering the last move the
+    /// way MoGo's playouts did (Gelly et al. 2006): capture the string that
+    /// moved if it is left in atari, or extend an own string it put in
+    /// atari where that gives two or more liberties. Uniform playouts let a
+    /// string in atari be taken or saved by chance, so they misjudge the
+    /// capturing races that decide the engine's games against GnuGo
+    /// (docs/value-net.md); these play the obvious answer, at the cost of a
+    /// look at the last move's four neighbours per move.
+    pub fn tactical(seed: u64) -> RandomAgent {
+        RandomAgent { answer_ataris: true, ..RandomAgent::judging(seed) }
     }
 
     /// A uniform integer in `0..n` (Lemire's multiply-shift; the bias is
@@ -90,6 +111,11 @@ impl RandomAgent {
         let acceptable = |p: Point| {
             !board.is_eye(p, color) && game.check_point(p, color).is_ok() && !(spare_seki && big_self_atari(p))
         };
+        if self.answer_ataris {
+            if let Some(p) = self.atari_answer(game, &acceptable) {
+                return Some(p);
+            }
+        }
         // Most draws succeed at once: first try a few draws straight from
         // the board's list (rejection sampling, uniform over the acceptable
         // points) and copy the list only when they all fail.
@@ -100,19 +126,63 @@ impl RandomAgent {
                 return Some(p);
             }
         }
-        self.candidates.clear();
-        self.candidates.extend(board.empty_points());
-        // Draw without replacement: a rejected point is swapped out of the
-        // live range, so every acceptable point is equally likely.
-        let mut live = self.candidates.len();
+        let mut candidates = std::mem::take(&mut self.candidates);
+        candidates.clear();
+        candidates.extend(board.empty_points());
+        let point = self.draw(&mut candidates, &acceptable);
+        self.candidates = candidates;
+        point
+    }
+}
+
+impl RandomAgent {
+    /// A point answering the atari situation the last move left
+    /// ([`RandomAgent::tactical`]), drawn uniformly among those `acceptable`
+    /// allows; `None` when the last move left none (or was a pass). A game
+    /// with no move yet (a playout's start, set up from a position's stones)
+    /// has no last move to answer, so every capture and rescue on the board
+    /// is an answer ([`urgent_points`]).
+    fn atari_answer(&mut self, game: &Game, acceptable: &impl Fn(Point) -> bool) -> Option<Point> {
+        let board = game.board();
+        let color = game.to_move();
+        let last = match game.recent_moves(1).next() {
+            Some(&ColoredMove { mv: Move::Play(v), color: c }) if c != color => board.point(v),
+            None => return self.draw(&mut urgent_points(game), acceptable),
+            _ => return None,
+        };
+        // At most one capture and four extensions.
+        let mut answers = [Point(0); 5];
+        let mut n = 0;
+        if let Some(l) = board.atari_liberty(last) {
+            answers[n] = l;
+            n += 1;
+        }
+        for q in board.neighbors(last) {
+            if board.color_at(q) != Some(color) {
+                continue;
+            }
+            let Some(l) = board.atari_liberty(q) else { continue };
+            let saves = board.move_outcome(l, color).is_some_and(|o| o.captured > 0 || o.liberties >= 2);
+            if saves && !answers[..n].contains(&l) {
+                answers[n] = l;
+                n += 1;
+            }
+        }
+        self.draw(&mut answers[..n], acceptable)
+    }
+
+    /// A point drawn uniformly among the `acceptable` ones of `points`
+    /// (without replacement: a rejected point is swapped out of the live
+    /// range), `None` when none is.
+    fn draw(&mut self, points: &mut [Point], acceptable: &impl Fn(Point) -> bool) -> Option<Point> {
+        let mut live = points.len();
         while live > 0 {
             let i = self.below(live);
-            let p = self.candidates[i];
-            if acceptable(p) {
-                return Some(p);
+            if acceptable(points[i]) {
+                return Some(points[i]);
             }
             live -= 1;
-            self.candidates.swap(i, live);
+            points.swap(i, live);
         }
         None
     }
@@ -150,7 +220,8 @@ pub fn playout(game: &mut Game, agent: &mut RandomAgent, max_moves: usize) -> Pl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go::{Rules, Score};
+    use crate::go::{Color, Rules, Score};
+    use crate::search::tactics::game_after;
 
     #[test]
     fn playouts_end_legally_with_no_empty_point_left_but_eyes() {
@@ -179,10 +250,11 @@ mod tests {
 
     #[test]
     fn every_board_size_plays_out_legally() {
-        for size in [2, 3, 4, 5, 7, 9, 13, 19, 25] {
+        for (size, tactical) in [2, 3, 4, 5, 7, 9, 13, 19, 25].into_iter().flat_map(|s| [(s, false), (s, true)]) {
             for seed in 0..3 {
                 let mut game = Game::new(size, Rules::CHINESE);
-                let stats = playout(&mut game, &mut RandomAgent::new(seed), 3 * size * size);
+                let mut agent = if tactical { RandomAgent::tactical(seed) } else { RandomAgent::new(seed) };
+                let stats = playout(&mut game, &mut agent, 3 * size * size);
                 game.board().check_invariants().unwrap_or_else(|e| panic!("{size}x{size}: {e}"));
                 let mut replay = Game::new(size, Rules::CHINESE);
                 for m in game.moves() {
@@ -198,6 +270,69 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The vertex names of the moves `agent` chooses in `game` over 40 calls.
+    fn choices(agent: &mut RandomAgent, game: &Game) -> std::collections::BTreeSet<String> {
+        (0..40).map(|_| agent.select(game).to_gtp(game.size())).collect()
+    }
+
+    /// The stones of the position after `moves`, set up in a game with no
+    /// move played: how a playout from a leaf starts.
+    fn set_up_after(size: usize, moves: &str, to_move: Color) -> Game {
+        let played = game_after(size, moves);
+        let b = played.board();
+        let stones: Vec<_> = b.points().filter_map(|p| b.color_at(p).map(|c| (b.vertex(p), Some(c)))).collect();
+        let mut game = Game::new(size, Rules::CHINESE);
+        game.setup(&stones).unwrap();
+        game.set_to_move(to_move);
+        game
+    }
+
+    // White E5 walks into atari among Black D5, E6 and F5: E4 takes it.
+    const SELF_ATARI: &str = "D5 J1 E6 J2 F5 E5";
+    // White D2 puts Black C3-D3 in atari; E3 extends it to three liberties.
+    const ATARI: &str = "C3 C4 D3 D4 J9 B3 H9 C2 G9 D2";
+
+    #[test]
+    fn tactical_playouts_answer_the_atari_the_last_move_left() {
+        for (moves, answer) in [(SELF_ATARI, "E4"), (ATARI, "E3")] {
+            let game = game_after(9, moves);
+            assert_eq!(game.to_move(), Color::Black);
+            let expected: std::collections::BTreeSet<String> = [answer.to_string()].into();
+            assert_eq!(choices(&mut RandomAgent::tactical(1), &game), expected, "after {moves}");
+            // The judging agent plays it only by chance.
+            assert!(choices(&mut RandomAgent::judging(1), &game).len() > 10, "after {moves}");
+        }
+        // Closed in, the extension leaves one liberty: no answer, random play.
+        let game = game_after(9, &format!("{ATARI} F9 E4 E9 F3 D9 E2"));
+        assert!(choices(&mut RandomAgent::tactical(1), &game).len() > 10);
+    }
+
+    #[test]
+    fn a_playout_from_set_up_stones_answers_every_atari_on_the_board() {
+        // No move to answer: the capture of the string in atari is found
+        // on the whole board.
+        let game = set_up_after(9, SELF_ATARI, Color::Black);
+        assert_eq!(game.moves().count(), 0);
+        let expected: std::collections::BTreeSet<String> = ["E4".to_string()].into();
+        assert_eq!(choices(&mut RandomAgent::tactical(2), &game), expected);
+    }
+
+    #[test]
+    fn tactical_playouts_judge_a_string_in_atari_by_who_is_to_move() {
+        // White E5-E4 in atari (its liberty E3 leads out), Black to move:
+        // Black takes it at once in every tactical playout, so Black owns
+        // E5 in nearly all of them; uniform playouts often let it run.
+        let moves = "D5 E5 D4 E4 F5 J1 F4 J2 E6";
+        let game = set_up_after(9, moves, Color::Black);
+        let e5 = crate::go::Vertex::parse_gtp("E5", 9).unwrap().index(9);
+        let share = |agent: &mut RandomAgent| {
+            super::super::ownership::Ownership::from_playouts(&game, 200, agent).share(e5, Color::Black)
+        };
+        let (tactical, judging) = (share(&mut RandomAgent::tactical(3)), share(&mut RandomAgent::judging(3)));
+        assert!(tactical > 0.95, "tactical playouts: {tactical}");
+        assert!(judging < tactical - 0.1, "judging playouts {judging}, tactical {tactical}");
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub struct AgentSpec {
     pub mix: f32,
     /// MCTS: random playouts per leaf when `mix` is above 0.
     pub mix_playouts: usize,
+    /// MCTS: those playouts answer ataris (`mix-tactics=on`).
+    pub mix_tactics: bool,
     /// MCTS: weight of the predicted score in leaf values (0: none).
     pub score: f32,
     /// MCTS: each batch of leaves seen through a random symmetry.
@@ -116,6 +118,7 @@ impl AgentSpec {
             tactics: mcts.tactics,
             mix: mcts.mix,
             mix_playouts: mcts.mix_playouts,
+            mix_tactics: mcts.mix_tactics,
             score: mcts.score,
             random_symmetry: mcts.random_symmetry,
             time: None,
@@ -151,6 +154,7 @@ impl AgentSpec {
                     bail!("{}: a mixed leaf needs at least one playout (mix=0 turns the mix off)", bad());
                 }
             }
+            "mix-tactics" => self.mix_tactics = parse_switch(value).with_context(bad)?,
             "score" => {
                 self.score = value.parse().with_context(bad)?;
                 check_score(self.score).with_context(bad)?;
@@ -160,7 +164,8 @@ impl AgentSpec {
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
                 "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
-                 expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, score, symmetry, time \
+                 expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, mix-tactics, score, \
+                 symmetry, time \
                  or seed"
             ),
         }
@@ -216,6 +221,7 @@ impl AgentSpec {
             tactics: self.tactics,
             mix: self.mix,
             mix_playouts: self.mix_playouts,
+            mix_tactics: self.mix_tactics,
             score: self.score,
             random_symmetry: self.random_symmetry,
             time: self.time.map(Duration::from_secs_f64),
@@ -335,6 +341,9 @@ mod tests {
         let mixed = "mcts:mix=0.5,mix-playouts=4".parse::<AgentSpec>().unwrap().mcts_config();
         assert_eq!((mixed.mix, mixed.mix_playouts), (0.5, 4));
         assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().mix, 0.0);
+        assert!("mcts:mix=1,mix-tactics=on".parse::<AgentSpec>().unwrap().mcts_config().mix_tactics);
+        assert!(!AgentSpec::new(AgentKind::Mcts).tuned().mcts_config().mix_tactics);
+        assert!("mcts:mix-tactics=maybe".parse::<AgentSpec>().is_err());
         let err = "mcts:mix=1.5".parse::<AgentSpec>().unwrap_err();
         assert!(format!("{err:#}").contains("between 0 and 1"), "{err:#}");
         // No playouts cannot mix anything: refused, not quietly made one.

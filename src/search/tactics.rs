@@ -46,20 +46,23 @@ pub fn urgent_points(game: &Game) -> Vec<Point> {
     points
 }
 
+/// The game after `moves` (GTP vertices), Black first and the colours
+/// alternating: the positions of the search's tactical tests.
+#[cfg(test)]
+pub(crate) fn game_after(size: usize, moves: &str) -> Game {
+    use crate::go::{Color, Move, Rules};
+    let mut game = Game::new(size, Rules::CHINESE);
+    for (i, v) in moves.split_whitespace().enumerate() {
+        let color = if i % 2 == 0 { Color::Black } else { Color::White };
+        game.play(color, Move::parse_gtp(v, size).unwrap()).unwrap();
+    }
+    game
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go::{Color, Move, Rules};
-
-    /// The game after `moves`, Black first and the colours alternating.
-    fn game_after(size: usize, moves: &str) -> Game {
-        let mut game = Game::new(size, Rules::CHINESE);
-        for (i, v) in moves.split_whitespace().enumerate() {
-            let color = if i % 2 == 0 { Color::Black } else { Color::White };
-            game.play(color, Move::parse_gtp(v, size).unwrap()).unwrap();
-        }
-        game
-    }
+    use crate::go::{Color, Rules};
 
     fn names(game: &Game, points: &[Point]) -> Vec<String> {
         let size = game.board().size();

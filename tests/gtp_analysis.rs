@@ -272,3 +272,13 @@ fn raw_net_output_and_gui_extensions_answer_on_the_shipped_nets() {
     assert_eq!(s.answer("kgs-game_over"), "= ");
     assert_eq!(s.answer("list_stones white"), "= D4", "rules changed, the game stayed");
 }
+
+#[test]
+fn gtp_flags_reach_the_search_it_plays() {
+    let mut tuned = Session::start(&[]);
+    let shipped = tuned.answer("gomill-describe_engine");
+    assert!(shipped.contains("mixed with 8 random playouts (λ 1"), "{shipped}");
+    let mut tactical = Session::start(&["--mix-tactics", "on", "--mix-playouts", "4"]);
+    let described = tactical.answer("gomill-describe_engine");
+    assert!(described.contains("mixed with 4 random playouts answering ataris"), "{described}");
+}

@@ -90,6 +90,11 @@ pub struct Args {
     /// MCTS: random playouts per leaf with --mix [default: 8].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mix_playouts: Option<usize>,
+    /// MCTS: the --mix playouts capture a string the last move left in
+    /// atari or save one of their own first, as MoGo's did: on or off
+    /// [default: off].
+    #[arg(long, value_name = "on|off", value_parser = go_train::search::spec::parse_switch)]
+    mix_tactics: Option<bool>,
     /// MCTS: weight of the score in leaf values beside the win probability,
     /// 0 to 1: what the leaf's side gained in the area margin the value
     /// net's ownership head predicts (KataGo's score utility) [default: 0].
@@ -172,6 +177,7 @@ pub fn run(mut args: Args) -> Result<()> {
         tactics: args.tactics.unwrap_or(defaults.tactics),
         mix: args.mix.unwrap_or(defaults.mix),
         mix_playouts: args.mix_playouts.unwrap_or(defaults.mix_playouts),
+        mix_tactics: args.mix_tactics.unwrap_or(defaults.mix_tactics),
         score: args.score.unwrap_or(defaults.score),
         random_symmetry: args.symmetry.unwrap_or(defaults.random_symmetry),
         time: args.time,

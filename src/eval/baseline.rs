@@ -61,8 +61,8 @@ pub fn position(batch: &Batch, row: usize, size: usize) -> Result<Game> {
     Ok(game)
 }
 
-/// Each value of the side to move in `batch`, mixed with `playouts` random
-/// playouts from its position as an MCTS leaf mixes them
+/// Each value of the side to move in `batch`, mixed with `mix.playouts`
+/// random playouts from its position as an MCTS leaf mixes them
 /// ([`Ownership::mix`]), with komi 7.5.
 pub fn mix_with_playouts(values: &[f32], batch: &Batch, size: usize, mix: LeafMix) -> Result<Vec<f32>> {
     values.iter().enumerate().map(|(i, &v)| Ok(mix.value(&position(batch, i, size)?, v, i as u64))).collect()

@@ -542,6 +542,13 @@ impl Board {
         self.ko
     }
 
+    /// Bans `color` from playing at the point of `ko` this turn, as if a ko
+    /// had just been taken: how a position set up from another board keeps
+    /// that board's ban ([`crate::go::Game::restarted`]).
+    pub(super) fn set_ko_point(&mut self, ko: Option<(Point, Color)>) {
+        self.ko = ko;
+    }
+
     /// Stones of the opponent that `color` has captured.
     pub fn captures(&self, color: Color) -> u32 {
         self.captures[color.index()]

@@ -121,6 +121,23 @@ impl Game {
         game
     }
 
+    /// A new game under `rules` from this one's position: its stones, its
+    /// side to move and its simple-ko ban, none of its history. Playouts
+    /// start here: the game itself may be over (two passes), and a ko its
+    /// last move took must stay banned, or the playouts would take it back
+    /// at once for free (the tactical ones, which capture any stone in
+    /// atari, every time). Undoing past the start forgets the ban.
+    pub fn restarted(&self, rules: Rules) -> Game {
+        let board = &self.board;
+        let stones: Vec<(Vertex, Option<Color>)> =
+            board.points().filter_map(|p| board.color_at(p).map(|c| (board.vertex(p), Some(c)))).collect();
+        let mut game = Game::new(board.size(), rules);
+        game.setup(&stones).expect("the stones of a board lie on a board of its size");
+        game.to_move = self.to_move;
+        game.board.set_ko_point(board.ko_point());
+        game
+    }
+
     /// Makes room for `moves` more moves, so that a playout or a search
     /// does not reallocate the history as it goes (clones start empty).
     pub fn reserve(&mut self, moves: usize) {
@@ -421,6 +438,27 @@ mod tests {
         }
         assert_eq!(japanese.check(Color::White, v("E5", 9)), Ok(()));
         assert_eq!(g.check(Color::White, v("E5", 9)), Err(IllegalMove::Superko));
+    }
+
+    #[test]
+    fn a_restarted_game_keeps_the_position_and_its_ko_ban() {
+        // Black's F5 has just taken White's E5 in a ko.
+        let mut g = Game::new(9, Rules::JAPANESE);
+        for (i, m) in ["D5", "E5", "E4", "F4", "E6", "F6", "A1", "G5", "F5"].iter().enumerate() {
+            g.play(if i % 2 == 0 { Color::Black } else { Color::White }, v(m, 9)).unwrap();
+        }
+        let r = g.restarted(Rules::CHINESE);
+        assert_eq!(
+            (r.board().hash(), r.to_move(), r.rules().ko),
+            (g.board().hash(), Color::White, KoRule::PositionalSuperko)
+        );
+        assert_eq!(r.moves().count(), 0);
+        assert_eq!(r.check(Color::White, v("E5", 9)), Err(IllegalMove::Ko));
+        // The ban lasts one turn, as in the game it came from.
+        let mut r = r;
+        r.play(Color::White, v("J9", 9)).unwrap();
+        r.play(Color::Black, v("J8", 9)).unwrap();
+        assert_eq!(r.check(Color::White, v("E5", 9)), Ok(()));
     }
 
     #[test]

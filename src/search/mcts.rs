@@ -283,6 +283,10 @@ impl Mcts {
         if config.mix > 0.0 && config.mix_playouts == 0 {
             bail!("MCTS leaves mixed with random playouts need at least one playout each");
         }
+        if config.mix_tactics && config.mix == 0.0 {
+            // As `eval --mix-tactics` without `--mix`: a setting that would do nothing.
+            bail!("MCTS mix-tactics=on chooses the playouts mixed into leaves: give mix=λ above 0 as well");
+        }
         check_score(config.score)?;
         if config.score > 0.0 {
             match (&value, config.leaf) {
@@ -1182,6 +1186,14 @@ mod tests {
         assert!(Mcts::new(MctsConfig { score: 1.5, ..config.clone() }, None, Some(shipped_value_net("value")), None)
             .is_err());
         assert!(Mcts::new(config, None, Some(shipped_value_net("value-tower")), None).is_ok());
+    }
+
+    #[test]
+    fn tactical_playouts_need_a_mix_to_go_into() {
+        let config = MctsConfig { leaf: LeafEval::Stones, mix_tactics: true, ..MctsConfig::default() };
+        let err = Mcts::new(config.clone(), None, None, None).err().unwrap();
+        assert!(err.to_string().contains("give mix="), "{err}");
+        assert!(Mcts::new(MctsConfig { mix: 1.0, ..config }, None, None, None).is_ok());
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! `scripts/rescore-matches.py` (README).
 
 use super::random::{playout, RandomAgent};
-use crate::go::{Board, Cell, Color, Game, Point, Rules, Score, Vertex};
+use crate::go::{Board, Cell, Color, Game, Point, Rules, Score};
 
 /// Playouts [`Ownership::estimate`] runs when the caller has no opinion:
 /// enough that a clearly dead or clearly alive group is never misjudged,
@@ -67,15 +67,10 @@ impl Ownership {
 
     /// As [`Ownership::estimate`], with the playouts played by `agent`.
     pub fn from_playouts(game: &Game, playouts: usize, agent: &mut RandomAgent) -> Ownership {
-        let board = game.board();
-        let size = board.size();
-        // A fresh game from the same stones: the real game may be over (two
-        // passes), and its history matters little to who owns what.
-        let stones: Vec<(Vertex, Option<Color>)> =
-            board.points().filter_map(|p| board.color_at(p).map(|c| (board.vertex(p), Some(c)))).collect();
-        let mut start = Game::new(size, Rules { komi: game.rules().komi, ..Rules::CHINESE });
-        start.setup(&stones).expect("stones of a board lie on it");
-        start.set_to_move(game.to_move());
+        let size = game.board().size();
+        // The real game may be over (two passes), and its history matters
+        // little to who owns what; its ko ban does.
+        let start = game.restarted(Rules { komi: game.rules().komi, ..Rules::CHINESE });
 
         let mut black = vec![0f32; size * size];
         let mut black_wins = 0f32;
@@ -246,7 +241,7 @@ pub fn estimate_default(game: &Game) -> Ownership {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go::Move;
+    use crate::go::{Move, Vertex};
 
     fn game_from(rows: &[&str]) -> Game {
         let size = rows.len();

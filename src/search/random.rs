@@ -1,7 +1,7 @@
 //! The baseline agent: a uniformly random legal move that does not fill one
 //! of its own eyes (the seed design's random player), and random playouts.
 
-use super::tactics::urgent_points;
+use super::tactics::{answers_atari, urgent_points};
 use crate::go::{Cell, ColoredMove, Game, Move, Point};
 
 /// wyrand (Wang Yi's generator): 64 bits of state, and an addition and one
@@ -78,7 +78,8 @@ impl RandomAgent {
     /// string in atari be taken or saved by chance, so they misjudge the
     /// capturing races that decide the engine's games against GnuGo
     /// (docs/value-net.md); these play the obvious answer, at the cost of a
-    /// look at the last move's four neighbours per move.
+    /// look at the last move's four neighbours per move, and of a scan of
+    /// the whole board for the first.
     pub fn tactical(seed: u64) -> RandomAgent {
         RandomAgent { answer_ataris: true, ..RandomAgent::judging(seed) }
     }
@@ -139,9 +140,10 @@ impl RandomAgent {
     /// A point answering the atari situation the last move left
     /// ([`RandomAgent::tactical`]), drawn uniformly among those `acceptable`
     /// allows; `None` when the last move left none (or was a pass). A game
-    /// with no move yet (a playout's start, set up from a position's stones)
-    /// has no last move to answer, so every capture and rescue on the board
-    /// is an answer ([`urgent_points`]).
+    /// with no move yet has no last move to answer, so every capture and
+    /// rescue on the board is an answer ([`urgent_points`]): a playout's
+    /// start, which [`Game::restarted`] gives the leaf's stones, side to
+    /// move and ko ban but not its last move.
     fn atari_answer(&mut self, game: &Game, acceptable: &impl Fn(Point) -> bool) -> Option<Point> {
         let board = game.board();
         let color = game.to_move();
@@ -162,8 +164,7 @@ impl RandomAgent {
                 continue;
             }
             let Some(l) = board.atari_liberty(q) else { continue };
-            let saves = board.move_outcome(l, color).is_some_and(|o| o.captured > 0 || o.liberties >= 2);
-            if saves && !answers[..n].contains(&l) {
+            if answers_atari(board, l, color, true) && !answers[..n].contains(&l) {
                 answers[n] = l;
                 n += 1;
             }
@@ -277,14 +278,10 @@ mod tests {
         (0..40).map(|_| agent.select(game).to_gtp(game.size())).collect()
     }
 
-    /// The stones of the position after `moves`, set up in a game with no
-    /// move played: how a playout from a leaf starts.
+    /// The position after `moves`, restarted with no move played and
+    /// `to_move` to play: how a playout from a leaf starts.
     fn set_up_after(size: usize, moves: &str, to_move: Color) -> Game {
-        let played = game_after(size, moves);
-        let b = played.board();
-        let stones: Vec<_> = b.points().filter_map(|p| b.color_at(p).map(|c| (b.vertex(p), Some(c)))).collect();
-        let mut game = Game::new(size, Rules::CHINESE);
-        game.setup(&stones).unwrap();
+        let mut game = game_after(size, moves).restarted(Rules::CHINESE);
         game.set_to_move(to_move);
         game
     }
@@ -293,6 +290,8 @@ mod tests {
     const SELF_ATARI: &str = "D5 J1 E6 J2 F5 E5";
     // White D2 puts Black C3-D3 in atari; E3 extends it to three liberties.
     const ATARI: &str = "C3 C4 D3 D4 J9 B3 H9 C2 G9 D2";
+    // The same atari with E4 and F3 White: E3 would leave one liberty, E2.
+    const CLOSED_IN: &str = "C3 C4 D3 D4 J9 B3 H9 E4 G9 F3 F9 C2 E9 D2";
 
     #[test]
     fn tactical_playouts_answer_the_atari_the_last_move_left() {
@@ -304,9 +303,21 @@ mod tests {
             // The judging agent plays it only by chance.
             assert!(choices(&mut RandomAgent::judging(1), &game).len() > 10, "after {moves}");
         }
-        // Closed in, the extension leaves one liberty: no answer, random play.
-        let game = game_after(9, &format!("{ATARI} F9 E4 E9 F3 D9 E2"));
+        // Closed in (E4, F3 White), the extension at E3 leaves one liberty,
+        // E2: no answer, random play.
+        let game = game_after(9, CLOSED_IN);
+        assert_eq!(game.to_move(), Color::Black);
         assert!(choices(&mut RandomAgent::tactical(1), &game).len() > 10);
+    }
+
+    #[test]
+    fn a_playout_does_not_retake_the_ko_its_position_just_took() {
+        // Black's F5 has just taken White's E5 in a ko: F5 is in atari, and
+        // taking it back at once, the only capture on the board, is banned.
+        let game = game_after(9, "D5 E5 E4 F4 E6 F6 A1 G5 F5").restarted(Rules::CHINESE);
+        assert_eq!(game.to_move(), Color::White);
+        let chosen = choices(&mut RandomAgent::tactical(4), &game);
+        assert!(!chosen.contains("E5") && chosen.len() > 10, "{chosen:?}");
     }
 
     #[test]

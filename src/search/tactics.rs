@@ -11,7 +11,7 @@
 //! a self-capture, as a rescue). So the expansion adds these moves to the
 //! policy's favourites.
 
-use crate::go::{Game, Point};
+use crate::go::{Board, Color, Game, Point};
 
 /// The points where the side to move in `game` captures an opponent string
 /// (one in atari), or extends an own string in atari to two or more
@@ -38,19 +38,25 @@ pub fn urgent_points(game: &Game) -> Vec<Point> {
                     _ => {}
                 }
             }
-            (captures || rescues)
-                && board.move_outcome(p, color).is_some_and(|o| o.captured > 0 || (rescues && o.liberties >= 2))
+            (captures || rescues) && answers_atari(board, p, color, rescues)
         })
         .collect();
     points.sort_unstable();
     points
 }
 
+/// Whether `color` playing at `p` captures a string, or, where `rescue` (an
+/// own string in atari touches `p`), leaves that string two or more
+/// liberties: one liberty saves nothing, the opponent takes it next.
+pub fn answers_atari(board: &Board, p: Point, color: Color, rescue: bool) -> bool {
+    board.move_outcome(p, color).is_some_and(|o| o.captured > 0 || (rescue && o.liberties >= 2))
+}
+
 /// The game after `moves` (GTP vertices), Black first and the colours
 /// alternating: the positions of the search's tactical tests.
 #[cfg(test)]
 pub(crate) fn game_after(size: usize, moves: &str) -> Game {
-    use crate::go::{Color, Move, Rules};
+    use crate::go::{Move, Rules};
     let mut game = Game::new(size, Rules::CHINESE);
     for (i, v) in moves.split_whitespace().enumerate() {
         let color = if i % 2 == 0 { Color::Black } else { Color::White };
@@ -62,7 +68,7 @@ pub(crate) fn game_after(size: usize, moves: &str) -> Game {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go::{Color, Rules};
+    use crate::go::Rules;
 
     fn names(game: &Game, points: &[Point]) -> Vec<String> {
         let size = game.board().size();
@@ -76,9 +82,9 @@ mod tests {
         let game = game_after(9, "C3 C4 D3 D4 J9 B3 H9 C2 G9 D2");
         assert_eq!(game.to_move(), Color::Black);
         assert_eq!(names(&game, &urgent_points(&game)), vec!["E3"]);
-        // Closed in (F3, E4, E2 White): extending leaves one liberty, which
+        // Closed in (E4, F3 White): extending leaves one liberty, E2, which
         // saves nothing, so no point is urgent.
-        let game = game_after(9, "C3 C4 D3 D4 J9 B3 H9 C2 G9 D2 F9 E4 E9 F3 D9 E2");
+        let game = game_after(9, "C3 C4 D3 D4 J9 B3 H9 E4 G9 F3 F9 C2 E9 D2");
         assert_eq!(game.to_move(), Color::Black);
         assert!(urgent_points(&game).is_empty(), "{:?}", names(&game, &urgent_points(&game)));
     }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # CI check that the `cuda` feature still compiles, on a machine without a GPU:
 # sets up the CUDA 13.0 build pieces (scripts/setup-cuda-build.sh, cached in
-# $HOME/.cache/go-train) and runs `cargo check --features nccl --all-targets`
-# (nccl = cuda plus the NCCL collective of data-parallel training, so both
-# are checked), which also runs candle-kernels' build script (nvcc compiling
-# the kernels). Only a full build links libnccl.so; the check needs no NCCL.
+# $HOME/.cache/go-train) and runs `cargo check --features nccl,cudnn --all-targets`
+# (nccl = cuda plus the NCCL collective of data-parallel training, cudnn =
+# cuda plus cuDNN convolutions: all three are checked), which also runs
+# candle-kernels' build script (nvcc compiling the kernels). Only a full
+# build links libnccl.so and libcudnn.so; the check needs neither. It also
+# compiles go-train's own kernels (src/nn/*.cu, which NVRTC compiles at run
+# time on the GPU) with nvcc, so that a syntax error shows here.
 #
 #   scripts/check-cuda-build.sh           # cargo check (no link step)
 #   scripts/check-cuda-build.sh --build   # full release build + link (scripts/build-cuda.sh)
@@ -37,5 +40,8 @@ t1=$(date +%s)
 if [ -z "${CUDAFORGE_THREADS:-}" ] && [ -n "${CARGO_BUILD_JOBS:-}" ]; then
   export CUDAFORGE_THREADS="$CARGO_BUILD_JOBS"
 fi
-CARGO_TARGET_DIR="$target" cargo check --features nccl --all-targets "$@"
-echo "check-cuda-build: cuda and nccl check ok in $(($(date +%s) - t0)) s (setup $((t1 - t0)) s)"
+for cu in src/nn/*.cu; do
+  nvcc -arch=sm_"$CUDA_COMPUTE_CAP" -ptx "$cu" -o /dev/null
+done
+CARGO_TARGET_DIR="$target" cargo check --features nccl,cudnn --all-targets "$@"
+echo "check-cuda-build: cuda, nccl and cudnn check ok in $(($(date +%s) - t0)) s (setup $((t1 - t0)) s)"

@@ -14,13 +14,23 @@ PACK=.gpu
 DATASETS="${GO_TRAIN_DATASETS:-../shared/datasets}"
 mkdir -p "$PACK"
 
+# With cuDNN (convolutions planned once per shape: src/nn/cudnn_conv.rs)
+# unless GO_TRAIN_CUDNN=0; the GPU machine's PyTorch brings libcudnn.so.9.
+export GO_TRAIN_CUDNN="${GO_TRAIN_CUDNN:-1}"
 scripts/build-cuda.sh
 env_file=$(scripts/setup-cuda-build.sh --print-env-file)
 # shellcheck disable=SC1090
 . "$env_file"
 export CARGO_TARGET_DIR="${GO_TRAIN_CUDA_TARGET_DIR:-target/cuda}"
-# The test binaries, built as `cargo test --release` builds them.
-json=$(cargo test --release --features cuda --no-run --lib --test train_cli --message-format=json 2>/dev/null)
+features=cuda
+if [ "$GO_TRAIN_CUDNN" = 1 ]; then
+  venv=${GO_TRAIN_CUDA_VENV:-$HOME/.cache/go-train/cuda-venv}
+  export LIBRARY_PATH="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/nvidia/cudnn/lib:$LIBRARY_PATH"
+  features=cudnn
+fi
+# The test binaries, built as `cargo test --release` builds them, with the
+# binary's features.
+json=$(cargo test --release --features "$features" --no-run --lib --test train_cli --message-format=json 2>/dev/null)
 exe() { echo "$json" | python3 -c "import json,sys
 for l in sys.stdin:
     m = json.loads(l)

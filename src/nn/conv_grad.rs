@@ -18,12 +18,20 @@
 //! convolution parameters cannot be built outside the crate, so the forward
 //! convolution runs as usual on detached inputs and [`AttachConvGrad`], an
 //! identity op on its result, carries the gradient to `x` and `w`.
+//!
+//! A build with cuDNN (`--features cudnn`) hands f32 convolutions on a GPU
+//! to [`super::cudnn_conv`] instead: cuDNN's own backward kernels, planned
+//! once per shape.
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// `conv2d(x, w)` with same padding and stride 1 (k odd), differentiable
 /// through [`AttachConvGrad`].
 pub fn conv2d_same(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    #[cfg(feature = "cudnn")]
+    if super::cudnn_conv::applies(x, w) {
+        return super::cudnn_conv::conv2d_same(x, w);
+    }
     let k = w.dim(2)?;
     let y = x.detach().conv2d(&w.detach(), k / 2, 1, 1, 1)?;
     if !x.track_op() && !w.track_op() {

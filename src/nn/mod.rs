@@ -29,6 +29,10 @@
 //! `running_mean`/`running_var` are statistics, not trained ([`is_statistic`]).
 
 mod conv_grad;
+#[cfg(feature = "cuda")]
+mod cuda_norm;
+#[cfg(feature = "cudnn")]
+mod cudnn_conv;
 mod direct;
 mod kernels;
 pub mod layers;

@@ -1,0 +1,86 @@
+// Batch norm with its ReLU on a GPU: the kernels of src/nn/cuda_norm.rs,
+// compiled there at run time by NVRTC. scripts/check-cuda-build.sh compiles
+// this file with nvcc too, so that CI catches an error without a GPU.
+//
+// NCHW f32, p points per plane, c channels; stats is (2, c): the means, then
+// the (biased) variances. Sums accumulate in double.
+#define THREADS 256
+
+// One block per channel. moments: out = mean, biased variance of x.
+// Otherwise the gradient sums: g = dy, zero where relu and y <= 0;
+// out = sum of g, sum of g * (x - mean) * invstd.
+extern "C" __global__ void channel_sums(const float* x, const float* dy, const float* y, const float* stats,
+                                        float eps, float* out, int n, int c, int p, int moments, int relu) {
+    const int ch = blockIdx.x;
+    const long m = (long)n * p;
+    float mean = 0.f, invstd = 0.f;
+    if (!moments) {
+        mean = stats[ch];
+        invstd = 1.f / sqrtf(stats[c + ch] + eps);
+    }
+    double s = 0.0, q = 0.0;
+    for (long i = threadIdx.x; i < m; i += THREADS) {
+        const long b = i / p;
+        const long at = (b * c + ch) * p + (i - b * p);
+        const float v = x[at];
+        if (moments) {
+            s += v;
+            q += (double)v * v;
+        } else {
+            const float g = (relu && !(y[at] > 0.f)) ? 0.f : dy[at];
+            s += g;
+            q += (double)g * ((v - mean) * invstd);
+        }
+    }
+    __shared__ double ss[THREADS];
+    __shared__ double sq[THREADS];
+    ss[threadIdx.x] = s;
+    sq[threadIdx.x] = q;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) {
+            ss[threadIdx.x] += ss[threadIdx.x + k];
+            sq[threadIdx.x] += sq[threadIdx.x + k];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (moments) {
+            const double mu = ss[0] / (double)m;
+            const double var = sq[0] / (double)m - mu * mu;
+            out[ch] = (float)mu;
+            out[c + ch] = (float)(var > 0.0 ? var : 0.0);
+        } else {
+            out[ch] = (float)ss[0];
+            out[c + ch] = (float)sq[0];
+        }
+    }
+}
+
+// y = (x - mean) * invstd * gamma + beta, then ReLU.
+extern "C" __global__ void normalize(const float* x, const float* stats, const float* gamma, const float* beta,
+                                     float eps, float* y, int c, int p, long total, int relu) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        const int ch = (int)((i / p) % c);
+        const float scale = gamma[ch] / sqrtf(stats[c + ch] + eps);
+        const float v = x[i] * scale + (beta[ch] - stats[ch] * scale);
+        y[i] = (relu && v < 0.f) ? 0.f : v;
+    }
+}
+
+// The input gradient, from the gradient sums of channel_sums (m values a
+// channel). With batch statistics the mean and variance depend on x too.
+extern "C" __global__ void normalize_grad(const float* x, const float* dy, const float* y, const float* stats,
+                                          const float* gamma, const float* sums, float eps, float* dx, int c, int p,
+                                          long total, float m, int relu, int batch_stats) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        const int ch = (int)((i / p) % c);
+        const float invstd = 1.f / sqrtf(stats[c + ch] + eps);
+        const float g = (relu && !(y[i] > 0.f)) ? 0.f : dy[i];
+        float d = g;
+        if (batch_stats) {
+            d = g - sums[ch] / m - (x[i] - stats[ch]) * invstd * (sums[c + ch] / m);
+        }
+        dx[i] = gamma[ch] * invstd * d;
+    }
+}

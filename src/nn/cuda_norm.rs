@@ -1,0 +1,319 @@
+//! Batch norm (with its ReLU) on a GPU in three kernels of our own.
+//!
+//! Built from candle's ops, a training-mode batch norm is about ten
+//! broadcasting element-wise kernels and reductions forward and twice that
+//! backward, each a pass over the activations: docs/cuda.md found them a
+//! third of the GPU's time on a residual net. Here the forward is two passes
+//! (per-channel moments, then normalise and ReLU) and the backward two (the
+//! per-channel gradient sums, then the input gradient), as in the fused CPU
+//! kernels of [`super::kernels`], which these mirror.
+//!
+//! candle has no batch norm kernel, and cuDNN's would tie the plain `cuda`
+//! build to libcudnn and cannot fuse the ReLU for NCHW tensors, so the
+//! kernels are ours, compiled at first use by NVRTC (which candle already
+//! links) for whatever GPU runs them.
+
+use std::sync::OnceLock;
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaDevice, WrapErr};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Storage, Tensor};
+
+/// The kernels (NCHW f32; `stats` is (2, c): the means, then the
+/// variances).
+const SOURCE: &str = include_str!("cuda_norm.cu");
+
+const MODULE: &str = "go_train_batch_norm";
+const THREADS: u32 = 256;
+
+/// Whether `x` takes these kernels: f32 on a CUDA device, and
+/// `GO_TRAIN_CUDA_NORM` not set to 0 (which leaves batch norm to candle's
+/// ops, for comparing the two on a GPU).
+pub fn applies(x: &Tensor) -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_NORM").is_none_or(|v| v != "0"));
+    enabled && x.device().is_cuda() && x.dtype() == DType::F32
+}
+
+/// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
+/// (2, c) tensor, not differentiated (the normalisation's gradient accounts
+/// for them).
+pub fn moments(x: &Tensor) -> Result<Tensor> {
+    x.detach().contiguous()?.apply_op1(Moments)
+}
+
+/// `γ·(x − mean)/√(var + eps) + β`, then ReLU when `relu`, with mean and
+/// variance from `stats` (2, c); `batch_stats` says they are `x`'s own, so
+/// that the gradient flows through them too.
+pub fn normalize(
+    x: &Tensor,
+    gamma: &Tensor,
+    beta: &Tensor,
+    stats: &Tensor,
+    eps: f64,
+    relu: bool,
+    batch_stats: bool,
+) -> Result<Tensor> {
+    let pass = NormPass::Forward { batch_stats };
+    let op = NormOp { stats: stats.detach().contiguous()?, eps: eps as f32, relu, pass };
+    x.contiguous()?.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)
+}
+
+/// The kernels' PTX, compiled on first use (candle loads the module once
+/// per device: `get_or_load_custom_func`).
+fn ptx() -> Result<&'static str> {
+    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+    let ptx = PTX.get_or_init(|| {
+        candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(SOURCE).map(|p| p.to_src()).map_err(|e| format!("{e:?}"))
+    });
+    match ptx {
+        Ok(ptx) => Ok(ptx),
+        Err(e) => candle_core::bail!("compiling the batch-norm kernels: {e}"),
+    }
+}
+
+/// The contiguous f32 data of a storage seen through `layout`.
+fn view<'a>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, f32>> {
+    match layout.contiguous_offsets() {
+        Some((start, end)) => Ok(s.as_cuda_slice::<f32>()?.slice(start..end)),
+        None => candle_core::bail!("batch norm on the GPU: the {what} is not contiguous"),
+    }
+}
+
+/// Runs `f` with the contiguous f32 data of `t` on the GPU (held under its
+/// storage's read lock meanwhile).
+fn with_view<T>(t: &Tensor, what: &str, f: impl FnOnce(CudaView<'_, f32>) -> Result<T>) -> Result<T> {
+    let (storage, layout) = t.storage_and_layout();
+    match &*storage {
+        Storage::Cuda(s) => f(view(s, layout, what)?),
+        _ => candle_core::bail!("batch norm on the GPU: the {what} is not on the GPU"),
+    }
+}
+
+/// Batch, channels and points of an NCHW layout.
+fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
+    let (n, c, h, w) = l.shape().dims4()?;
+    Ok((n, c, h * w))
+}
+
+/// One block per channel for the reductions.
+fn per_channel(c: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (c as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A grid-stride launch over `total` elements.
+fn elementwise(total: usize) -> LaunchConfig {
+    let blocks = total.div_ceil(THREADS as usize).clamp(1, 65_535) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// `channel_sums` over (`x`, `dy`, `y`) into a fresh (2, c) buffer.
+fn channel_sums(
+    dev: &CudaDevice,
+    (x, dy, y): (&CudaView<f32>, &CudaView<f32>, &CudaView<f32>),
+    stats: &CudaView<f32>,
+    eps: f32,
+    (n, c, p): (usize, usize, usize),
+    moments: bool,
+    relu: bool,
+) -> Result<CudaSlice<f32>> {
+    let out = unsafe { dev.alloc::<f32>(2 * c)? };
+    let func = dev.get_or_load_custom_func("channel_sums", MODULE, ptx()?)?;
+    let (n, c32, p, moments, relu) = (n as i32, c as i32, p as i32, moments as i32, relu as i32);
+    let mut b = func.builder();
+    b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&moments).arg(&relu);
+    // SAFETY: the buffers hold n·c·p (x, dy, y) and 2c (stats, out) floats.
+    unsafe { b.launch(per_channel(c)) }.w()?;
+    Ok(out)
+}
+
+/// The per-channel moments of x: arguments (x).
+struct Moments;
+
+impl CustomOp1 for Moments {
+    fn name(&self) -> &'static str {
+        "go-train-cuda-moments"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
+        candle_core::bail!("{}: a GPU op, given a CPU tensor", self.name())
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
+        let dev = s.device();
+        let x = view(s, l, "input")?;
+        let (n, c, p) = dims(l)?;
+        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), true, false)?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
+    }
+}
+
+/// Batch norm's three passes on the GPU as one candle op of three tensors,
+/// its statistics fixed when it is built.
+struct NormOp {
+    stats: Tensor,
+    eps: f32,
+    relu: bool,
+    pass: NormPass,
+}
+
+enum NormPass {
+    /// (x, γ, β) → y; `batch_stats`: the statistics are x's own.
+    Forward { batch_stats: bool },
+    /// (x, y, dy) → (Σ g, Σ g·x̂) per channel, a (2, c) tensor: (dβ, dγ).
+    GradSums,
+    /// (x, y, dy) → dx, from γ and the sums.
+    InputGrad { gamma: Tensor, sums: Tensor, batch_stats: bool },
+}
+
+impl NormOp {
+    /// `normalize`: y from x, γ and β.
+    fn forward(&self, dev: &CudaDevice, [x, gamma, beta]: [CudaView<f32>; 3], l: &Layout) -> Result<CudaSlice<f32>> {
+        let (_, c, p) = dims(l)?;
+        let total = l.shape().elem_count();
+        let y = unsafe { dev.alloc::<f32>(total)? };
+        with_view(&self.stats, "statistics", |stats| {
+            let func = dev.get_or_load_custom_func("normalize", MODULE, ptx()?)?;
+            let (c, p, total64, relu) = (c as i32, p as i32, total as i64, self.relu as i32);
+            let mut b = func.builder();
+            b.arg(&x)
+                .arg(&stats)
+                .arg(&gamma)
+                .arg(&beta)
+                .arg(&self.eps)
+                .arg(&y)
+                .arg(&c)
+                .arg(&p)
+                .arg(&total64)
+                .arg(&relu);
+            // SAFETY: x and y hold `total` floats, γ and β c, stats 2c.
+            unsafe { b.launch(elementwise(total)) }.w()?;
+            Ok(())
+        })?;
+        Ok(y)
+    }
+
+    /// `normalize_grad`: dx from x, y, dy, γ and the gradient sums.
+    fn input_grad(
+        &self,
+        dev: &CudaDevice,
+        [x, y, dy]: [CudaView<f32>; 3],
+        l: &Layout,
+        (gamma, sums, batch_stats): (&Tensor, &Tensor, bool),
+    ) -> Result<CudaSlice<f32>> {
+        let (n, c, p) = dims(l)?;
+        let total = l.shape().elem_count();
+        let dx = unsafe { dev.alloc::<f32>(total)? };
+        with_view(&self.stats, "statistics", |stats| {
+            with_view(gamma, "weight", |gamma| {
+                with_view(sums, "gradient sums", |sums| {
+                    let func = dev.get_or_load_custom_func("normalize_grad", MODULE, ptx()?)?;
+                    let (c, p, total64, m) = (c as i32, p as i32, total as i64, (n * p) as f32);
+                    let (relu, batch_stats) = (self.relu as i32, batch_stats as i32);
+                    let mut b = func.builder();
+                    b.arg(&x).arg(&dy).arg(&y).arg(&stats).arg(&gamma).arg(&sums).arg(&self.eps).arg(&dx);
+                    b.arg(&c).arg(&p).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats);
+                    // SAFETY: x, y, dy and dx hold `total` floats, γ c, stats and sums 2c.
+                    unsafe { b.launch(elementwise(total)) }.w()?;
+                    Ok(())
+                })
+            })
+        })?;
+        Ok(dx)
+    }
+}
+
+impl CustomOp3 for NormOp {
+    fn name(&self) -> &'static str {
+        match self.pass {
+            NormPass::Forward { .. } => "go-train-cuda-batch-norm",
+            NormPass::GradSums => "go-train-cuda-batch-norm-sums",
+            NormPass::InputGrad { .. } => "go-train-cuda-batch-norm-input-grad",
+        }
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        candle_core::bail!("{}: a GPU op, given CPU tensors", self.name())
+    }
+
+    fn cuda_fwd(
+        &self,
+        s1: &CudaStorage,
+        l1: &Layout,
+        s2: &CudaStorage,
+        l2: &Layout,
+        s3: &CudaStorage,
+        l3: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = s1.device();
+        let (_, c, p) = dims(l1)?;
+        let (out, shape) = match &self.pass {
+            NormPass::Forward { .. } => {
+                let (gc, bc) = (l2.shape().elem_count(), l3.shape().elem_count());
+                if gc != c || bc != c || self.stats.dims() != [2, c] {
+                    candle_core::bail!("batch norm over {gc} channels got input {:?}", l1.shape());
+                }
+                let args = [view(s1, l1, "input")?, view(s2, l2, "weight")?, view(s3, l3, "bias")?];
+                (self.forward(dev, args, l1)?, l1.shape().clone())
+            }
+            backward => {
+                if l1.shape() != l2.shape() || l1.shape() != l3.shape() {
+                    candle_core::bail!(
+                        "{}: shapes {:?}, {:?}, {:?} differ",
+                        self.name(),
+                        l1.shape(),
+                        l2.shape(),
+                        l3.shape()
+                    );
+                }
+                let [x, y, dy] = [view(s1, l1, "input")?, view(s2, l2, "output")?, view(s3, l3, "output gradient")?];
+                match backward {
+                    NormPass::InputGrad { gamma, sums, batch_stats } => {
+                        (self.input_grad(dev, [x, y, dy], l1, (gamma, sums, *batch_stats))?, l1.shape().clone())
+                    }
+                    _ => {
+                        let n = l1.shape().dims()[0];
+                        let sums = with_view(&self.stats, "statistics", |stats| {
+                            channel_sums(dev, (&x, &dy, &y), &stats, self.eps, (n, c, p), false, self.relu)
+                        })?;
+                        (sums, Shape::from((2, c)))
+                    }
+                }
+            }
+        };
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), shape))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        gamma: &Tensor,
+        _beta: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let NormPass::Forward { batch_stats } = self.pass else {
+            candle_core::bail!("{}: no second derivative", self.name());
+        };
+        let (x_in, x, y, dy) = (x, x.detach(), y.detach(), dy.detach().contiguous()?);
+        let op = |pass| NormOp { stats: self.stats.clone(), eps: self.eps, relu: self.relu, pass };
+        let sums = x.apply_op3(&y, &dy, op(NormPass::GradSums))?;
+        let dx = if x_in.track_op() {
+            let (gamma, sums) = (gamma.detach().contiguous()?, sums.clone());
+            Some(x.apply_op3(&y, &dy, op(NormPass::InputGrad { gamma, sums, batch_stats }))?)
+        } else {
+            None
+        };
+        // sums = (Σ g, Σ g·x̂) = (dβ, dγ).
+        Ok((dx, Some(sums.get(1)?), Some(sums.get(0)?)))
+    }
+}

@@ -1,0 +1,41 @@
+//! go-train's own CUDA kernels, checked without a GPU: each is compiled
+//! with the host's C++ compiler under a small emulation of CUDA's blocks,
+//! threads, shared memory and `__syncthreads` (`tests/cuda_emulated/`), and
+//! run against the same arithmetic done plainly in double. What a GPU adds
+//! (memory coalescing, real concurrency between blocks) is left to the
+//! device tests (`GO_TRAIN_TEST_DEVICE=cuda`, docs/cuda.md).
+
+use std::path::Path;
+use std::process::Command;
+
+/// Builds `tests/cuda_emulated/NAME.cpp` with `c++` and runs it; skips,
+/// saying so, when there is no C++20 compiler.
+fn run_emulated(name: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_emulated");
+    let out = tempfile::tempdir().expect("temporary folder");
+    let exe = out.path().join(name);
+    let source = dir.join(format!("{name}.cpp"));
+    let build = Command::new("c++").args(["-std=c++20", "-O1", "-pthread", "-o"]).arg(&exe).arg(&source).output();
+    match build {
+        Err(e) => {
+            eprintln!("skipped: no C++ compiler to emulate the CUDA kernels ({e})");
+            return;
+        }
+        Ok(b) if !b.status.success() => {
+            panic!("{} does not compile:\n{}", source.display(), String::from_utf8_lossy(&b.stderr))
+        }
+        Ok(_) => {}
+    }
+    let run = Command::new(&exe).output().expect("running the emulated kernels");
+    let report = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{name}: the kernels disagree with the plain arithmetic:\n{report}");
+    assert!(report.contains(" 0 mismatches"), "{name}: unexpected report:\n{report}");
+}
+
+/// src/nn/cuda_norm.cu: the per-channel moments, the normalisation with
+/// and without ReLU, and the gradients (β, γ, input; batch statistics and
+/// running ones) against plain double arithmetic and finite differences.
+#[test]
+fn batch_norm_kernels_match_plain_arithmetic() {
+    run_emulated("batch_norm");
+}

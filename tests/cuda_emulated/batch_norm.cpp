@@ -1,0 +1,185 @@
+// Runs the batch-norm kernels of src/nn/cuda_norm.cu on the CPU, each block's
+// threads as real threads meeting at __syncthreads (std::barrier), blocks one
+// after another (so a function-static array serves as the block's shared
+// memory), and checks them against batch norm computed plainly in double,
+// and the input gradient against finite differences of that plain version.
+// tests/cuda_emulated.rs builds and runs it: the kernels' arithmetic and
+// indexing are checked on machines without a GPU.
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+static std::barrier<>* block_barrier = nullptr;
+#define __global__
+#define __shared__ static
+#define __syncthreads() block_barrier->arrive_and_wait()
+
+#include "../../src/nn/cuda_norm.cu"
+
+// A launch: grid.x blocks of block.x threads.
+static void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
+    gridDim.x = grid;
+    blockDim.x = block;
+    for (unsigned b = 0; b < grid; b++) {
+        std::barrier<> bar(block);
+        block_barrier = &bar;
+        std::vector<std::thread> threads;
+        for (unsigned t = 0; t < block; t++) {
+            threads.emplace_back([&, b, t] {
+                blockIdx.x = b;
+                threadIdx.x = t;
+                kernel();
+            });
+        }
+        for (auto& th : threads) th.join();
+    }
+}
+
+static const float EPS = 1e-5f;
+static int failures = 0;
+
+static void expect_close(const char* what, double got, double want, double tol) {
+    if (!(std::fabs(got - want) <= tol * (1.0 + std::fabs(want)))) {
+        if (failures < 20) std::printf("MISMATCH %s: got %.8g, want %.8g\n", what, got, want);
+        failures++;
+    }
+}
+
+// Plain batch norm in double: y and the loss sum(y * w).
+struct Plain {
+    int n, c, p;
+    bool relu, batch_stats;
+    std::vector<double> run_mean, run_var;  // used when !batch_stats
+
+    std::vector<double> forward(const std::vector<double>& x, const std::vector<double>& gamma,
+                                const std::vector<double>& beta, std::vector<double>* mean_out = nullptr,
+                                std::vector<double>* var_out = nullptr) const {
+        std::vector<double> y(x.size()), mean(c), var(c);
+        for (int ch = 0; ch < c; ch++) {
+            if (batch_stats) {
+                double s = 0, q = 0;
+                for (int b = 0; b < n; b++)
+                    for (int j = 0; j < p; j++) s += x[(b * c + ch) * p + j];
+                double mu = s / (n * p);
+                for (int b = 0; b < n; b++)
+                    for (int j = 0; j < p; j++) {
+                        double d = x[(b * c + ch) * p + j] - mu;
+                        q += d * d;
+                    }
+                mean[ch] = mu;
+                var[ch] = q / (n * p);
+            } else {
+                mean[ch] = run_mean[ch];
+                var[ch] = run_var[ch];
+            }
+            for (int b = 0; b < n; b++)
+                for (int j = 0; j < p; j++) {
+                    int i = (b * c + ch) * p + j;
+                    double v = (x[i] - mean[ch]) / std::sqrt(var[ch] + EPS) * gamma[ch] + beta[ch];
+                    y[i] = relu && v < 0 ? 0 : v;
+                }
+        }
+        if (mean_out) *mean_out = mean;
+        if (var_out) *var_out = var;
+        return y;
+    }
+
+    double loss(const std::vector<double>& x, const std::vector<double>& gamma, const std::vector<double>& beta,
+                const std::vector<double>& w) const {
+        auto y = forward(x, gamma, beta);
+        double l = 0;
+        for (size_t i = 0; i < y.size(); i++) l += y[i] * w[i];
+        return l;
+    }
+};
+
+static std::vector<float> to_f(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    int total = n * c * p;
+    std::vector<double> x(total), w(total), gamma(c), beta(c), rmean(c), rvar(c);
+    for (auto& v : x) v = 2.0 * u(rng) + 0.5;
+    for (auto& v : w) v = u(rng);
+    for (int ch = 0; ch < c; ch++) {
+        gamma[ch] = 1.25 + 0.75 * u(rng);
+        beta[ch] = 0.5 * u(rng);
+        rmean[ch] = 0.3 * u(rng);
+        rvar[ch] = 1.0 + 0.5 * u(rng);
+    }
+    Plain plain{n, c, p, relu, batch_stats, rmean, rvar};
+    std::vector<double> mean, var;
+    auto y_ref = plain.forward(x, gamma, beta, &mean, &var);
+
+    auto xf = to_f(x), gf = to_f(gamma), bf = to_f(beta);
+    std::vector<float> stats(2 * c);
+    if (batch_stats) {
+        launch(c, THREADS, [&] { channel_sums(xf.data(), xf.data(), xf.data(), xf.data(), 0.f, stats.data(), n, c, p, 1, 0); });
+        for (int ch = 0; ch < c; ch++) {
+            expect_close("mean", stats[ch], mean[ch], 1e-5);
+            expect_close("variance", stats[c + ch], var[ch], 1e-5);
+        }
+    } else {
+        for (int ch = 0; ch < c; ch++) {
+            stats[ch] = (float)rmean[ch];
+            stats[c + ch] = (float)rvar[ch];
+        }
+    }
+    std::vector<float> y(total);
+    launch(7, 64, [&] { normalize(xf.data(), stats.data(), gf.data(), bf.data(), EPS, y.data(), c, p, total, relu); });
+    for (int i = 0; i < total; i++) expect_close("output", y[i], y_ref[i], 1e-4);
+
+    // Gradients of sum(y * w): dy = w.
+    auto dyf = to_f(w);
+    std::vector<float> sums(2 * c), dx(total);
+    launch(c, THREADS, [&] {
+        channel_sums(xf.data(), dyf.data(), y.data(), stats.data(), EPS, sums.data(), n, c, p, 0, relu);
+    });
+    launch(5, 128, [&] {
+        normalize_grad(xf.data(), dyf.data(), y.data(), stats.data(), gf.data(), sums.data(), EPS, dx.data(), c, p,
+                       total, (float)(n * p), relu, batch_stats);
+    });
+    // dβ, dγ and dx against central differences of the plain loss.
+    const double h = 1e-4;
+    auto numeric = [&](std::vector<double>& v, int i) {
+        double keep = v[i];
+        v[i] = keep + h;
+        double up = plain.loss(x, gamma, beta, w);
+        v[i] = keep - h;
+        double down = plain.loss(x, gamma, beta, w);
+        v[i] = keep;
+        return (up - down) / (2 * h);
+    };
+    for (int ch = 0; ch < c; ch++) {
+        expect_close("beta gradient", sums[ch], numeric(beta, ch), 1e-4);
+        expect_close("gamma gradient", sums[c + ch], numeric(gamma, ch), 1e-4);
+    }
+    for (int i = 0; i < total; i += 7) {
+        // A ReLU's kink makes a central difference meaningless right at it.
+        if (relu && std::fabs(y_ref[i]) < 1e-3) continue;
+        expect_close("input gradient", dx[i], numeric(x, i), 1e-4);
+    }
+}
+
+int main() {
+    int cases = 0;
+    for (bool batch_stats : {true, false})
+        for (bool relu : {true, false}) {
+            // A channel of fewer values than a block has threads, and of more.
+            check(3, 2, 25, relu, batch_stats, 1 + cases++);
+            check(4, 3, 81, relu, batch_stats, 1 + cases++);
+        }
+    std::printf("%d cases, %d mismatches\n", cases, failures);
+    return failures == 0 ? 0 : 1;
+}

@@ -1,9 +1,9 @@
 //! Batch norm (with its ReLU) on a GPU in three kernels of our own.
 //!
-//! Built from candle's ops, a training-mode batch norm is about ten
-//! broadcasting element-wise kernels and reductions forward and twice that
-//! backward, each a pass over the activations: docs/cuda.md found them a
-//! third of the GPU's time on a residual net. Here the forward is two passes
+//! Built from candle's ops, a training-mode batch norm is seven passes
+//! over the activations forward (two reductions, subtract, square,
+//! multiply, add, ReLU) and about twice that backward: docs/cuda.md found
+//! them a third of the GPU's time on a residual net. Here the forward is two passes
 //! (per-channel moments, then normalise and ReLU) and the backward two (the
 //! per-channel gradient sums, then the input gradient), as in the fused CPU
 //! kernels of [`super::kernels`], which these mirror.

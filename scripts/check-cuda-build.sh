@@ -6,7 +6,7 @@
 # cuda plus cuDNN convolutions: all three are checked), which also runs
 # candle-kernels' build script (nvcc compiling the kernels). Only a full
 # build links libnccl.so and libcudnn.so; the check needs neither. It also
-# compiles go-train's own kernels (src/nn/*.cu, which NVRTC compiles at run
+# compiles go-train's own kernels (src/nn/cuda/*.cu, which NVRTC compiles at run
 # time on the GPU) with nvcc, so that a syntax error shows here.
 #
 #   scripts/check-cuda-build.sh           # cargo check (no link step)
@@ -40,7 +40,7 @@ t1=$(date +%s)
 if [ -z "${CUDAFORGE_THREADS:-}" ] && [ -n "${CARGO_BUILD_JOBS:-}" ]; then
   export CUDAFORGE_THREADS="$CARGO_BUILD_JOBS"
 fi
-for cu in src/nn/*.cu; do
+for cu in src/nn/cuda/*.cu; do
   nvcc -arch=sm_"$CUDA_COMPUTE_CAP" -ptx "$cu" -o /dev/null
 done
 CARGO_TARGET_DIR="$target" cargo check --features nccl,cudnn --all-targets "$@"

@@ -14,7 +14,7 @@ PACK=.gpu
 DATASETS="${GO_TRAIN_DATASETS:-../shared/datasets}"
 mkdir -p "$PACK"
 
-# With cuDNN (convolutions planned once per shape: src/nn/cudnn_conv.rs)
+# With cuDNN (convolutions planned once per shape: src/nn/cuda/cudnn_conv.rs)
 # unless GO_TRAIN_CUDNN=0; the GPU machine's PyTorch brings libcudnn.so.9.
 export GO_TRAIN_CUDNN="${GO_TRAIN_CUDNN:-1}"
 scripts/build-cuda.sh

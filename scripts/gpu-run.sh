@@ -15,8 +15,8 @@
 #                 scripts/torch_nets.py cuda, same nets and batches
 #   bench-ab      go-train's GPU paths one against another, same nets and
 #                 batches: candle's ops, then cuDNN plans for convolutions
-#                 (GO_TRAIN_CUDNN_PLANS), then our batch-norm kernels as well
-#                 (GO_TRAIN_CUDA_NORM)
+#                 (GO_TRAIN_CUDNN_PLANS), then our own kernels for batch
+#                 norm and the residual sum as well (GO_TRAIN_CUDA_KERNELS)
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume for at most SECS seconds with the
@@ -93,11 +93,11 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans norm
-  for plans_norm in 0,0 1,0 1,1; do
-    plans=${plans_norm%,*} norm=${plans_norm#*,}
-    echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_NORM=$norm" | tee -a "$OUT/log.txt"
-    GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_NORM=$norm "$BIN" bench train --device cuda --net "$nets" \
+  local batches="${BENCH_BATCHES:-100,1024}" plans own
+  for paths in 0,0 1,0 1,1; do
+    plans=${paths%,*} own=${paths#*,}
+    echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own" | tee -a "$OUT/log.txt"
+    GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own "$BIN" bench train --device cuda --net "$nets" \
       --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }

@@ -32,10 +32,12 @@ fn run_emulated(name: &str) {
     assert!(report.contains(" 0 mismatches"), "{name}: unexpected report:\n{report}");
 }
 
-/// src/nn/cuda_norm.cu: the per-channel moments, the normalisation with
-/// and without ReLU, and the gradients (β, γ, input; batch statistics and
-/// running ones) against plain double arithmetic and finite differences.
+/// src/nn/cuda/kernels.cu: the residual end and its gradient against plain
+/// float arithmetic; for batch norm, the per-channel moments, the
+/// normalisation with and without ReLU, and the gradients (β, γ, input;
+/// batch statistics and running ones) against plain double arithmetic and
+/// finite differences.
 #[test]
-fn batch_norm_kernels_match_plain_arithmetic() {
-    run_emulated("batch_norm");
+fn gpu_kernels_match_plain_arithmetic() {
+    run_emulated("kernels");
 }

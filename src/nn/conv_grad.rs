@@ -20,7 +20,7 @@
 //! identity op on its result, carries the gradient to `x` and `w`.
 //!
 //! A build with cuDNN (`--features cudnn`) hands f32 convolutions on a GPU
-//! to [`super::cudnn_conv`] instead: cuDNN's own backward kernels, planned
+//! to `nn::cuda::cudnn_conv` instead: cuDNN's own backward kernels, planned
 //! once per shape.
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -29,8 +29,8 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 /// through [`AttachConvGrad`].
 pub fn conv2d_same(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     #[cfg(feature = "cudnn")]
-    if super::cudnn_conv::applies(x, w) {
-        return super::cudnn_conv::conv2d_same(x, w);
+    if super::cuda::cudnn_conv::applies(x, w) {
+        return super::cuda::cudnn_conv::conv2d_same(x, w);
     }
     let k = w.dim(2)?;
     let y = x.detach().conv2d(&w.detach(), k / 2, 1, 1, 1)?;

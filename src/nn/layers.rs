@@ -264,7 +264,7 @@ impl BatchNorm {
     /// statistics (and updates the running averages).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         #[cfg(feature = "cuda")]
-        if super::cuda_norm::applies(x) {
+        if super::cuda::applies(x) {
             return self.forward_cuda(x, train);
         }
         if !fused(x) {
@@ -294,21 +294,21 @@ impl BatchNorm {
         blend(&self.running_var, var, unbiased)
     }
 
-    /// On a GPU, by the kernels of [`super::cuda_norm`].
+    /// On a GPU, by the kernels of `nn::cuda::norm`.
     #[cfg(feature = "cuda")]
     fn forward_cuda(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let stats = if train {
-            let stats = super::cuda_norm::moments(x)?;
+            let stats = super::cuda::norm::moments(x)?;
             self.update_running(&stats.get(0)?, &stats.get(1)?, &planes(x)?)?;
             stats
         } else {
             Tensor::stack(&[self.running_mean.as_tensor(), self.running_var.as_tensor()], 0)?
         };
-        super::cuda_norm::normalize(x, &self.weight, &self.bias, &stats, BN_EPS, self.relu, train)
+        super::cuda::norm::normalize(x, &self.weight, &self.bias, &stats, BN_EPS, self.relu, train)
     }
 
-    /// Candle's own ops: the GPU path without [`super::cuda_norm`] (or when
-    /// `GO_TRAIN_CUDA_NORM=0`), and the reference in tests.
+    /// Candle's own ops: the GPU path without `nn::cuda` (or with
+    /// `GO_TRAIN_CUDA_KERNELS=0`), and the reference in tests.
     fn forward_reference(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let per_channel = |t: &Tensor| t.reshape((1, (), 1, 1));
         let (mean, var) = if train {
@@ -436,7 +436,13 @@ impl Linear {
 /// residual blocks cost MCTS 1.9 times the time of one without them,
 /// where the blocks add 1.2 times the arithmetic (`bench search`,
 /// docs/value-net.md).
+///
+/// On a GPU, one kernel of our own each way (`nn::cuda::residual`).
 pub fn residual_relu(x: &Tensor, skip: &Tensor) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if super::cuda::applies(x) {
+        return super::cuda::residual::residual_relu(x, skip);
+    }
     if fused(x) {
         x.contiguous()?.apply_op2(&skip.contiguous()?, ResidualRelu)
     } else {
@@ -559,19 +565,22 @@ mod tests {
         check_conv_against_candle(&crate::nn::test_device(), &cases, true);
     }
 
-    /// The fused residual end matches candle's `relu(x + skip)`, output and
-    /// both gradients, on a tensor large enough (8×32×19×19) that candle
-    /// would hand it to its own thread pool.
+    /// The residual end as the nets run it on the test device (the fused
+    /// CPU pass, or `nn::cuda::residual` on a GPU) matches candle's
+    /// `relu(x + skip)`, output and both gradients, on a tensor large
+    /// enough (8×32×19×19) that candle would hand it to its own thread pool.
     #[test]
-    fn fused_residual_relu_matches_candle() {
+    fn residual_relu_matches_candle() {
+        let dev = crate::nn::test_device();
         // Multiples of 1/64, x shifted by 1/256: no sum is exactly 0, where
         // candle's ReLU passes the gradient and PyTorch's (and ours) not.
         let grid = |shift: f64| {
-            rand_input((8, 32, 19, 19)).affine(64.0, 0.0).unwrap().floor().unwrap().affine(1.0 / 64.0, shift).unwrap()
+            let t = rand_input((8, 32, 19, 19)).affine(64.0, 0.0).unwrap().floor().unwrap();
+            t.affine(1.0 / 64.0, shift).unwrap().to_device(&dev).unwrap()
         };
         let x = Var::from_tensor(&grid(1.0 / 256.0)).unwrap();
         let skip = Var::from_tensor(&grid(0.0)).unwrap();
-        let wts = rand_input((8, 32, 19, 19));
+        let wts = rand_input((8, 32, 19, 19)).to_device(&dev).unwrap();
         let (yf, gf) = run(|x| residual_relu(x, skip.as_tensor()), &x, &wts);
         let (yr, gr) = run(|x| (x + skip.as_tensor())?.relu(), &x, &wts);
         assert!(max_diff(&yf, &yr) == 0.0, "forward");
@@ -583,7 +592,7 @@ mod tests {
     }
 
     /// Batch norm as the nets run it on the test device (the fused
-    /// kernels on the CPU, [`super::super::cuda_norm`] on a GPU) matches
+    /// kernels on the CPU, `nn::cuda::norm` on a GPU) matches
     /// candle's ops in both modes: output, the training-mode input gradient
     /// through the batch statistics, γ's and β's gradients, and the
     /// running averages. Evaluation follows a training pass, so that its

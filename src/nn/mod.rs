@@ -30,9 +30,7 @@
 
 mod conv_grad;
 #[cfg(feature = "cuda")]
-mod cuda_norm;
-#[cfg(feature = "cudnn")]
-mod cudnn_conv;
+mod cuda;
 mod direct;
 mod kernels;
 pub mod layers;

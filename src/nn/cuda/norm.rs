@@ -1,40 +1,22 @@
-//! Batch norm (with its ReLU) on a GPU in three kernels of our own.
+//! Batch norm (with its ReLU) on a GPU in four kernel passes.
 //!
 //! Built from candle's ops, a training-mode batch norm is seven passes
 //! over the activations forward (two reductions, subtract, square,
 //! multiply, add, ReLU) and about twice that backward: docs/cuda.md found
-//! them a third of the GPU's time on a residual net. Here the forward is two passes
-//! (per-channel moments, then normalise and ReLU) and the backward two (the
-//! per-channel gradient sums, then the input gradient), as in the fused CPU
-//! kernels of [`super::kernels`], which these mirror.
+//! them a third of the GPU's time on a residual net. Here the forward is
+//! two passes (per-channel moments, then normalise and ReLU) and the
+//! backward two (the per-channel gradient sums, then the input gradient),
+//! as in the fused CPU kernels of `nn::kernels`, which these mirror.
 //!
 //! candle has no batch norm kernel, and cuDNN's would tie the plain `cuda`
-//! build to libcudnn and cannot fuse the ReLU for NCHW tensors, so the
-//! kernels are ours, compiled at first use by NVRTC (which candle already
-//! links) for whatever GPU runs them.
-
-use std::sync::OnceLock;
+//! build to libcudnn and cannot fuse the ReLU for NCHW tensors.
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, DType, Layout, Result, Shape, Storage, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
 
-/// The kernels (NCHW f32; `stats` is (2, c): the means, then the
-/// variances).
-const SOURCE: &str = include_str!("cuda_norm.cu");
-
-const MODULE: &str = "go_train_batch_norm";
-const THREADS: u32 = 256;
-
-/// Whether `x` takes these kernels: f32 on a CUDA device, and
-/// `GO_TRAIN_CUDA_NORM` not set to 0 (which leaves batch norm to candle's
-/// ops, for comparing the two on a GPU).
-pub fn applies(x: &Tensor) -> bool {
-    static ENABLED: OnceLock<bool> = OnceLock::new();
-    let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_NORM").is_none_or(|v| v != "0"));
-    enabled && x.device().is_cuda() && x.dtype() == DType::F32
-}
+use super::{cpu_refused, elementwise, ptx, view, with_view, MODULE, THREADS};
 
 /// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
 /// (2, c) tensor, not differentiated (the normalisation's gradient accounts
@@ -60,37 +42,6 @@ pub fn normalize(
     x.contiguous()?.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)
 }
 
-/// The kernels' PTX, compiled on first use (candle loads the module once
-/// per device: `get_or_load_custom_func`).
-fn ptx() -> Result<&'static str> {
-    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-    let ptx = PTX.get_or_init(|| {
-        candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(SOURCE).map(|p| p.to_src()).map_err(|e| format!("{e:?}"))
-    });
-    match ptx {
-        Ok(ptx) => Ok(ptx),
-        Err(e) => candle_core::bail!("compiling the batch-norm kernels: {e}"),
-    }
-}
-
-/// The contiguous f32 data of a storage seen through `layout`.
-fn view<'a>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, f32>> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(s.as_cuda_slice::<f32>()?.slice(start..end)),
-        None => candle_core::bail!("batch norm on the GPU: the {what} is not contiguous"),
-    }
-}
-
-/// Runs `f` with the contiguous f32 data of `t` on the GPU (held under its
-/// storage's read lock meanwhile).
-fn with_view<T>(t: &Tensor, what: &str, f: impl FnOnce(CudaView<'_, f32>) -> Result<T>) -> Result<T> {
-    let (storage, layout) = t.storage_and_layout();
-    match &*storage {
-        Storage::Cuda(s) => f(view(s, layout, what)?),
-        _ => candle_core::bail!("batch norm on the GPU: the {what} is not on the GPU"),
-    }
-}
-
 /// Batch, channels and points of an NCHW layout.
 fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
     let (n, c, h, w) = l.shape().dims4()?;
@@ -100,12 +51,6 @@ fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
 /// One block per channel for the reductions.
 fn per_channel(c: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (c as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
-}
-
-/// A grid-stride launch over `total` elements.
-fn elementwise(total: usize) -> LaunchConfig {
-    let blocks = total.div_ceil(THREADS as usize).clamp(1, 65_535) as u32;
-    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// `channel_sums` over (`x`, `dy`, `y`) into a fresh (2, c) buffer.
@@ -137,7 +82,7 @@ impl CustomOp1 for Moments {
     }
 
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
-        candle_core::bail!("{}: a GPU op, given a CPU tensor", self.name())
+        cpu_refused(self.name())
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
@@ -242,7 +187,7 @@ impl CustomOp3 for NormOp {
         _: &CpuStorage,
         _: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        candle_core::bail!("{}: a GPU op, given CPU tensors", self.name())
+        cpu_refused(self.name())
     }
 
     fn cuda_fwd(

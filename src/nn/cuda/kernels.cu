@@ -1,9 +1,10 @@
-// Batch norm with its ReLU on a GPU: the kernels of src/nn/cuda_norm.rs,
-// compiled there at run time by NVRTC. scripts/check-cuda-build.sh compiles
-// this file with nvcc too, so that CI catches an error without a GPU.
+// go-train's own GPU kernels (src/nn/cuda/), compiled at run time by NVRTC.
+// scripts/check-cuda-build.sh compiles this file with nvcc too, so that CI
+// catches an error without a GPU, and tests/cuda_emulated runs it on the CPU.
 //
-// NCHW f32, p points per plane, c channels; stats is (2, c): the means, then
-// the (biased) variances. Sums accumulate in double.
+// Batch norm with its ReLU (src/nn/cuda/norm.rs): NCHW f32, p points per
+// plane, c channels; stats is (2, c): the means, then the (biased)
+// variances. Sums accumulate in double.
 #define THREADS 256
 
 // One block per channel. moments: out = mean, biased variance of x.
@@ -82,5 +83,20 @@ extern "C" __global__ void normalize_grad(const float* x, const float* dy, const
             d = g - sums[ch] / m - (x[i] - stats[ch]) * invstd * (sums[c + ch] / m);
         }
         dx[i] = gamma[ch] * invstd * d;
+    }
+}
+
+// The end of a residual block (src/nn/cuda/residual.rs): y = max(x + skip, 0).
+extern "C" __global__ void residual_relu(const float* x, const float* skip, float* y, long total) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        const float v = x[i] + skip[i];
+        y[i] = v > 0.f ? v : 0.f;
+    }
+}
+
+// Its gradient, the same for x and skip: dy where y > 0.
+extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, long total) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        g[i] = y[i] > 0.f ? dy[i] : 0.f;
     }
 }

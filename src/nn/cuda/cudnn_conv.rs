@@ -2,7 +2,7 @@
 //!
 //! candle's own `cudnn` path builds every descriptor, asks cuDNN for an
 //! algorithm and allocates a zeroed workspace on each call, and has no
-//! backward pass of its own: [`super::conv_grad`] runs the kernel gradient
+//! backward pass of its own: `nn::conv_grad` runs the kernel gradient
 //! as a convolution whose "kernel" is the 19×19 board, the worst case for
 //! cuDNN. docs/cuda.md measured that as slower than candle's im2col at batch
 //! 100. Here a [`Plan`] per shape holds the descriptors and the three
@@ -26,13 +26,15 @@ use candle_core::cuda_backend::cudarc::cudnn::sys::{
     cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t, cudnnConvolutionMode_t,
     cudnnMathType_t, cudnnTensorFormat_t,
 };
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView};
+use candle_core::cuda_backend::cudarc::driver::CudaSlice;
 use candle_core::cuda_backend::{CudaDevice, DeviceId};
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 
+use super::{cpu_refused, view};
+
 /// Whether `x` and `w` can take this path: both f32 on a CUDA device, and
 /// `GO_TRAIN_CUDNN_PLANS` not set to 0 (which leaves convolutions to
-/// [`super::conv_grad`], for comparing the two on a GPU).
+/// `nn::conv_grad`, for comparing the two on a GPU).
 pub fn applies(x: &Tensor, w: &Tensor) -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_PLANS").is_none_or(|v| v != "0"));
@@ -195,14 +197,6 @@ fn dims_shape(dims: [i32; 4]) -> Shape {
     Shape::from(&dims.map(|d| d as usize)[..])
 }
 
-/// The contiguous f32 data of a storage seen through `layout`.
-fn view<'a>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, f32>> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(s.as_cuda_slice::<f32>()?.slice(start..end)),
-        None => candle_core::bail!("cuDNN convolution: the {what} is not contiguous"),
-    }
-}
-
 impl CustomOp2 for Pass {
     fn name(&self) -> &'static str {
         match self {
@@ -213,7 +207,7 @@ impl CustomOp2 for Pass {
     }
 
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
-        candle_core::bail!("{}: a GPU op, given CPU tensors", self.name())
+        cpu_refused(self.name())
     }
 
     fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {

@@ -1,10 +1,12 @@
-// Runs the batch-norm kernels of src/nn/cuda_norm.cu on the CPU, each block's
+// Runs the kernels of src/nn/cuda/kernels.cu on the CPU, each block's
 // threads as real threads meeting at __syncthreads (std::barrier), blocks one
 // after another (so a function-static array serves as the block's shared
-// memory), and checks them against batch norm computed plainly in double,
-// and the input gradient against finite differences of that plain version.
+// memory), and checks them against batch norm (and the residual end)
+// computed plainly in double, and the gradients against finite differences
+// of that plain version.
 // tests/cuda_emulated.rs builds and runs it: the kernels' arithmetic and
 // indexing are checked on machines without a GPU.
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -24,7 +26,7 @@ static std::barrier<>* block_barrier = nullptr;
 #define __shared__ static
 #define __syncthreads() block_barrier->arrive_and_wait()
 
-#include "../../src/nn/cuda_norm.cu"
+#include "../../src/nn/cuda/kernels.cu"
 
 // A launch: grid.x blocks of block.x threads.
 static void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
@@ -172,8 +174,36 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned see
     }
 }
 
+// The residual end: relu(x + skip) and its gradient, exactly as plain
+// float arithmetic gives them (one add, one comparison).
+static void check_residual(int total, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> x(total), skip(total), dy(total), y(total), g(total);
+    for (int i = 0; i < total; i++) {
+        x[i] = u(rng);
+        skip[i] = u(rng);
+        dy[i] = u(rng);
+    }
+    launch(3, 64, [&] { residual_relu(x.data(), skip.data(), y.data(), total); });
+    launch(2, 128, [&] { relu_grad(y.data(), dy.data(), g.data(), total); });
+    int positive = 0;
+    for (int i = 0; i < total; i++) {
+        float want = std::max(x[i] + skip[i], 0.f);
+        expect_close("residual output", y[i], want, 0.0);
+        expect_close("residual gradient", g[i], want > 0.f ? dy[i] : 0.f, 0.0);
+        positive += want > 0.f;
+    }
+    if (positive == 0 || positive == total) {
+        std::printf("MISMATCH residual: only one side of the ReLU tested\n");
+        failures++;
+    }
+}
+
 int main() {
     int cases = 0;
+    check_residual(1000, 99);
+    cases++;
     for (bool batch_stats : {true, false})
         for (bool relu : {true, false}) {
             // A channel of fewer values than a block has threads, and of more.

@@ -1,0 +1,68 @@
+//! A residual block's end, `relu(x + skip)`, on a GPU in one kernel each
+//! way. From candle's ops it is an add and a ReLU forward, and backward a
+//! comparison, a mask and a copy for each of the two inputs: passes over
+//! the activations that a residual net makes at every block.
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+use candle_core::cuda_backend::WrapErr;
+use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Result, Shape, Tensor};
+
+use super::{cpu_refused, elementwise, ptx, view, MODULE};
+
+/// `relu(x + skip)`, differentiable in both.
+pub fn residual_relu(x: &Tensor, skip: &Tensor) -> Result<Tensor> {
+    x.contiguous()?.apply_op2(&skip.contiguous()?, Residual::Forward)
+}
+
+/// The op's two passes, each of two tensors of one shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Residual {
+    /// (x, skip) → relu(x + skip).
+    Forward,
+    /// (y, dy) → dy where y > 0: the gradient of x and of skip alike.
+    Grad,
+}
+
+impl CustomOp2 for Residual {
+    fn name(&self) -> &'static str {
+        match self {
+            Residual::Forward => "go-train-cuda-residual-relu",
+            Residual::Grad => "go-train-cuda-relu-grad",
+        }
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
+        cpu_refused(self.name())
+    }
+
+    fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
+        if al.shape() != bl.shape() {
+            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), al.shape(), bl.shape());
+        }
+        let dev = a.device();
+        let (a, b) = (view(a, al, "first argument")?, view(b, bl, "second argument")?);
+        let total = al.shape().elem_count();
+        let out = unsafe { dev.alloc::<f32>(total)? };
+        let kernel = match self {
+            Residual::Forward => "residual_relu",
+            Residual::Grad => "relu_grad",
+        };
+        let func = dev.get_or_load_custom_func(kernel, MODULE, ptx()?)?;
+        let total64 = total as i64;
+        let mut builder = func.builder();
+        builder.arg(&a).arg(&b).arg(&out).arg(&total64);
+        // SAFETY: the three buffers hold `total` floats each.
+        unsafe { builder.launch(elementwise(total)) }.w()?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), al.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, skip: &Tensor, y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        if *self != Residual::Forward {
+            candle_core::bail!("{}: no second derivative", self.name());
+        }
+        let passed = y.detach().apply_op2(&dy.detach().contiguous()?, Residual::Grad)?;
+        let dx = if x.track_op() { Some(passed.clone()) } else { None };
+        Ok((dx, skip.track_op().then_some(passed)))
+    }
+}

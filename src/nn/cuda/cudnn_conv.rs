@@ -144,6 +144,15 @@ impl Plan {
         let filter_grad = (filter_grad, bwd_filter.get_workspace_size(filter_grad)?);
         Ok(Plan { conv, x, w, y, forward, data_grad, filter_grad })
     }
+
+    /// The workspace bytes `pass`'s algorithm needs.
+    fn workspace(&self, pass: Pass) -> usize {
+        match pass {
+            Pass::Forward => self.forward.1,
+            Pass::DataGrad => self.data_grad.1,
+            Pass::FilterGrad { .. } => self.filter_grad.1,
+        }
+    }
 }
 
 /// What a thread keeps per device: its cuDNN handle, the plans made so
@@ -164,7 +173,7 @@ thread_local! {
 fn with_plan<T>(
     dev: &CudaDevice,
     g: &Geometry,
-    need: impl Fn(&Plan) -> usize,
+    need: impl FnOnce(&Plan) -> usize,
     f: impl FnOnce(&Plan, Option<&mut CudaSlice<u8>>) -> Result<T>,
 ) -> Result<T> {
     STATE.with(|state| {
@@ -213,56 +222,42 @@ impl CustomOp2 for Pass {
     fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
         let g = Geometry::of(*self, al.shape(), bl.shape())?;
         let dev = a.device();
-        match self {
-            Pass::Forward => {
-                let (x, w) = (view(a, al, "input")?, view(b, bl, "kernel")?);
-                let mut y = unsafe { dev.alloc::<f32>(al.shape().elem_count() / g.c_in * g.c_out)? };
-                with_plan(
-                    dev,
-                    &g,
-                    |p| p.forward.1,
-                    |p, ws| {
-                        let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
-                        // SAFETY: the descriptors describe these buffers (the plan's geometry is theirs).
-                        unsafe { op.launch(p.forward.0, ws, (1.0, 0.0), &x, &w, &mut y) }?;
-                        Ok(())
-                    },
-                )?;
-                Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), dims_shape(g.y_dims())))
-            }
-            Pass::DataGrad => {
-                let (dy, w) = (view(a, al, "output gradient")?, view(b, bl, "kernel")?);
-                let mut dx = unsafe { dev.alloc::<f32>(g.batch * g.c_in * g.h * g.w)? };
-                with_plan(
-                    dev,
-                    &g,
-                    |p| p.data_grad.1,
-                    |p, ws| {
-                        let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
-                        // SAFETY: as above.
-                        unsafe { op.launch(p.data_grad.0, ws, (1.0, 0.0), &mut dx, &w, &dy) }?;
-                        Ok(())
-                    },
-                )?;
-                Ok((CudaStorage::wrap_cuda_slice(dx, dev.clone()), dims_shape(g.x_dims())))
-            }
-            Pass::FilterGrad { .. } => {
-                let (x, dy) = (view(a, al, "input")?, view(b, bl, "output gradient")?);
-                let mut dw = unsafe { dev.alloc::<f32>(g.c_out * g.c_in * g.k * g.k)? };
-                with_plan(
-                    dev,
-                    &g,
-                    |p| p.filter_grad.1,
-                    |p, ws| {
-                        let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
-                        // SAFETY: as above.
-                        unsafe { op.launch(p.filter_grad.0, ws, (1.0, 0.0), &x, &mut dw, &dy) }?;
-                        Ok(())
-                    },
-                )?;
-                Ok((CudaStorage::wrap_cuda_slice(dw, dev.clone()), dims_shape(g.w_dims())))
-            }
-        }
+        let (names, out_dims) = match self {
+            Pass::Forward => (["input", "kernel"], g.y_dims()),
+            Pass::DataGrad => (["output gradient", "kernel"], g.x_dims()),
+            Pass::FilterGrad { .. } => (["input", "output gradient"], g.w_dims()),
+        };
+        let (a, b) = (view(a, al, names[0])?, view(b, bl, names[1])?);
+        let mut out = unsafe { dev.alloc::<f32>(out_dims.iter().product::<i32>() as usize)? };
+        let pass = *self;
+        with_plan(
+            dev,
+            &g,
+            |p| p.workspace(pass),
+            |p, ws| {
+                let scale = (1.0, 0.0);
+                // SAFETY: the plan's descriptors describe these buffers: its
+                // geometry is the one their shapes gave.
+                unsafe {
+                    match pass {
+                        Pass::Forward => {
+                            let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
+                            op.launch(p.forward.0, ws, scale, &a, &b, &mut out)
+                        }
+                        Pass::DataGrad => {
+                            let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
+                            op.launch(p.data_grad.0, ws, scale, &mut out, &b, &a)
+                        }
+                        Pass::FilterGrad { .. } => {
+                            let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
+                            op.launch(p.filter_grad.0, ws, scale, &a, &mut out, &b)
+                        }
+                    }
+                }?;
+                Ok(())
+            },
+        )?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims)))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {

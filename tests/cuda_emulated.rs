@@ -32,8 +32,8 @@ fn run_emulated(name: &str) {
     assert!(report.contains(" 0 mismatches"), "{name}: unexpected report:\n{report}");
 }
 
-/// src/nn/cuda/kernels.cu: the residual end and its gradient against plain
-/// float arithmetic; for batch norm, the per-channel moments, the
+/// src/nn/cuda/kernels.cu: the convolution bias and the residual end, with
+/// their gradients, against plain float arithmetic; for batch norm, the per-channel moments, the
 /// normalisation with and without ReLU, and the gradients (β, γ, input;
 /// batch statistics and running ones) against plain double arithmetic and
 /// finite differences.

@@ -126,7 +126,7 @@ impl Conv {
         if fused(x) {
             x.contiguous()?.apply_op3(&self.weight, &self.bias, ConvOp { k: self.k, relu: self.relu })
         } else {
-            self.forward_with(x, super::conv_grad::conv2d_same)
+            self.forward_with(x, super::conv_grad::conv2d_same, add_bias)
         }
     }
 
@@ -134,20 +134,41 @@ impl Conv {
     /// the reference in tests.
     #[cfg(test)]
     fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_with(x, |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1))
+        self.forward_with(
+            x,
+            |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1),
+            |y, b| y.broadcast_add(&b.reshape((1, (), 1, 1))?),
+        )
     }
 
-    /// The convolution by `conv`, then bias and ReLU as candle ops.
-    fn forward_with(&self, x: &Tensor, conv: impl Fn(&Tensor, &Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    /// The convolution by `conv`, the bias by `bias` (when the layer has
+    /// one), then the ReLU.
+    fn forward_with(
+        &self,
+        x: &Tensor,
+        conv: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
+        bias: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
         let mut y = conv(x, &self.weight)?;
         if self.has_bias {
-            y = y.broadcast_add(&self.bias.reshape((1, (), 1, 1))?)?;
+            y = bias(&y, &self.bias)?;
         }
         if self.relu {
             y = y.relu()?;
         }
         Ok(y)
     }
+}
+
+/// `y + b` per channel, `y` (batch, c, h, w), `b` (c): on a GPU by
+/// `nn::cuda::bias`, whose gradient for `b` is one per-channel sum,
+/// elsewhere by candle's broadcast add.
+fn add_bias(y: &Tensor, b: &Tensor) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if super::cuda::applies(y) {
+        return super::cuda::bias::add_bias(y, b);
+    }
+    y.broadcast_add(&b.reshape((1, (), 1, 1))?)
 }
 
 /// The fused convolution op: arguments (x, weight, bias).

@@ -127,7 +127,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned see
     auto xf = to_f(x), gf = to_f(gamma), bf = to_f(beta);
     std::vector<float> stats(2 * c);
     if (batch_stats) {
-        launch(c, THREADS, [&] { channel_sums(xf.data(), xf.data(), xf.data(), xf.data(), 0.f, stats.data(), n, c, p, 1, 0); });
+        launch(c, THREADS, [&] { channel_sums(xf.data(), xf.data(), xf.data(), xf.data(), 0.f, stats.data(), n, c, p, MOMENTS, 0); });
         for (int ch = 0; ch < c; ch++) {
             expect_close("mean", stats[ch], mean[ch], 1e-5);
             expect_close("variance", stats[c + ch], var[ch], 1e-5);
@@ -146,7 +146,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned see
     auto dyf = to_f(w);
     std::vector<float> sums(2 * c), dx(total);
     launch(c, THREADS, [&] {
-        channel_sums(xf.data(), dyf.data(), y.data(), stats.data(), EPS, sums.data(), n, c, p, 0, relu);
+        channel_sums(xf.data(), dyf.data(), y.data(), stats.data(), EPS, sums.data(), n, c, p, GRADIENT, relu);
     });
     launch(5, 128, [&] {
         normalize_grad(xf.data(), dyf.data(), y.data(), stats.data(), gf.data(), sums.data(), EPS, dx.data(), c, p,
@@ -200,8 +200,39 @@ static void check_residual(int total, unsigned seed) {
     }
 }
 
+// A convolution's bias: y = x + b per channel, and the bias gradient as
+// channel_sums' plain sums of dy.
+static void check_bias(int n, int c, int p, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    int total = n * c * p;
+    std::vector<float> x(total), dy(total), y(total), b(c), sums(2 * c);
+    for (auto& v : x) v = u(rng);
+    for (auto& v : dy) v = u(rng);
+    for (auto& v : b) v = u(rng);
+    launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total); });
+    launch(c, THREADS, [&] {
+        channel_sums(dy.data(), dy.data(), dy.data(), dy.data(), 0.f, sums.data(), n, c, p, SUMS, 0);
+    });
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, q = 0;
+        for (int k = 0; k < n; k++)
+            for (int j = 0; j < p; j++) {
+                int i = (k * c + ch) * p + j;
+                expect_close("bias output", y[i], x[i] + b[ch], 0.0);
+                s += dy[i];
+                q += (double)dy[i] * dy[i];
+            }
+        expect_close("bias gradient", sums[ch], s, 1e-6);
+        expect_close("sum of squares", sums[c + ch], q, 1e-6);
+    }
+}
+
 int main() {
     int cases = 0;
+    check_bias(3, 4, 25, 7);
+    check_bias(5, 2, 81, 8);
+    cases += 2;
     check_residual(1000, 99);
     cases++;
     for (bool batch_stats : {true, false})

@@ -7,15 +7,16 @@
 // variances. Sums accumulate in double.
 #define THREADS 256
 
-// One block per channel. moments: out = mean, biased variance of x.
-// Otherwise the gradient sums: g = dy, zero where relu and y <= 0;
-// out = sum of g, sum of g * (x - mean) * invstd.
+// What channel_sums computes, one block per channel:
+#define SUMS 0      // out = sum of x, sum of x * x
+#define MOMENTS 1   // out = mean, biased variance of x
+#define GRADIENT 2  // g = dy, zero where relu and y <= 0: out = sum of g, sum of g * (x - mean) * invstd
 extern "C" __global__ void channel_sums(const float* x, const float* dy, const float* y, const float* stats,
-                                        float eps, float* out, int n, int c, int p, int moments, int relu) {
+                                        float eps, float* out, int n, int c, int p, int what, int relu) {
     const int ch = blockIdx.x;
     const long m = (long)n * p;
     float mean = 0.f, invstd = 0.f;
-    if (!moments) {
+    if (what == GRADIENT) {
         mean = stats[ch];
         invstd = 1.f / sqrtf(stats[c + ch] + eps);
     }
@@ -24,7 +25,7 @@ extern "C" __global__ void channel_sums(const float* x, const float* dy, const f
         const long b = i / p;
         const long at = (b * c + ch) * p + (i - b * p);
         const float v = x[at];
-        if (moments) {
+        if (what != GRADIENT) {
             s += v;
             q += (double)v * v;
         } else {
@@ -46,7 +47,7 @@ extern "C" __global__ void channel_sums(const float* x, const float* dy, const f
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        if (moments) {
+        if (what == MOMENTS) {
             const double mu = ss[0] / (double)m;
             const double var = sq[0] / (double)m - mu * mu;
             out[ch] = (float)mu;
@@ -83,6 +84,13 @@ extern "C" __global__ void normalize_grad(const float* x, const float* dy, const
             d = g - sums[ch] / m - (x[i] - stats[ch]) * invstd * (sums[c + ch] / m);
         }
         dx[i] = gamma[ch] * invstd * d;
+    }
+}
+
+// A convolution's bias (src/nn/cuda/bias.rs): y = x + b[channel].
+extern "C" __global__ void channel_bias(const float* x, const float* b, float* y, int c, int p, long total) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        y[i] = x[i] + b[(i / p) % c];
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! - [`norm`]: batch norm with its ReLU in kernels of our own;
 //! - [`residual`]: a residual block's sum and ReLU in one kernel;
+//! - [`bias`]: a convolution's bias, its gradient a per-channel sum;
 //! - [`cudnn_conv`] (`--features cudnn`): convolutions through cuDNN,
 //!   planned once per shape.
 //!
@@ -15,9 +16,12 @@
 
 use std::sync::OnceLock;
 
-use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchConfig};
-use candle_core::{CudaStorage, DType, Layout, Result, Storage, Tensor};
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaDevice, WrapErr};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
 
+pub mod bias;
 #[cfg(feature = "cudnn")]
 pub mod cudnn_conv;
 pub mod norm;
@@ -81,4 +85,73 @@ fn elementwise(total: usize) -> LaunchConfig {
 /// a CPU version; these ops are only ever built for GPU tensors).
 fn cpu_refused<T>(op: &str) -> Result<T> {
     candle_core::bail!("{op}: a GPU op, given CPU tensors")
+}
+
+/// Batch, channels and points of an NCHW layout.
+fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
+    let (n, c, h, w) = l.shape().dims4()?;
+    Ok((n, c, h * w))
+}
+
+/// What `channel_sums` computes per channel (`what` in `kernels.cu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reduce {
+    /// Σ x, Σ x².
+    Sums = 0,
+    /// The mean and biased variance of x.
+    Moments = 1,
+    /// Batch norm's gradient sums, Σ g and Σ g·x̂ (g = dy, masked by the
+    /// ReLU's output when `relu`).
+    Gradient = 2,
+}
+
+/// `channel_sums` over (`x`, `dy`, `y`) of `(n, c, p)` values into a fresh
+/// (2, c) buffer; `dy`, `y` and `stats` are read for [`Reduce::Gradient`]
+/// only (pass anything of the right size otherwise).
+fn channel_sums(
+    dev: &CudaDevice,
+    (x, dy, y): (&CudaView<f32>, &CudaView<f32>, &CudaView<f32>),
+    stats: &CudaView<f32>,
+    eps: f32,
+    (n, c, p): (usize, usize, usize),
+    what: Reduce,
+    relu: bool,
+) -> Result<CudaSlice<f32>> {
+    let out = unsafe { dev.alloc::<f32>(2 * c)? };
+    let func = dev.get_or_load_custom_func("channel_sums", MODULE, ptx()?)?;
+    let (n, c32, p, what, relu) = (n as i32, c as i32, p as i32, what as i32, relu as i32);
+    let mut b = func.builder();
+    b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
+    // One block of THREADS per channel, as the kernel's reduction expects.
+    let cfg = LaunchConfig { grid_dim: (c as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: the buffers hold n·c·p (x, dy, y) and 2c (stats, out) floats.
+    unsafe { b.launch(cfg) }.w()?;
+    Ok(out)
+}
+
+/// [`Reduce::Sums`] or [`Reduce::Moments`] of `x` (batch, c, h, w) per
+/// channel, as a (2, c) tensor; not differentiable.
+fn channel_reduce(x: &Tensor, what: Reduce) -> Result<Tensor> {
+    x.contiguous()?.apply_op1(what)
+}
+
+impl CustomOp1 for Reduce {
+    fn name(&self) -> &'static str {
+        "go-train-cuda-channel-sums"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
+        cpu_refused(self.name())
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
+        if *self == Reduce::Gradient {
+            candle_core::bail!("{}: the gradient sums need the batch norm's statistics", self.name());
+        }
+        let dev = s.device();
+        let x = view(s, l, "input")?;
+        let (n, c, p) = dims(l)?;
+        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), *self, false)?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
+    }
 }

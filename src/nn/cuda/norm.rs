@@ -12,17 +12,17 @@
 //! build to libcudnn and cannot fuse the ReLU for NCHW tensors.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
-use super::{cpu_refused, elementwise, ptx, view, with_view, MODULE, THREADS};
+use super::{channel_reduce, channel_sums, cpu_refused, dims, elementwise, ptx, view, with_view, Reduce, MODULE};
 
 /// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
 /// (2, c) tensor, not differentiated (the normalisation's gradient accounts
 /// for them).
 pub fn moments(x: &Tensor) -> Result<Tensor> {
-    x.detach().contiguous()?.apply_op1(Moments)
+    channel_reduce(&x.detach(), Reduce::Moments)
 }
 
 /// `γ·(x − mean)/√(var + eps) + β`, then ReLU when `relu`, with mean and
@@ -40,58 +40,6 @@ pub fn normalize(
     let pass = NormPass::Forward { batch_stats };
     let op = NormOp { stats: stats.detach().contiguous()?, eps: eps as f32, relu, pass };
     x.contiguous()?.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)
-}
-
-/// Batch, channels and points of an NCHW layout.
-fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
-    let (n, c, h, w) = l.shape().dims4()?;
-    Ok((n, c, h * w))
-}
-
-/// One block per channel for the reductions.
-fn per_channel(c: usize) -> LaunchConfig {
-    LaunchConfig { grid_dim: (c as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
-}
-
-/// `channel_sums` over (`x`, `dy`, `y`) into a fresh (2, c) buffer.
-fn channel_sums(
-    dev: &CudaDevice,
-    (x, dy, y): (&CudaView<f32>, &CudaView<f32>, &CudaView<f32>),
-    stats: &CudaView<f32>,
-    eps: f32,
-    (n, c, p): (usize, usize, usize),
-    moments: bool,
-    relu: bool,
-) -> Result<CudaSlice<f32>> {
-    let out = unsafe { dev.alloc::<f32>(2 * c)? };
-    let func = dev.get_or_load_custom_func("channel_sums", MODULE, ptx()?)?;
-    let (n, c32, p, moments, relu) = (n as i32, c as i32, p as i32, moments as i32, relu as i32);
-    let mut b = func.builder();
-    b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&moments).arg(&relu);
-    // SAFETY: the buffers hold n·c·p (x, dy, y) and 2c (stats, out) floats.
-    unsafe { b.launch(per_channel(c)) }.w()?;
-    Ok(out)
-}
-
-/// The per-channel moments of x: arguments (x).
-struct Moments;
-
-impl CustomOp1 for Moments {
-    fn name(&self) -> &'static str {
-        "go-train-cuda-moments"
-    }
-
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
-        cpu_refused(self.name())
-    }
-
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
-        let dev = s.device();
-        let x = view(s, l, "input")?;
-        let (n, c, p) = dims(l)?;
-        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), true, false)?;
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
-    }
 }
 
 /// Batch norm's three passes on the GPU as one candle op of three tensors,
@@ -228,7 +176,8 @@ impl CustomOp3 for NormOp {
                     _ => {
                         let n = l1.shape().dims()[0];
                         let sums = with_view(&self.stats, "statistics", |stats| {
-                            channel_sums(dev, (&x, &dy, &y), &stats, self.eps, (n, c, p), false, self.relu)
+                            let (inputs, shape) = ((&x, &dy, &y), (n, c, p));
+                            channel_sums(dev, inputs, &stats, self.eps, shape, Reduce::Gradient, self.relu)
                         })?;
                         (sums, Shape::from((2, c)))
                     }

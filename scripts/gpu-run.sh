@@ -16,7 +16,8 @@
 #   bench-ab      go-train's GPU paths one against another, same nets and
 #                 batches: candle's ops, then cuDNN plans for convolutions
 #                 (GO_TRAIN_CUDNN_PLANS), then our own kernels for batch
-#                 norm and the residual sum as well (GO_TRAIN_CUDA_KERNELS)
+#                 norm, the residual sum and the bias as well
+#                 (GO_TRAIN_CUDA_KERNELS)
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume for at most SECS seconds with the

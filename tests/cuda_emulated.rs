@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Builds `tests/cuda_emulated/NAME.cpp` with `c++` and runs it; skips,
-/// saying so, when there is no C++20 compiler.
+/// Builds `tests/cuda_emulated/NAME.cpp` with `c++` (C++20, for
+/// `std::barrier`) and runs it; skips, saying so, when there is no `c++`.
 fn run_emulated(name: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_emulated");
     let out = tempfile::tempdir().expect("temporary folder");

@@ -169,11 +169,11 @@ thread_local! {
 }
 
 /// Runs `f` with the plan for `g` on `dev` and a workspace of at least the
-/// bytes `need(plan)` says, making either on first use.
+/// bytes `pass` needs, making either on first use.
 fn with_plan<T>(
     dev: &CudaDevice,
     g: &Geometry,
-    need: impl FnOnce(&Plan) -> usize,
+    pass: Pass,
     f: impl FnOnce(&Plan, Option<&mut CudaSlice<u8>>) -> Result<T>,
 ) -> Result<T> {
     STATE.with(|state| {
@@ -190,7 +190,7 @@ fn with_plan<T>(
             s.plans.insert(*g, plan);
         }
         let plan = &s.plans[g];
-        let bytes = need(plan);
+        let bytes = plan.workspace(pass);
         if bytes > s.workspace.as_ref().map_or(0, |w| w.len()) {
             // The old workspace is freed in stream order, after the calls
             // already queued on it.
@@ -230,33 +230,28 @@ impl CustomOp2 for Pass {
         let (a, b) = (view(a, al, names[0])?, view(b, bl, names[1])?);
         let mut out = unsafe { dev.alloc::<f32>(out_dims.iter().product::<i32>() as usize)? };
         let pass = *self;
-        with_plan(
-            dev,
-            &g,
-            |p| p.workspace(pass),
-            |p, ws| {
-                let scale = (1.0, 0.0);
-                // SAFETY: the plan's descriptors describe these buffers: its
-                // geometry is the one their shapes gave.
-                unsafe {
-                    match pass {
-                        Pass::Forward => {
-                            let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
-                            op.launch(p.forward.0, ws, scale, &a, &b, &mut out)
-                        }
-                        Pass::DataGrad => {
-                            let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
-                            op.launch(p.data_grad.0, ws, scale, &mut out, &b, &a)
-                        }
-                        Pass::FilterGrad { .. } => {
-                            let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
-                            op.launch(p.filter_grad.0, ws, scale, &a, &mut out, &b)
-                        }
+        with_plan(dev, &g, pass, |p, ws| {
+            let scale = (1.0, 0.0);
+            // SAFETY: the plan's descriptors describe these buffers: its
+            // geometry is the one their shapes gave.
+            unsafe {
+                match pass {
+                    Pass::Forward => {
+                        let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
+                        op.launch(p.forward.0, ws, scale, &a, &b, &mut out)
                     }
-                }?;
-                Ok(())
-            },
-        )?;
+                    Pass::DataGrad => {
+                        let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
+                        op.launch(p.data_grad.0, ws, scale, &mut out, &b, &a)
+                    }
+                    Pass::FilterGrad { .. } => {
+                        let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
+                        op.launch(p.filter_grad.0, ws, scale, &a, &mut out, &b)
+                    }
+                }
+            }?;
+            Ok(())
+        })?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims)))
     }
 

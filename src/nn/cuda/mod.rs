@@ -10,9 +10,9 @@
 //! The kernels live in `kernels.cu`, compiled at first use by NVRTC (which
 //! candle already links) for whatever GPU runs them; `tests/cuda_emulated`
 //! checks their arithmetic on the CPU and `scripts/check-cuda-build.sh`
-//! compiles them with nvcc. `GO_TRAIN_CUDA_KERNELS=0` leaves batch norm and
-//! the residual sum to candle's ops, for timing one path against the other
-//! on a GPU (`scripts/gpu-run.sh bench-ab`).
+//! compiles them with nvcc. `GO_TRAIN_CUDA_KERNELS=0` leaves batch norm, the
+//! residual sum and the bias to candle's ops, for timing one path against
+//! the other on a GPU (`scripts/gpu-run.sh bench-ab`).
 
 use std::sync::OnceLock;
 

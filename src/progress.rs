@@ -22,6 +22,9 @@ pub struct Progress {
     total: u64,
     /// Units done so far.
     done: AtomicU64,
+    /// Units done before this run (a resumed match): counted in the
+    /// position, not in the rate.
+    resumed: AtomicU64,
     /// When the last plain line was printed.
     last_line: Mutex<Instant>,
     /// When the work started.
@@ -48,6 +51,7 @@ impl Progress {
             label: label.to_string(),
             total,
             done: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
             last_line: Mutex::new(Instant::now()),
             start: Instant::now(),
             plain: !tty,
@@ -64,6 +68,18 @@ impl Progress {
         self
     }
 
+    /// Records `n` units finished by an earlier run (`--resume`): they
+    /// move the position but not the rate or the time left, which would
+    /// otherwise count them as done in no time.
+    pub fn resume_from(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+        self.resumed.fetch_add(n, Ordering::Relaxed);
+        if let Some(bar) = &self.bar {
+            bar.inc(n);
+            bar.reset_eta();
+        }
+    }
+
     /// Records `n` more units done.
     pub fn inc(&self, n: u64) {
         let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
@@ -73,11 +89,16 @@ impl Progress {
             let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
             if last.elapsed() >= PLAIN_EVERY {
                 *last = Instant::now();
-                let elapsed = self.start.elapsed().as_secs_f64();
-                let speed = speed(done as f64 / elapsed);
-                eprintln!("{}: {done}/{} ({speed}, {elapsed:.0} s)", self.label, self.total);
+                eprintln!("{}", self.plain_line(done, self.start.elapsed().as_secs_f64()));
             }
         }
+    }
+
+    /// The plain-text line for `done` units after `elapsed` seconds.
+    fn plain_line(&self, done: u64, elapsed: f64) -> String {
+        let this_run = done.saturating_sub(self.resumed.load(Ordering::Relaxed));
+        let speed = speed(this_run as f64 / elapsed);
+        format!("{}: {done}/{} ({speed}, {elapsed:.0} s)", self.label, self.total)
     }
 
     /// A short status next to the bar (e.g. the current loss).
@@ -119,5 +140,16 @@ mod tests {
         assert_eq!(super::speed(323.1371), "323/s");
         assert_eq!(super::speed(0.25), "4.0 s each");
         assert_eq!(super::speed(0.0), "-");
+    }
+
+    /// A resumed match that has played one game in 300 s reads 300 s a
+    /// game, not 300 s over the 17 games it holds.
+    #[test]
+    fn resumed_units_count_in_the_position_not_the_rate() {
+        let progress = super::Progress::new("match", 40, "games");
+        progress.resume_from(16);
+        progress.inc(1);
+        assert_eq!(progress.done(), 17);
+        assert_eq!(progress.plain_line(17, 300.0), "match: 17/40 (300.0 s each, 300 s)");
     }
 }

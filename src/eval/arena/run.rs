@@ -150,7 +150,7 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
             .with_context(|| format!("opening {}", log_path.display()))?,
     );
     let pending: Vec<usize> = (0..config.games).filter(|i| !done.iter().any(|g| g.index == *i)).collect();
-    progress.inc(done.len() as u64);
+    progress.resume_from(done.len() as u64);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<GameSummary>> = Mutex::new(done);
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);

@@ -282,14 +282,11 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
 /// Game 21 of the 800-iteration match against GnuGo (kept in
 /// `docs/matches/`) ends with twenty Black stones and three White ones
 /// inside them sharing their last two liberties: a seki, where both live
-/// and GnuGo counts B+13.5. go-train's judging playouts let White fill a
-/// shared liberty (a 4-stone self-atari, under the 5 they refuse) and then
-/// rarely capture at once, so they count the twenty dead and W+28.5. The
-/// two playout rules tried against it break other games (docs/strength.md),
-/// so this test is the target for a judgement that reads eye space:
-/// `cargo test --release --test gtp_engine -- --ignored`.
+/// and GnuGo counts B+13.5. The judging playouts let White fill a shared
+/// liberty (an L of 4 stones in atari) and then rarely captured at once,
+/// so go-train counted the twenty dead and W+28.5 until the playouts that
+/// count games refused to put such a four in atari (docs/strength.md).
 #[test]
-#[ignore = "known misjudgement of a seki with stones inside (docs/strength.md, 800-iteration match)"]
 fn final_score_counts_a_seki_with_stones_inside_as_alive() {
     let game = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/matches/iter800-vs-gnugo10-s31/game-0021.sgf");
     let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();

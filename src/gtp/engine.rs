@@ -522,7 +522,7 @@ enum HandicapKind {
 fn cleanup_move(game: &Game) -> Option<Move> {
     let board = game.board();
     let color = game.to_move();
-    let dead: Vec<Point> = Ownership::estimate(game, 100, board.hash())
+    let dead: Vec<Point> = Ownership::judge(game, 100, board.hash())
         .dead_stones(board)
         .into_iter()
         .filter(|&p| board.color_at(p) == Some(color.opponent()))

@@ -65,6 +65,16 @@ impl Ownership {
         Ownership::from_playouts(game, playouts, &mut RandomAgent::judging(seed))
     }
 
+    /// As [`Ownership::estimate`], with the playouts that count finished
+    /// games ([`RandomAgent::scoring`]): what decides dead stones in GTP
+    /// `final_score`, `final_status_list` and the cleanup of `genmove`, and
+    /// in match referees. Dataset labels, the learned-nothing baseline and
+    /// MCTS leaves keep [`Ownership::estimate`], so that datasets prepared
+    /// before stay as they were and the search plays as its matches measured.
+    pub fn judge(game: &Game, playouts: usize, seed: u64) -> Ownership {
+        Ownership::from_playouts(game, playouts, &mut RandomAgent::scoring(seed))
+    }
+
     /// As [`Ownership::estimate`], with the playouts played by `agent`.
     pub fn from_playouts(game: &Game, playouts: usize, agent: &mut RandomAgent) -> Ownership {
         let size = game.board().size();
@@ -232,10 +242,10 @@ pub fn area_owners(board: &Board) -> Vec<Option<Color>> {
     owners
 }
 
-/// Like [`Ownership::estimate`] with [`DEFAULT_PLAYOUTS`] and a seed taken
+/// Like [`Ownership::judge`] with [`DEFAULT_PLAYOUTS`] and a seed taken
 /// from the position, so the same position always scores the same.
 pub fn estimate_default(game: &Game) -> Ownership {
-    Ownership::estimate(game, DEFAULT_PLAYOUTS, game.board().hash())
+    Ownership::judge(game, DEFAULT_PLAYOUTS, game.board().hash())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! of its own eyes (the seed design's random player), and random playouts.
 
 use super::tactics::{answers_atari, urgent_points};
-use crate::go::{Cell, ColoredMove, Game, Move, Point};
+use crate::go::{Board, Cell, Color, ColoredMove, Game, Move, Point};
 
 /// wyrand (Wang Yi's generator): 64 bits of state, and an addition and one
 /// 64×64→128-bit multiply per number, about half the work of PCG-64's
@@ -45,6 +45,9 @@ pub struct RandomAgent {
     /// Answers ataris the last move made before playing at random
     /// ([`RandomAgent::tactical`]).
     answer_ataris: bool,
+    /// Also refuses putting 4 stones in a row or a bend into atari
+    /// ([`RandomAgent::scoring`]).
+    spare_living_four: bool,
     /// Candidate points, reused between calls to avoid allocation.
     candidates: Vec<Point>,
 }
@@ -55,6 +58,7 @@ impl RandomAgent {
             rng: WyRand::new(seed),
             spare_seki: false,
             answer_ataris: false,
+            spare_living_four: false,
             candidates: Vec::with_capacity(361),
         }
     }
@@ -69,6 +73,22 @@ impl RandomAgent {
     /// the same reason.
     pub fn judging(seed: u64) -> RandomAgent {
         RandomAgent { spare_seki: true, ..RandomAgent::new(seed) }
+    }
+
+    /// The playouts that count a finished game (GTP `final_score` and
+    /// `final_status_list`, match referees): as [`RandomAgent::judging`],
+    /// and refusing also the self-atari of a string of 4 stones in a
+    /// line, an L or a zigzag. Taken, such a string leaves the taker an
+    /// eye space of those 4 points, which lives; only the square and the T
+    /// of 4 are killing shapes (nakade), and they stay. In game 21 of the
+    /// 800-iteration match, three White stones inside twenty Black ones
+    /// share their last two liberties (a seki): White filling one made an
+    /// L of 4 in atari, the capture that answers it was one point among
+    /// many for a uniform playout, White took the twenty stones in most
+    /// playouts, and the referee counted W+28.5 where GnuGo counts B+13.5
+    /// (docs/strength.md).
+    pub fn scoring(seed: u64) -> RandomAgent {
+        RandomAgent { spare_living_four: true, ..RandomAgent::judging(seed) }
     }
 
     /// As [`RandomAgent::judging`], and first answering the last move the
@@ -101,13 +121,17 @@ impl RandomAgent {
         let board = game.board();
         let color = game.to_move();
         let spare_seki = self.spare_seki;
+        let spare_living_four = self.spare_living_four;
         // A stone with two empty neighbours keeps two liberties: most
         // points of a playout need no look at the string they would join.
         let big_self_atari = |p: Point| {
             board.neighbors(p).iter().filter(|&&q| board.cell(q) == Cell::Empty).count() < 2
-                && board
-                    .move_outcome(p, color)
-                    .is_some_and(|o| o.captured == 0 && o.liberties == 1 && o.stones >= SEKI_STRING)
+                && board.move_outcome(p, color).is_some_and(|o| {
+                    o.captured == 0
+                        && o.liberties == 1
+                        && (o.stones >= SEKI_STRING
+                            || (spare_living_four && o.stones == 4 && !killing_four(board, p, color)))
+                })
         };
         let acceptable = |p: Point| {
             !board.is_eye(p, color) && game.check_point(p, color).is_ok() && !(spare_seki && big_self_atari(p))
@@ -187,6 +211,23 @@ impl RandomAgent {
         }
         None
     }
+}
+
+/// Whether the 4-stone string that `color` playing at `p` would make is a
+/// square or a T: the eye spaces of 4 that die ([`RandomAgent::scoring`]).
+/// In a line, an L or a zigzag the stones form a path, two of them with
+/// one neighbour among the four; the square has none with one, the T
+/// one stone with three.
+fn killing_four(board: &Board, p: Point, color: Color) -> bool {
+    let mut stones = vec![p];
+    for q in board.neighbors(p) {
+        if board.color_at(q) == Some(color) && !stones.contains(&q) {
+            stones.extend(board.string_stones(q));
+        }
+    }
+    let ends =
+        stones.iter().filter(|&&a| board.neighbors(a).iter().filter(|b| stones.contains(b)).count() == 1).count();
+    ends != 2
 }
 
 /// What one random playout did.
@@ -284,6 +325,28 @@ mod tests {
         let mut game = game_after(size, moves).restarted(Rules::CHINESE);
         game.set_to_move(to_move);
         game
+    }
+
+    /// Four stones that a capture would turn into a dying eye space (the
+    /// square, the T) against a living one (a line, an L, a zigzag),
+    /// whether the fourth stone extends one string or joins three.
+    #[test]
+    fn killing_fours_are_the_square_and_the_t() {
+        for (black, fourth, kills) in [
+            ("C5 D5 E5", "F5", false),
+            ("C5 D5 E5", "E4", false),
+            ("C5 D5 D4", "E4", false),
+            ("C5 D5 C4", "D4", true),
+            ("C5 D5 E5", "D4", true),
+            ("C5 E5 D4", "D5", true),
+            ("C5 E5 F5", "D5", false),
+        ] {
+            let moves: Vec<String> =
+                black.split(' ').zip(["J1", "J2", "J3"]).flat_map(|(b, w)| [b.to_string(), w.to_string()]).collect();
+            let game = game_after(9, &moves.join(" "));
+            let p = game.board().point(crate::go::Vertex::parse_gtp(fourth, 9).unwrap());
+            assert_eq!(killing_four(game.board(), p, Color::Black), kills, "{black} + {fourth}");
+        }
     }
 
     // White E5 walks into atari among Black D5, E6 and F5: E4 takes it.

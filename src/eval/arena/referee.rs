@@ -138,6 +138,6 @@ pub fn play_game(
             break;
         }
     }
-    let score = Ownership::estimate(&game, config.ownership_playouts, seed).score(&game);
+    let score = Ownership::judge(&game, config.ownership_playouts, seed).score(&game);
     Ok(GameOutcome { winner: score.winner(), game, reason, score: Some(score), error: None, seconds })
 }

@@ -41,7 +41,7 @@ use super::input::{read_lines, Incoming};
 use crate::features::Symmetry;
 use crate::go::{Color, Game, KoRule, Move, Rules, Scoring};
 use crate::search::nets::{raw_output, RawOutput};
-use crate::search::ownership::estimate_default;
+use crate::search::ownership::judge_default;
 use crate::search::{Agent, Mcts, MoveFilter, Ownership};
 
 /// A query refused: the message, and the field at fault when one is.
@@ -288,7 +288,7 @@ struct TurnFacts {
 
 impl TurnFacts {
     fn new(game: &Game, raw: RawOutput) -> TurnFacts {
-        TurnFacts { raw, root: estimate_default(game), after: HashMap::new() }
+        TurnFacts { raw, root: judge_default(game), after: HashMap::new() }
     }
 
     /// The estimate after `mv` in `game`, the turn's position.
@@ -298,7 +298,7 @@ impl TurnFacts {
             Entry::Vacant(slot) => {
                 let mut next = game.clone();
                 next.play(game.to_move(), mv).map_err(|e| format!("{}: {e}", mv.to_gtp(game.size())))?;
-                Ok(slot.insert(estimate_default(&next)))
+                Ok(slot.insert(judge_default(&next)))
             }
         }
     }

@@ -23,7 +23,7 @@ use super::engine::Engine;
 use super::input::Incoming;
 use super::protocol::{format_answer, Command};
 use crate::go::{Color, Game};
-use crate::search::ownership::estimate_default;
+use crate::search::ownership::judge_default;
 use crate::search::Analysis;
 
 /// How numbers are written.
@@ -173,7 +173,7 @@ pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ow
 /// `color`'s, −1 surely the opponent's, from the random playouts that
 /// score games (the nets have no ownership head).
 pub fn ownership_for(game: &Game, color: Color) -> Vec<f32> {
-    estimate_default(game).balance(color)
+    judge_default(game).balance(color)
 }
 
 impl Engine {

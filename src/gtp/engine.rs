@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::input::{read_lines, Incoming};
 use super::protocol::{format_answer, parse_line, Command};
 use crate::go::{fixed_handicap, Board, Color, Game, Move, Point, Rules, Vertex};
-use crate::search::ownership::{estimate_default, Ownership};
+use crate::search::ownership::{judge_default, Ownership};
 use crate::search::{acceptable_points, Agent, Mcts};
 use crate::sgf::{read_file_up_to_damage, write_game, GameRecord, PartialGame};
 
@@ -243,7 +243,7 @@ impl Engine {
             "fixed_handicap" => self.handicap(&args, HandicapKind::Fixed),
             "place_free_handicap" => self.handicap(&args, HandicapKind::Free),
             "set_free_handicap" => self.set_free_handicap(&args),
-            "final_score" => Ok(estimate_default(&self.game).score(&self.game).to_string()),
+            "final_score" => Ok(judge_default(&self.game).score(&self.game).to_string()),
             "final_status_list" => self.final_status_list(&args),
             "time_settings" => self.time_settings(&args),
             "time_left" => self.time_left(&args),
@@ -387,7 +387,7 @@ impl Engine {
         let status = args.first().copied().unwrap_or("");
         let board = self.game.board();
         let dead: Vec<Point> = match status {
-            "dead" | "alive" => estimate_default(&self.game).dead_stones(board),
+            "dead" | "alive" => judge_default(&self.game).dead_stones(board),
             // Seki is not told apart from life: its stones are listed alive.
             "seki" => return Ok(String::new()),
             _ => return Err("invalid status".to_string()),

@@ -4,11 +4,13 @@
 //!
 //! From the final position, random playouts (both sides playing the random
 //! agent until both pass, never filling their own eyes nor putting a big
-//! string into atari: [`RandomAgent::judging`]) are run to the end, where
-//! every point is a stone, an eye or a seki's shared liberty and ownership
-//! is unambiguous (Tromp–Taylor). A stone whose own colour ends up owning
-//! its point in fewer than half of the playouts is dead. Groups with two
-//! eyes, or in seki, are never taken in a random playout; a group without
+//! string into atari: [`RandomAgent::judging`]; when a game is counted,
+//! nor 4 stones in a living shape either: [`RandomAgent::scoring`]) are
+//! run to the end, where every point is a stone, an eye or a seki's shared
+//! liberty and ownership is unambiguous (Tromp–Taylor). A stone whose own
+//! colour ends up owning its point in fewer than half of the playouts is
+//! dead. Groups with two eyes are never taken in a random playout, nor
+//! seki whose only moves left are the self-ataris refused; a group without
 //! eyes inside the opponent's area almost always is. The method needs no
 //! net and works on any board size; its agreement with GnuGo's judgement
 //! on finished games is measured by `eval --match --cross-check` and
@@ -244,7 +246,7 @@ pub fn area_owners(board: &Board) -> Vec<Option<Color>> {
 
 /// Like [`Ownership::judge`] with [`DEFAULT_PLAYOUTS`] and a seed taken
 /// from the position, so the same position always scores the same.
-pub fn estimate_default(game: &Game) -> Ownership {
+pub fn judge_default(game: &Game) -> Ownership {
     Ownership::judge(game, DEFAULT_PLAYOUTS, game.board().hash())
 }
 

@@ -45,8 +45,8 @@ pub struct RandomAgent {
     /// Answers ataris the last move made before playing at random
     /// ([`RandomAgent::tactical`]).
     answer_ataris: bool,
-    /// Also refuses putting 4 stones in a row or a bend into atari
-    /// ([`RandomAgent::scoring`]).
+    /// Also refuses putting 4 stones in a line, an L or a zigzag into
+    /// atari ([`RandomAgent::scoring`]).
     spare_living_four: bool,
     /// Candidate points, reused between calls to avoid allocation.
     candidates: Vec<Point>,

@@ -35,7 +35,7 @@ match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
 [ "$value" = - ] || match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
 # The engine as `go-train gtp` plays with the shipped nets (the tuned search:
-# no rollout, 400 iterations, tactics on, leaves mixed with random playouts
+# no rollout, 800 iterations, tactics on, leaves mixed with random playouts
 # as the board settles), value leaves when there is a value net.
 leaf=value; [ "$value" = - ] && leaf=stones
-match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct,rollout=0,iterations=400,tactics=on,mix=1" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct,rollout=0,iterations=800,tactics=on,mix=1" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

@@ -26,7 +26,7 @@ pub struct Args {
     #[command(flatten)]
     nets: super::NetPaths,
     /// Iterations per position when a query gives no maxVisits [default:
-    /// 400, as `go-train gtp` plays].
+    /// 800, as `go-train gtp` plays].
     #[arg(long)]
     visits: Option<u32>,
     /// Children per expanded node, the policy's top k [default: 2, as genmove].

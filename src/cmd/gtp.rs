@@ -26,7 +26,7 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// With no engine and no net named, MCTS with the nets shipped in `nets/`
 /// (or `GO_TRAIN_NETS`) plays, in the search that measured strongest with
 /// them: PUCT, value-net leaves with no rollout, mixed with random
-/// playouts as the board settles, 400 iterations, tactics on (README,
+/// playouts as the board settles, 800 iterations, tactics on (README,
 /// Playing strength); with some nets
 /// named, the shipped ones stand in for the others (`--value` alone: MCTS
 /// on the shipped policy with those value leaves); with an engine and no
@@ -47,7 +47,7 @@ pub struct Args {
     engine: Option<AgentKind>,
     #[command(flatten)]
     nets: super::NetPaths,
-    /// MCTS iterations per move [default: 200; 400 with the shipped nets].
+    /// MCTS iterations per move [default: 200; 800 with the shipped nets].
     #[arg(long)]
     iterations: Option<u32>,
     /// MCTS: children per expanded node, the policy's top k [default: 2].

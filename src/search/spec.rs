@@ -174,14 +174,14 @@ impl AgentSpec {
 
     /// The search that played strongest with the shipped nets (README,
     /// *Playing strength*): PUCT, leaves valued by the value net with no
-    /// rollout and mixed with 8 random playouts as the board settles, 400
+    /// rollout and mixed with 8 random playouts as the board settles, 800
     /// iterations, tactics on. Settings already given on the command line
     /// are applied after it.
     pub fn tuned(self) -> AgentSpec {
         AgentSpec {
             selection: Selection::Puct,
             rollout_depth: 0,
-            iterations: 400,
+            iterations: 800,
             tactics: true,
             mix: 1.0,
             mix_playouts: 8,

@@ -34,7 +34,7 @@ pub struct SearchArgs {
 
 /// The searches the README compares when none is named.
 const DEFAULT_AGENTS: [&str; 2] =
-    ["mcts:selection=puct", "mcts:selection=puct,rollout=0,iterations=400,tactics=on,mix=1"];
+    ["mcts:selection=puct", "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1"];
 
 pub fn run(args: SearchArgs) -> Result<()> {
     if args.every == 0 {

@@ -279,25 +279,35 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
     eprintln!("final_score: same winner as GnuGo in {agree} of {games} finished kgs-6d games");
 }
 
-/// Game 21 of the 800-iteration match against GnuGo (kept in
-/// `docs/matches/`) ends with twenty Black stones and three White ones
-/// inside them sharing their last two liberties: a seki, where both live
-/// and GnuGo counts B+13.5. The judging playouts let White fill a shared
-/// liberty (an L of 4 stones in atari) and then rarely captured at once,
-/// so go-train counted the twenty dead and W+28.5 until the playouts that
-/// count games refused to put such a four in atari (docs/strength.md).
+/// Two games of the 800-iteration matches against GnuGo (kept in
+/// `docs/matches/`) end with a Black group and three White stones inside
+/// it sharing their last two liberties: a seki, where both live. In game
+/// 21 of seed 31, twenty Black stones: GnuGo counts B+13.5. The judging
+/// playouts let White fill a shared liberty (an L of 4 stones in atari)
+/// and then rarely captured at once, so go-train counted the twenty dead
+/// and W+28.5 until the playouts that count games refused to put such a
+/// four in atari (docs/strength.md). In game 36 of seed 32, twelve Black
+/// stones in the top-left corner with White's A19-C19 inside: here GnuGo
+/// is the one that counts them dead (W+60.5, `final_status_list seki`
+/// empty); alive, they and their 2 shared liberties take 26 points off
+/// White's count: W+34.5.
 #[test]
 fn final_score_counts_a_seki_with_stones_inside_as_alive() {
-    let game = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/matches/iter800-vs-gnugo10-s31/game-0021.sgf");
-    let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
-    ours.send(&format!("loadsgf {game}")).unwrap();
-    let dead = ours.send("final_status_list dead").unwrap();
-    let dead: Vec<&str> = dead.split_whitespace().collect();
-    for stone in ["D9", "G6", "D8", "F8"] {
-        assert!(!dead.contains(&stone), "{stone} is in the seki but judged dead: {dead:?}");
+    let cases = [
+        ("iter800-vs-gnugo10-s31/game-0021.sgf", &["D9", "G6", "D8", "F8"][..], "B+13.5"),
+        ("iter800-vs-gnugo10-s32/game-0036.sgf", &["D19", "A17", "D14", "A19", "C19"][..], "W+34.5"),
+    ];
+    for (file, seki, count) in cases {
+        let game = format!("{}/docs/matches/{file}", env!("CARGO_MANIFEST_DIR"));
+        let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
+        ours.send(&format!("loadsgf {game}")).unwrap();
+        let dead = ours.send("final_status_list dead").unwrap();
+        let dead: Vec<&str> = dead.split_whitespace().collect();
+        for stone in seki {
+            assert!(!dead.contains(stone), "{file}: {stone} is in the seki but judged dead: {dead:?}");
+        }
+        assert_eq!(ours.send("final_score").unwrap(), count, "{file}");
     }
-    let score = ours.send("final_score").unwrap();
-    assert!(score.starts_with("B+"), "final_score {score}, GnuGo counts B+13.5");
 }
 
 #[test]

@@ -434,7 +434,7 @@ fn a_bare_engine_plays_the_shipped_nets() {
 /// last line, as a kill leaves them) goes on with `--resume`: the finished
 /// games are kept as they are, only the missing one is played, and as it
 /// is seeded by its number it comes out the same. Another match's folder
-/// is refused.
+/// is refused, down to the players' settings.
 #[test]
 fn a_stopped_match_resumes_with_the_missing_games_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -464,12 +464,16 @@ fn a_stopped_match_resumes_with_the_missing_games_only() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let other = run("mcts:iterations=4", &["--resume"]);
-    assert!(
-        String::from_utf8_lossy(&other.stderr).contains("holds another match"),
-        "{}",
-        String::from_utf8_lossy(&other.stderr)
-    );
+    // Another kind of agent, and the same kind with other settings (a
+    // seed that plays other games), are other matches.
+    for other in ["mcts:iterations=4", "random:seed=7"] {
+        let other = run(other, &["--resume"]);
+        assert!(
+            String::from_utf8_lossy(&other.stderr).contains("holds another match"),
+            "{}",
+            String::from_utf8_lossy(&other.stderr)
+        );
+    }
 
     let resumed = run("random", &["--resume"]);
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));

@@ -43,6 +43,15 @@ impl PlayerSpec {
         Ok(PlayerSpec::Gtp(text.to_string()))
     }
 
+    /// A go-train agent's settings ([`AgentSpec::settings`]); `None` for an
+    /// engine, whose command line its label already gives.
+    pub fn settings(&self) -> Option<String> {
+        match self {
+            PlayerSpec::Agent(spec) => Some(spec.settings()),
+            PlayerSpec::Gtp(_) => None,
+        }
+    }
+
     /// A short name for reports and SGF player names.
     pub fn label(&self) -> String {
         match self {

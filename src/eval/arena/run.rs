@@ -47,7 +47,7 @@ pub struct MatchConfig {
 
 /// What makes two runs the same match, saved as `match.json` so that
 /// `--resume` can refuse to mix games of another.
-#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct MatchIdentity {
     a: String,
     b: String,
@@ -55,6 +55,12 @@ struct MatchIdentity {
     komi: f32,
     max_moves: usize,
     seed: u64,
+    /// The settings of A and of B where they are go-train agents
+    /// ([`PlayerSpec::settings`]): `a` names the kind alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    a_settings: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    b_settings: Option<String>,
 }
 
 impl MatchIdentity {
@@ -66,7 +72,21 @@ impl MatchIdentity {
             komi: config.game.komi,
             max_moves: config.game.max_moves,
             seed: config.seed,
+            a_settings: config.a.settings(),
+            b_settings: config.b.settings(),
         }
+    }
+
+    /// Whether `self` is the match `saved` describes. A match.json written
+    /// before the agents' settings were saved in it names their kinds
+    /// alone, which are taken on trust.
+    fn is(&self, saved: &MatchIdentity) -> bool {
+        let ours = MatchIdentity {
+            a_settings: saved.a_settings.as_ref().and(self.a_settings.clone()),
+            b_settings: saved.b_settings.as_ref().and(self.b_settings.clone()),
+            ..self.clone()
+        };
+        ours == *saved
     }
 }
 
@@ -210,7 +230,7 @@ fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
         Err(_) => None,
     };
     let ours = MatchIdentity::of(config);
-    if let Some(theirs) = theirs.filter(|theirs| *theirs != ours) {
+    if let Some(theirs) = theirs.filter(|theirs| !ours.is(theirs)) {
         anyhow::bail!(
             "{} holds another match ({theirs:?}), not this one ({ours:?}): give another --out, or --force to replace it",
             config.out.display()
@@ -330,5 +350,39 @@ fn summarize(names: [String; 2], details: Vec<GameSummary>) -> MatchSummary {
         mean_moves: if games > 0 { moves as f64 / n } else { 0.0 },
         seconds_per_move: [seconds[0] / per_side_moves, seconds[1] / per_side_moves],
         details,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(a_settings: Option<&str>) -> MatchIdentity {
+        MatchIdentity {
+            a: "mcts".into(),
+            b: "gnugo --level 10".into(),
+            size: 19,
+            komi: 7.5,
+            max_moves: 1083,
+            seed: 31,
+            a_settings: a_settings.map(String::from),
+            b_settings: None,
+        }
+    }
+
+    #[test]
+    fn a_match_is_told_by_its_agents_settings_and_an_older_record_by_their_kinds() {
+        let ours = identity(Some("iterations=800"));
+        assert!(ours.is(&identity(Some("iterations=800"))));
+        assert!(!ours.is(&identity(Some("iterations=400"))));
+        assert!(!ours.is(&identity(Some(""))), "default settings are settings too");
+        // A match.json from before the settings were saved (session 24's
+        // matches in docs/matches) names the kinds alone.
+        let older: MatchIdentity = serde_json::from_str(
+            r#"{"a": "mcts", "b": "gnugo --level 10", "size": 19, "komi": 7.5, "max_moves": 1083, "seed": 31}"#,
+        )
+        .unwrap();
+        assert!(ours.is(&older));
+        assert!(!ours.is(&MatchIdentity { seed: 32, ..older }));
     }
 }

@@ -39,6 +39,7 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
   go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
   go-train gtp --expand 8             # wider search: more candidate moves in lz-analyze/kata-analyze
+  go-train gtp --root-policy nets/resnet-policy.safetensors   # the best policy picks the moves on the board
   gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'
     (gogui-twogtp comes with GoGui, https://github.com/Remi-Coulom/gogui; go-train eval --match does the same)")]
 pub struct Args {
@@ -50,6 +51,11 @@ pub struct Args {
     /// MCTS iterations per move [default: 200; 800 with the shipped nets].
     #[arg(long)]
     iterations: Option<u32>,
+    /// MCTS: a second policy net that chooses the root's children alone: a
+    /// stronger net too slow on this machine to expand every node
+    /// (nets/resnet-policy.safetensors).
+    #[arg(long, value_name = "NET")]
+    root_policy: Option<std::path::PathBuf>,
     /// MCTS: children per expanded node, the policy's top k [default: 2].
     #[arg(long, short = 'k')]
     expand: Option<usize>,
@@ -162,6 +168,7 @@ pub fn run(mut args: Args) -> Result<()> {
     let defaults = if tuned { AgentSpec::new(kind).tuned() } else { AgentSpec::new(kind) };
     let spec = AgentSpec {
         policy: args.nets.policy.clone(),
+        root_policy: args.root_policy.clone(),
         value: args.nets.value.clone(),
         playout: args.nets.playout.clone(),
         temperature: args.temperature,

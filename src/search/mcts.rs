@@ -42,7 +42,8 @@ use crate::go::{Color, Count, Event, Game, Move, Score};
 use crate::nn::BOARD;
 
 /// How a child is chosen during selection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Selection {
     /// UCB1: mean value plus `c·sqrt(ln N / n)`; unvisited children first.
     Ucb,
@@ -62,7 +63,8 @@ impl std::str::FromStr for Selection {
 }
 
 /// How a simulated position is valued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LeafEval {
     /// The value net's win probability.
     Value,
@@ -235,6 +237,8 @@ struct Leaf {
 pub struct Mcts {
     config: MctsConfig,
     policy: Option<NetEval>,
+    /// A second policy net for the root's children alone ([`Mcts::with_root_policy`]).
+    root_policy: Option<NetEval>,
     value: Option<NetEval>,
     playout: Option<NetEval>,
     /// The tree of the last search, kept for reuse.
@@ -305,6 +309,7 @@ impl Mcts {
         Ok(Mcts {
             config,
             policy,
+            root_policy: None,
             value,
             playout,
             tree: None,
@@ -312,6 +317,16 @@ impl Mcts {
             random: RandomAgent::new(seed ^ 0x9e37_79b9_7f4a_7c15),
             rng: Pcg64Mcg::seed_from_u64(seed),
         })
+    }
+
+    /// The same search with the root's children chosen and weighted by
+    /// `net` instead of the policy net. The root is evaluated once a move,
+    /// every other node once a search, so a net too slow to expand every
+    /// node (the residual policy costs 37 times the seed's on a CPU) can
+    /// still choose among the moves on the board, where the choice counts.
+    pub fn with_root_policy(mut self, net: NetEval) -> Mcts {
+        self.root_policy = Some(net);
+        self
     }
 
     /// Searches from `game` and reports what it found; the tree stays for
@@ -338,6 +353,7 @@ impl Mcts {
             (a, b) => a.or(b),
         };
         self.reuse_or_reset(game);
+        self.expand_root_by_root_policy()?;
         if self.config.score > 0.0 {
             let lead = self.predicted_black_margin(game)?;
             self.tree.as_mut().expect("a tree exists during a search").root_lead = lead;
@@ -525,44 +541,94 @@ impl Mcts {
             .iter()
             .zip(expandable)
             .zip(depths)
-            .map(|((g, &expandable), &depth)| {
-                if !expandable {
-                    return Vec::new();
-                }
-                let permitted = |m: &Move| restrict::permitted(&self.filters, g.to_move(), depth, *m);
-                match probs.next() {
-                    Some(p) => {
-                        let mut moves = scored_moves(g, &p);
-                        moves.retain(|(m, _)| permitted(m));
-                        moves.sort_by(|a, b| b.1.total_cmp(&a.1));
-                        // Odd depths are the opponent's turn (passes alternate too).
-                        let k = match self.config.expand_replies {
-                            Some(k) if depth % 2 == 1 => k,
-                            _ => self.config.expand,
-                        };
-                        let k = k.max(1).min(moves.len());
-                        let rest = moves.split_off(k);
-                        if self.config.tactics {
-                            let floor = moves.last().map_or(0.0, |m| m.1);
-                            let urgent = tactics::urgent_points(g);
-                            moves.extend(rest.into_iter().filter_map(|(m, p)| match m {
-                                Move::Play(v) if urgent.contains(&g.board().point(v)) => Some((m, p.max(floor))),
-                                _ => None,
-                            }));
-                        }
-                        moves
+            .map(
+                |((g, &expandable), &depth)| {
+                    if expandable {
+                        self.candidates(g, probs.next().as_deref(), depth)
+                    } else {
+                        Vec::new()
                     }
-                    None => {
-                        let mut moves: Vec<Move> =
-                            acceptable_points(g).into_iter().map(|p| Move::Play(g.board().vertex(p))).collect();
-                        moves.push(Move::Pass);
-                        moves.retain(permitted);
-                        let prior = 1.0 / moves.len().max(1) as f32;
-                        moves.into_iter().map(|m| (m, prior)).collect()
-                    }
-                }
-            })
+                },
+            )
             .collect())
+    }
+
+    /// The children to give a node of `game` at `depth` below the root,
+    /// with their priors, among the moves the filters permit: the `k` most
+    /// likely of a move net's `probs` (and, with tactics, the urgent moves
+    /// beyond them), or every acceptable move with equal priors.
+    fn candidates(&self, g: &Game, probs: Option<&[f32]>, depth: u32) -> Vec<(Move, f32)> {
+        let permitted = |m: &Move| restrict::permitted(&self.filters, g.to_move(), depth, *m);
+        let Some(p) = probs else {
+            let mut moves: Vec<Move> =
+                acceptable_points(g).into_iter().map(|p| Move::Play(g.board().vertex(p))).collect();
+            moves.push(Move::Pass);
+            moves.retain(permitted);
+            let prior = 1.0 / moves.len().max(1) as f32;
+            return moves.into_iter().map(|m| (m, prior)).collect();
+        };
+        let mut moves = scored_moves(g, p);
+        moves.retain(|(m, _)| permitted(m));
+        moves.sort_by(|a, b| b.1.total_cmp(&a.1));
+        // Odd depths are the opponent's turn (passes alternate too).
+        let k = match self.config.expand_replies {
+            Some(k) if depth % 2 == 1 => k,
+            _ => self.config.expand,
+        };
+        let k = k.max(1).min(moves.len());
+        let rest = moves.split_off(k);
+        if self.config.tactics {
+            let floor = moves.last().map_or(0.0, |m| m.1);
+            let urgent = tactics::urgent_points(g);
+            moves.extend(rest.into_iter().filter_map(|(m, p)| match m {
+                Move::Play(v) if urgent.contains(&g.board().point(v)) => Some((m, p.max(floor))),
+                _ => None,
+            }));
+        }
+        moves
+    }
+
+    /// Gives the root its children by the root policy net's priors, when
+    /// the search has one. A root kept from the last search was expanded
+    /// below it, by the policy net: its children keep their visits and
+    /// take the root net's priors, and the root net's candidates it lacks
+    /// join them.
+    fn expand_root_by_root_policy(&mut self) -> Result<()> {
+        let Some(net) = &self.root_policy else { return Ok(()) };
+        let tree = self.tree.as_ref().expect("a tree exists during a search");
+        let game = tree.game.clone();
+        if game.is_over() {
+            return Ok(());
+        }
+        let symmetry =
+            if self.config.random_symmetry { Symmetry::new(self.rng.random_range(0..8)) } else { Symmetry::IDENTITY };
+        let probs = net.move_probs_seen(&[&game], symmetry)?.remove(0);
+        let wanted = self.candidates(&game, Some(&probs), 0);
+        let tree = self.tree.as_mut().expect("a tree exists during a search");
+        let root = tree.root as usize;
+        if !tree.nodes[root].expanded {
+            self.expand(root as u32, &game, wanted);
+            return Ok(());
+        }
+        let all = scored_moves(&game, &probs);
+        let prior_of = |mv: Move| {
+            let listed = |moves: &[(Move, f32)]| moves.iter().find(|m| m.0 == mv).map(|m| m.1);
+            listed(&wanted).or_else(|| listed(&all)).unwrap_or(0.0)
+        };
+        let children = tree.nodes[root].children.clone();
+        for &c in &children {
+            let node = &mut tree.nodes[c as usize];
+            node.prior = prior_of(node.mv);
+        }
+        let mover = game.to_move();
+        for (mv, prior) in wanted {
+            if !children.iter().any(|&c| tree.nodes[c as usize].mv == mv) {
+                tree.nodes.push(Node::new(mv, mover, prior));
+                let id = tree.nodes.len() as u32 - 1;
+                tree.nodes[root].children.push(id);
+            }
+        }
+        Ok(())
     }
 
     /// Plays `rollout_depth` moves from each leaf (all rollouts advance
@@ -824,7 +890,7 @@ impl Agent for Mcts {
     }
 
     fn supports_size(&self, size: usize) -> bool {
-        let uses_nets = self.policy.is_some() || self.value.is_some() || self.playout.is_some();
+        let uses_nets = [&self.policy, &self.root_policy, &self.value, &self.playout].iter().any(|n| n.is_some());
         !uses_nets || size == BOARD
     }
 
@@ -838,6 +904,9 @@ impl Agent for Mcts {
                 None => name.push_str(&format!("top-{} of {}", c.expand, p.source())),
             },
             None => name.push_str("all moves"),
+        }
+        if let Some(r) = &self.root_policy {
+            name.push_str(&format!(", the root's top-{} of {}", c.expand, r.source()));
         }
         if let Some(p) = &self.playout {
             name.push_str(&format!(", playout {}", p.source()));
@@ -1078,6 +1147,63 @@ mod tests {
             game.play(Color::White, mv).unwrap();
             let next = mcts.search(&game, None).unwrap();
             assert_eq!(next.reused, visits);
+        }
+    }
+
+    /// The `k` moves `net` ranks first in `game`, in a fixed order.
+    fn top_k(net: &NetEval, game: &Game, k: usize) -> Vec<Move> {
+        let probs = net.move_probs(&[game]).unwrap().remove(0);
+        let mut ranked = scored_moves(game, &probs);
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut top: Vec<Move> = ranked[..k].iter().map(|m| m.0).collect();
+        top.sort_by_key(|m| format!("{m:?}"));
+        top
+    }
+
+    #[test]
+    fn a_root_policy_chooses_the_roots_children_and_those_of_a_kept_root() {
+        let (policy, root) = (random_net(Arch::Policy, 1), random_net(Arch::Policy, 3));
+        let mut game = Game::new(19, Rules::CHINESE);
+        assert_ne!(top_k(&policy, &game, 3), top_k(&root, &game, 3), "pick seeds whose nets disagree");
+        let config = MctsConfig { expand: 3, batch: 4, ..stones_config(40) };
+        let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None).unwrap().with_root_policy(root);
+        let root_children = |mcts: &Mcts| {
+            let tree = mcts.tree.as_ref().unwrap();
+            let mut moves: Vec<Move> =
+                tree.nodes[tree.root as usize].children.iter().map(|&c| tree.nodes[c as usize].mv).collect();
+            moves.sort_by_key(|m| format!("{m:?}"));
+            moves
+        };
+        let report = mcts.search(&game, None).unwrap();
+        let root = random_net(Arch::Policy, 3);
+        assert_eq!(root_children(&mcts), top_k(&root, &game, 3));
+        // Below the root the policy net expands, as without a root net.
+        game.play(Color::Black, report.best).unwrap();
+        let tree = mcts.tree.as_ref().unwrap();
+        let child = tree.nodes[tree.root as usize]
+            .children
+            .iter()
+            .copied()
+            .find(|&c| tree.nodes[c as usize].mv == report.best)
+            .unwrap();
+        let replies: Vec<u32> = tree.nodes[child as usize].children.clone();
+        let mut reply_moves: Vec<Move> = replies.iter().map(|&c| tree.nodes[c as usize].mv).collect();
+        reply_moves.sort_by_key(|m| format!("{m:?}"));
+        assert_eq!(reply_moves, top_k(&policy, &game, 3));
+        // The reply the tree explored most becomes the root: it keeps its
+        // visits, and the root net's candidates join its children.
+        let reply = replies.iter().copied().max_by_key(|&c| tree.nodes[c as usize].visits).unwrap();
+        let (mv, visits) = (tree.nodes[reply as usize].mv, tree.nodes[reply as usize].visits);
+        assert!(tree.nodes[reply as usize].expanded, "40 iterations expand the favourite reply");
+        game.play(Color::White, mv).unwrap();
+        let next = mcts.search(&game, None).unwrap();
+        assert_eq!(next.reused, visits);
+        let children = root_children(&mcts);
+        assert!(top_k(&root, &game, 3).iter().all(|m| children.contains(m)), "{children:?}");
+        let probs = root.move_probs(&[&game]).unwrap().remove(0);
+        for (mv, _, _, prior) in next.children {
+            let p = scored_moves(&game, &probs).into_iter().find(|m| m.0 == mv).unwrap().1;
+            assert!((prior - p).abs() < 1e-6, "{mv:?}: prior {prior}, root net {p}");
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! A spec is a kind with optional settings: `random`, `policy`,
 //! `policy:temperature=0.5`, `mcts:iterations=400,selection=puct,c=2`,
-//! `mcts:policy=checkpoints/policy,value=checkpoints/value,leaf=value`.
+//! `mcts:policy=checkpoints/policy,value=checkpoints/value,leaf=value`,
+//! `mcts:root-policy=nets/resnet-policy.safetensors`.
 //! `go-train gtp` builds the same spec from its flags, so both spell every
 //! setting the same way.
 
@@ -22,7 +23,8 @@ use super::Agent;
 use crate::nn::Output;
 
 /// Which agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AgentKind {
     /// Uniform among acceptable moves.
     Random,
@@ -48,11 +50,14 @@ impl FromStr for AgentKind {
 }
 
 /// An agent and everything needed to build it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct AgentSpec {
     pub kind: AgentKind,
     /// Policy net checkpoint (policy agent; MCTS priors).
     pub policy: Option<PathBuf>,
+    /// MCTS: a policy net for the root's children alone (a stronger,
+    /// slower one than `policy`).
+    pub root_policy: Option<PathBuf>,
     /// Value net checkpoint (MCTS leaves).
     pub value: Option<PathBuf>,
     /// Playout net checkpoint (playout agent; MCTS rollouts).
@@ -103,6 +108,7 @@ impl AgentSpec {
         AgentSpec {
             kind,
             policy: None,
+            root_policy: None,
             value: None,
             playout: None,
             temperature: 0.0,
@@ -126,11 +132,31 @@ impl AgentSpec {
         }
     }
 
+    /// The settings that differ from the kind's defaults, `name=value` in
+    /// the order of the fields (values as JSON): what tells two agents of
+    /// one kind apart, so that a match's record can name its players
+    /// exactly. A setting added later with a default that plays as before
+    /// leaves the text of older agents as it was.
+    pub fn settings(&self) -> String {
+        let as_map = |spec: &AgentSpec| match serde_json::to_value(spec) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => unreachable!("an AgentSpec serializes to a JSON object"),
+        };
+        let defaults = as_map(&AgentSpec::new(self.kind));
+        as_map(self)
+            .into_iter()
+            .filter(|(name, value)| defaults.get(name) != Some(value))
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Sets one setting by its name in a spec string.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let bad = || format!("agent setting {key}={value:?}");
         match key.trim() {
             "policy" => self.policy = Some(PathBuf::from(value)),
+            "root-policy" => self.root_policy = Some(PathBuf::from(value)),
             "value" => self.value = Some(PathBuf::from(value)),
             "playout" => self.playout = Some(PathBuf::from(value)),
             "temperature" => self.temperature = value.parse().with_context(bad)?,
@@ -163,7 +189,7 @@ impl AgentSpec {
             "time" => self.time = Some(value.parse().with_context(bad)?),
             "seed" => self.seed = value.parse().with_context(bad)?,
             other => bail!(
-                "unknown agent setting {other:?}: use policy, value, playout, temperature, iterations, expand, \
+                "unknown agent setting {other:?}: use policy, root-policy, value, playout, temperature, iterations, expand, \
                  expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, mix-tactics, score, \
                  symmetry, time \
                  or seed"
@@ -267,12 +293,16 @@ impl AgentSpec {
     pub fn build_mcts(&self, device: &Device) -> Result<Mcts> {
         let load =
             |path: &Option<PathBuf>, output| path.as_deref().map(|p| NetEval::load(p, device, output)).transpose();
-        Mcts::new(
+        let mcts = Mcts::new(
             self.mcts_config(),
             load(&self.policy, Output::MoveLogProbs)?,
             load(&self.value, Output::WinProb)?,
             load(&self.playout, Output::MoveLogProbs)?,
-        )
+        )?;
+        Ok(match load(&self.root_policy, Output::MoveLogProbs)? {
+            Some(net) => mcts.with_root_policy(net),
+            None => mcts,
+        })
     }
 }
 
@@ -357,6 +387,22 @@ mod tests {
         assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().expand_replies, None);
         assert!("mcts:fpu=1.5".parse::<AgentSpec>().is_err());
         assert!("mcts:fpu=-0.1".parse::<AgentSpec>().is_err());
+        // What tells agents of a kind apart: the settings away from its
+        // defaults, whatever order they were given in.
+        assert_eq!(AgentSpec::new(AgentKind::Mcts).settings(), "");
+        let tuned = "mcts:selection=puct,iterations=800,root-policy=r.safetensors".parse::<AgentSpec>().unwrap();
+        assert_eq!(tuned.settings(), r#"root_policy="r.safetensors",iterations=800,selection="puct""#);
+    }
+
+    #[test]
+    fn a_root_policy_is_loaded_named_and_a_missing_one_named_in_the_error() {
+        let net = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/resnet-policy.safetensors");
+        let spec: AgentSpec = format!("mcts:leaf=stones,root-policy={net}").parse().unwrap();
+        let name = spec.build(&Device::Cpu).unwrap().name();
+        assert!(name.contains(&format!("the root's top-2 of {net}")), "{name}");
+        let missing: AgentSpec = "mcts:leaf=stones,root-policy=no/such/net.safetensors".parse().unwrap();
+        let err = missing.build(&Device::Cpu).err().expect("a missing net is refused");
+        assert!(format!("{err:#}").contains("no/such/net.safetensors"), "{err:#}");
     }
 
     #[test]

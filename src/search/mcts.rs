@@ -1121,26 +1121,17 @@ mod tests {
         let mut game = Game::new(19, Rules::CHINESE);
         let report = mcts.search(&game, None).unwrap();
         assert_eq!(report.children.len(), 3);
-        assert_eq!(report.children.iter().map(|c| c.1).sum::<u32>(), 24 - 1); // the first visit expands the root
-                                                                              // The children are the net's three most likely acceptable moves.
-        let probs = random_net(Arch::Policy, 1).move_probs(&[&game]).unwrap().remove(0);
-        let mut ranked = scored_moves(&game, &probs);
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let mut top: Vec<Move> = ranked[..3].iter().map(|m| m.0).collect();
+        // The first visit expands the root.
+        assert_eq!(report.children.iter().map(|c| c.1).sum::<u32>(), 24 - 1);
+        // The children are the net's three most likely acceptable moves.
         let mut chosen: Vec<Move> = report.children.iter().map(|c| c.0).collect();
-        top.sort_by_key(|m| format!("{m:?}"));
         chosen.sort_by_key(|m| format!("{m:?}"));
-        assert_eq!(top, chosen);
+        assert_eq!(top_k(&random_net(Arch::Policy, 1), &game, 3), chosen);
         // Play the chosen move and the reply the tree explored most: the
         // next search starts from the visits already under that reply.
         game.play(Color::Black, report.best).unwrap();
         let tree = mcts.tree.as_ref().unwrap();
-        let child = tree.nodes[tree.root as usize]
-            .children
-            .iter()
-            .copied()
-            .find(|&c| tree.nodes[c as usize].mv == report.best)
-            .unwrap();
+        let child = child_by_move(tree, tree.root, report.best);
         let reply = tree.nodes[child as usize].children.iter().copied().max_by_key(|&c| tree.nodes[c as usize].visits);
         if let Some(reply) = reply {
             let (mv, visits) = (tree.nodes[reply as usize].mv, tree.nodes[reply as usize].visits);
@@ -1148,6 +1139,11 @@ mod tests {
             let next = mcts.search(&game, None).unwrap();
             assert_eq!(next.reused, visits);
         }
+    }
+
+    /// The child of `node` reached by `mv`.
+    fn child_by_move(tree: &Tree, node: u32, mv: Move) -> u32 {
+        tree.nodes[node as usize].children.iter().copied().find(|&c| tree.nodes[c as usize].mv == mv).unwrap()
     }
 
     /// The `k` moves `net` ranks first in `game`, in a fixed order.
@@ -1180,12 +1176,7 @@ mod tests {
         // Below the root the policy net expands, as without a root net.
         game.play(Color::Black, report.best).unwrap();
         let tree = mcts.tree.as_ref().unwrap();
-        let child = tree.nodes[tree.root as usize]
-            .children
-            .iter()
-            .copied()
-            .find(|&c| tree.nodes[c as usize].mv == report.best)
-            .unwrap();
+        let child = child_by_move(tree, tree.root, report.best);
         let replies: Vec<u32> = tree.nodes[child as usize].children.clone();
         let mut reply_moves: Vec<Move> = replies.iter().map(|&c| tree.nodes[c as usize].mv).collect();
         reply_moves.sort_by_key(|m| format!("{m:?}"));

@@ -17,7 +17,8 @@
 #                 batches: candle's ops, then cuDNN plans for convolutions
 #                 (GO_TRAIN_CUDNN_PLANS), then our own kernels for batch
 #                 norm, the residual sum and the bias as well
-#                 (GO_TRAIN_CUDA_KERNELS)
+#                 (GO_TRAIN_CUDA_KERNELS), then cuDNN algorithms chosen by
+#                 timing them (GO_TRAIN_CUDNN_BENCHMARK)
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume for at most SECS seconds with the
@@ -94,12 +95,12 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans own
-  for paths in 0,0 1,0 1,1; do
-    plans=${paths%,*} own=${paths#*,}
-    echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own" | tee -a "$OUT/log.txt"
-    GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own "$BIN" bench train --device cuda --net "$nets" \
-      --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
+  local batches="${BENCH_BATCHES:-100,1024}" plans own timed
+  for paths in 0,0,0 1,0,0 1,1,0 1,1,1; do
+    IFS=, read -r plans own timed <<<"$paths"
+    echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" | tee -a "$OUT/log.txt"
+    GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed "$BIN" bench train \
+      --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }
 

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::cudnn::safe::{
-    ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, FilterDescriptor, TensorDescriptor,
+    ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError, FilterDescriptor,
+    TensorDescriptor,
 };
 use candle_core::cuda_backend::cudarc::cudnn::sys::{
     cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t, cudnnConvolutionMode_t,
@@ -122,7 +123,10 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(cudnn: &Arc<Cudnn>, g: &Geometry) -> Result<Plan> {
+    /// The plan for `g`: cuDNN's heuristic choice of each algorithm, or,
+    /// with `GO_TRAIN_CUDNN_BENCHMARK=1`, the fastest of them timed on
+    /// `dev` ([`fastest`]).
+    fn new(cudnn: &Arc<Cudnn>, dev: &CudaDevice, g: &Geometry) -> Result<Plan> {
         let pad = (g.k / 2) as i32;
         let mut conv =
             cudnn.create_conv2d::<f32>([pad, pad], [1, 1], [1, 1], cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION)?;
@@ -134,13 +138,46 @@ impl Plan {
         let y = cudnn.create_4d_tensor::<f32>(nchw, g.y_dims())?;
         let w = cudnn.create_4d_filter::<f32>(nchw, g.w_dims())?;
         let fwd = ConvForward { conv: &conv, x: &x, w: &w, y: &y };
-        let forward = fwd.pick_algorithm()?;
-        let forward = (forward, fwd.get_workspace_size(forward)?);
         let bwd_data = ConvBackwardData { conv: &conv, dx: &x, w: &w, dy: &y };
-        let data_grad = bwd_data.pick_algorithm()?;
-        let data_grad = (data_grad, bwd_data.get_workspace_size(data_grad)?);
         let bwd_filter = ConvBackwardFilter { conv: &conv, x: &x, dw: &w, dy: &y };
-        let filter_grad = bwd_filter.pick_algorithm()?;
+        let (forward, data_grad, filter_grad) = if benchmark() {
+            let stream = dev.cuda_stream();
+            let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
+            let (mut xs, mut ws, mut ys) = (
+                stream.alloc_zeros::<f32>(count(g.x_dims()))?,
+                stream.alloc_zeros::<f32>(count(g.w_dims()))?,
+                stream.alloc_zeros::<f32>(count(g.y_dims()))?,
+            );
+            let scale = (1.0, 0.0);
+            // SAFETY (the three launches): the scratch buffers have the
+            // sizes the descriptors give.
+            let forward = fastest(
+                dev,
+                &FWD_ALGOS,
+                |a| fwd.get_workspace_size(a),
+                |a, space| unsafe { fwd.launch(a, space, scale, &xs, &ws, &mut ys) },
+            )
+            .map_or_else(|| fwd.pick_algorithm(), Ok)?;
+            let data_grad = fastest(
+                dev,
+                &BWD_DATA_ALGOS,
+                |a| bwd_data.get_workspace_size(a),
+                |a, space| unsafe { bwd_data.launch(a, space, scale, &mut xs, &ws, &ys) },
+            )
+            .map_or_else(|| bwd_data.pick_algorithm(), Ok)?;
+            let filter_grad = fastest(
+                dev,
+                &BWD_FILTER_ALGOS,
+                |a| bwd_filter.get_workspace_size(a),
+                |a, space| unsafe { bwd_filter.launch(a, space, scale, &xs, &mut ws, &ys) },
+            )
+            .map_or_else(|| bwd_filter.pick_algorithm(), Ok)?;
+            (forward, data_grad, filter_grad)
+        } else {
+            (fwd.pick_algorithm()?, bwd_data.pick_algorithm()?, bwd_filter.pick_algorithm()?)
+        };
+        let forward = (forward, fwd.get_workspace_size(forward)?);
+        let data_grad = (data_grad, bwd_data.get_workspace_size(data_grad)?);
         let filter_grad = (filter_grad, bwd_filter.get_workspace_size(filter_grad)?);
         Ok(Plan { conv, x, w, y, forward, data_grad, filter_grad })
     }
@@ -153,6 +190,89 @@ impl Plan {
             Pass::FilterGrad { .. } => self.filter_grad.1,
         }
     }
+}
+
+/// Whether plans time every algorithm and keep the fastest
+/// (`GO_TRAIN_CUDNN_BENCHMARK=1`), as PyTorch's `cudnn.benchmark` does,
+/// rather than take cuDNN's heuristic choice unseen. Off by default until a
+/// GPU run measures it (docs/cuda.md).
+fn benchmark() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_BENCHMARK").is_some_and(|v| v == "1"))
+}
+
+/// Workspace an algorithm may ask for when timed: PyTorch's limit is the
+/// free memory; a fixed bound keeps a timing from crowding out training.
+const BENCHMARK_WORKSPACE_LIMIT: usize = 1 << 30;
+
+use cudnnConvolutionBwdDataAlgo_t as BwdData;
+use cudnnConvolutionBwdFilterAlgo_t as BwdFilter;
+use cudnnConvolutionFwdAlgo_t as Fwd;
+
+const FWD_ALGOS: [Fwd; 8] = [
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_DIRECT,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_FFT,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
+    Fwd::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+];
+const BWD_DATA_ALGOS: [BwdData; 6] = [
+    BwdData::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+    BwdData::CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+    BwdData::CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT,
+    BwdData::CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+    BwdData::CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD,
+    BwdData::CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
+];
+const BWD_FILTER_ALGOS: [BwdFilter; 7] = [
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3,
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD,
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+    BwdFilter::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
+];
+
+/// The algorithm of `algos` that runs `launch` fastest on `dev`: each
+/// that this geometry supports (its workspace size is given, within
+/// [`BENCHMARK_WORKSPACE_LIMIT`], and a first run succeeds) is run once to
+/// warm up, then timed over three runs between stream synchronisations.
+/// `None` when none runs. cudarc's safe API has no `cudnnFind…Ex` (its
+/// descriptors are private to it), so the timing is done here with the
+/// launches it does offer.
+fn fastest<A: Copy>(
+    dev: &CudaDevice,
+    algos: &[A],
+    workspace: impl Fn(A) -> std::result::Result<usize, CudnnError>,
+    mut launch: impl FnMut(A, Option<&mut CudaSlice<u8>>) -> std::result::Result<(), CudnnError>,
+) -> Option<A> {
+    const RUNS: u32 = 3;
+    let stream = dev.cuda_stream();
+    let mut best: Option<(A, std::time::Duration)> = None;
+    for &algo in algos {
+        let Ok(bytes) = workspace(algo) else { continue };
+        if bytes > BENCHMARK_WORKSPACE_LIMIT {
+            continue;
+        }
+        let Ok(mut space) = stream.alloc_zeros::<u8>(bytes.max(1)) else { continue };
+        let mut run = || launch(algo, (bytes > 0).then_some(&mut space)).is_ok() && stream.synchronize().is_ok();
+        if !run() {
+            continue;
+        }
+        let start = std::time::Instant::now();
+        if !(0..RUNS).all(|_| run()) {
+            continue;
+        }
+        let took = start.elapsed();
+        if best.is_none_or(|(_, t)| took < t) {
+            best = Some((algo, took));
+        }
+    }
+    best.map(|(algo, _)| algo)
 }
 
 /// What a thread keeps per device: its cuDNN handle, the plans made so
@@ -186,7 +306,7 @@ fn with_plan<T>(
             }
         };
         if !s.plans.contains_key(g) {
-            let plan = Plan::new(&s.cudnn, g)?;
+            let plan = Plan::new(&s.cudnn, dev, g)?;
             s.plans.insert(*g, plan);
         }
         let plan = &s.plans[g];

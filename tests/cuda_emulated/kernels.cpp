@@ -47,6 +47,17 @@ static void launch(unsigned grid, unsigned block, const std::function<void()>& k
     }
 }
 
+// channel_sums as src/nn/cuda/mod.rs launches it: `splits` blocks a
+// channel, then one thread a channel adding up their sums.
+static void channel_sums(const float* x, const float* dy, const float* y, const float* stats, float eps, float* out,
+                         int n, int c, int p, int what, int relu, int splits) {
+    std::vector<double> partial(2 * c * splits);
+    launch(c * splits, THREADS, [&] {
+        channel_partial_sums(x, dy, y, stats, eps, partial.data(), n, c, p, what, relu, splits);
+    });
+    launch((c + 63) / 64, 64, [&] { channel_finish(partial.data(), out, n, c, p, what, splits); });
+}
+
 static const float EPS = 1e-5f;
 static int failures = 0;
 
@@ -107,7 +118,7 @@ struct Plain {
 
 static std::vector<float> to_f(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 
-static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned seed) {
+static void check(int n, int c, int p, bool relu, bool batch_stats, int splits, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     int total = n * c * p;
@@ -127,7 +138,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned see
     auto xf = to_f(x), gf = to_f(gamma), bf = to_f(beta);
     std::vector<float> stats(2 * c);
     if (batch_stats) {
-        launch(c, THREADS, [&] { channel_sums(xf.data(), xf.data(), xf.data(), xf.data(), 0.f, stats.data(), n, c, p, MOMENTS, 0); });
+        channel_sums(xf.data(), xf.data(), xf.data(), xf.data(), 0.f, stats.data(), n, c, p, MOMENTS, 0, splits);
         for (int ch = 0; ch < c; ch++) {
             expect_close("mean", stats[ch], mean[ch], 1e-5);
             expect_close("variance", stats[c + ch], var[ch], 1e-5);
@@ -145,9 +156,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, unsigned see
     // Gradients of sum(y * w): dy = w.
     auto dyf = to_f(w);
     std::vector<float> sums(2 * c), dx(total);
-    launch(c, THREADS, [&] {
-        channel_sums(xf.data(), dyf.data(), y.data(), stats.data(), EPS, sums.data(), n, c, p, GRADIENT, relu);
-    });
+    channel_sums(xf.data(), dyf.data(), y.data(), stats.data(), EPS, sums.data(), n, c, p, GRADIENT, relu, splits);
     launch(5, 128, [&] {
         normalize_grad(xf.data(), dyf.data(), y.data(), stats.data(), gf.data(), sums.data(), EPS, dx.data(), c, p,
                        total, (float)(n * p), relu, batch_stats);
@@ -202,7 +211,7 @@ static void check_residual(int total, unsigned seed) {
 
 // A convolution's bias: y = x + b per channel, and the bias gradient as
 // channel_sums' plain sums of dy.
-static void check_bias(int n, int c, int p, unsigned seed) {
+static void check_bias(int n, int c, int p, int splits, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     int total = n * c * p;
@@ -211,9 +220,7 @@ static void check_bias(int n, int c, int p, unsigned seed) {
     for (auto& v : dy) v = u(rng);
     for (auto& v : b) v = u(rng);
     launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total); });
-    launch(c, THREADS, [&] {
-        channel_sums(dy.data(), dy.data(), dy.data(), dy.data(), 0.f, sums.data(), n, c, p, SUMS, 0);
-    });
+    channel_sums(dy.data(), dy.data(), dy.data(), dy.data(), 0.f, sums.data(), n, c, p, SUMS, 0, splits);
     for (int ch = 0; ch < c; ch++) {
         double s = 0, q = 0;
         for (int k = 0; k < n; k++)
@@ -230,16 +237,25 @@ static void check_bias(int n, int c, int p, unsigned seed) {
 
 int main() {
     int cases = 0;
-    check_bias(3, 4, 25, 7);
-    check_bias(5, 2, 81, 8);
-    cases += 2;
+    // One block a channel, and a channel cut into runs of unequal length
+    // (5 planes into 2 and 3; 3 planes into 1, 1 and 1).
+    check_bias(3, 4, 25, 1, 7);
+    check_bias(5, 2, 81, 2, 8);
+    check_bias(3, 4, 25, 3, 9);
+    cases += 3;
     check_residual(1000, 99);
     cases++;
+    unsigned seed = 4;
     for (bool batch_stats : {true, false})
         for (bool relu : {true, false}) {
-            // A channel of fewer values than a block has threads, and of more.
-            check(3, 2, 25, relu, batch_stats, 1 + cases++);
-            check(4, 3, 81, relu, batch_stats, 1 + cases++);
+            // A channel of fewer values than a block has threads, and of
+            // more; the same data in one run a channel and in several.
+            for (int splits : {1, 3}) {
+                check(3, 2, 25, relu, batch_stats, splits, seed);
+                check(4, 3, 81, relu, batch_stats, splits, seed + 1);
+                cases += 2;
+            }
+            seed += 2;
         }
     std::printf("%d cases, %d mismatches\n", cases, failures);
     return failures == 0 ? 0 : 1;

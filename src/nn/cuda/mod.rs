@@ -105,9 +105,20 @@ enum Reduce {
     Gradient = 2,
 }
 
-/// `channel_sums` over (`x`, `dy`, `y`) of `(n, c, p)` values into a fresh
-/// (2, c) buffer; `dy`, `y` and `stats` are read for [`Reduce::Gradient`]
-/// only (pass anything of the right size otherwise).
+/// Blocks a reduction over channels aims for: a few per streaming
+/// multiprocessor of the largest GPUs (an H100 has 132), so that few
+/// channels still fill the device.
+const REDUCE_BLOCKS: usize = 528;
+
+/// Runs a channel is cut into for `channel_sums`: enough for
+/// [`REDUCE_BLOCKS`] blocks in all, at most one a plane.
+fn reduce_splits(n: usize, c: usize) -> usize {
+    REDUCE_BLOCKS.div_ceil(c.max(1)).clamp(1, n.max(1))
+}
+
+/// `channel_sums` of `kernels.cu` over (`x`, `dy`, `y`) of `(n, c, p)`
+/// values into a fresh (2, c) buffer; `dy`, `y` and `stats` are read for
+/// [`Reduce::Gradient`] only (pass anything of the right size otherwise).
 fn channel_sums(
     dev: &CudaDevice,
     (x, dy, y): (&CudaView<f32>, &CudaView<f32>, &CudaView<f32>),
@@ -117,15 +128,25 @@ fn channel_sums(
     what: Reduce,
     relu: bool,
 ) -> Result<CudaSlice<f32>> {
+    let splits = reduce_splits(n, c);
+    let partial = unsafe { dev.alloc::<f64>(2 * c * splits)? };
     let out = unsafe { dev.alloc::<f32>(2 * c)? };
-    let func = dev.get_or_load_custom_func("channel_sums", MODULE, ptx()?)?;
-    let (n, c32, p, what, relu) = (n as i32, c as i32, p as i32, what as i32, relu as i32);
+    let (n, c32, p, what, relu, splits32) = (n as i32, c as i32, p as i32, what as i32, relu as i32, splits as i32);
+    let func = dev.get_or_load_custom_func("channel_partial_sums", MODULE, ptx()?)?;
     let mut b = func.builder();
-    b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
-    // One block of THREADS per channel, as the kernel's reduction expects.
-    let cfg = LaunchConfig { grid_dim: (c as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-    // SAFETY: the buffers hold n·c·p (x, dy, y) and 2c (stats, out) floats.
+    b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&partial).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
+    b.arg(&splits32);
+    // `splits` blocks of THREADS a channel, as the kernel's reduction expects.
+    let cfg = LaunchConfig { grid_dim: ((c * splits) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: the buffers hold n·c·p (x, dy, y), 2c (stats) and 2c·splits
+    // (partial) values.
     unsafe { b.launch(cfg) }.w()?;
+    let func = dev.get_or_load_custom_func("channel_finish", MODULE, ptx()?)?;
+    let mut b = func.builder();
+    b.arg(&partial).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&splits32);
+    // SAFETY: one thread a channel reads its 2·splits partial sums and
+    // writes its 2 values of out (2c).
+    unsafe { b.launch(elementwise(c)) }.w()?;
     Ok(out)
 }
 

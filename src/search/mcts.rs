@@ -541,15 +541,10 @@ impl Mcts {
             .iter()
             .zip(expandable)
             .zip(depths)
-            .map(
-                |((g, &expandable), &depth)| {
-                    if expandable {
-                        self.candidates(g, probs.next().as_deref(), depth)
-                    } else {
-                        Vec::new()
-                    }
-                },
-            )
+            .map(|((g, &expandable), &depth)| match expandable {
+                true => self.candidates(g, probs.next().as_deref(), depth),
+                false => Vec::new(),
+            })
             .collect())
     }
 

@@ -30,7 +30,7 @@ use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use super::analysis::{Analysis, MoveInfo};
-use super::net_agent::{choose_move, scored_moves};
+use super::net_agent::{choose_move, move_prob, scored_moves};
 use super::nets::NetEval;
 use super::ownership::{LeafMix, Ownership};
 use super::random::RandomAgent;
@@ -605,11 +605,9 @@ impl Mcts {
             self.expand(root as u32, &game, wanted);
             return Ok(());
         }
-        let all = scored_moves(&game, &probs);
-        let prior_of = |mv: Move| {
-            let listed = |moves: &[(Move, f32)]| moves.iter().find(|m| m.0 == mv).map(|m| m.1);
-            listed(&wanted).or_else(|| listed(&all)).unwrap_or(0.0)
-        };
+        // A candidate's prior may be raised (tactics); any other child's is the net's.
+        let prior_of =
+            |mv: Move| wanted.iter().find(|m| m.0 == mv).map_or_else(|| move_prob(&game, &probs, mv), |m| m.1);
         let children = tree.nodes[root].children.clone();
         for &c in &children {
             let node = &mut tree.nodes[c as usize];

@@ -55,16 +55,25 @@ impl Agent for NetAgent {
 /// with their probabilities from `probs` (a move net's 362 outputs).
 pub fn scored_moves(game: &Game, probs: &[f32]) -> Vec<(Move, f32)> {
     let board = game.board();
-    let size = board.size();
     let mut moves: Vec<(Move, f32)> = acceptable_points(game)
         .into_iter()
         .map(|p| {
-            let v = board.vertex(p);
-            (Move::Play(v), probs[v.index(size)])
+            let mv = Move::Play(board.vertex(p));
+            (mv, move_prob(game, probs, mv))
         })
         .collect();
-    moves.push((Move::Pass, probs[PASS.min(probs.len() - 1)]));
+    moves.push((Move::Pass, move_prob(game, probs, Move::Pass)));
     moves
+}
+
+/// The probability a move net's `probs` give `mv` in `game` (none to
+/// resigning, which the nets do not predict).
+pub fn move_prob(game: &Game, probs: &[f32], mv: Move) -> f32 {
+    match mv {
+        Move::Play(v) => probs[v.index(game.board().size())],
+        Move::Pass => probs[PASS.min(probs.len() - 1)],
+        Move::Resign => 0.0,
+    }
 }
 
 /// A move for the side to move in `game` from a move net's `probs`: the most

@@ -34,8 +34,8 @@ extern "C" __global__ void channel_partial_sums(const float* x, const float* dy,
     }
     double s = 0.0, q = 0.0;
     for (long i = threadIdx.x; i < m; i += THREADS) {
-        const long b = first + i / p;
-        const long at = (b * c + ch) * p + i % p;
+        const long plane = i / p;  // one division: the point is i - plane * p
+        const long at = ((first + plane) * c + ch) * p + (i - plane * p);
         const float v = x[at];
         if (what != GRADIENT) {
             s += v;

@@ -10,10 +10,13 @@
 #   and nets/value.safetensors; with VALUE "-", MCTS values its leaves by
 #   stone count and the value-leaf match is left out).
 #   GAMES_SCALE: multiplies every match's number of games (default 1).
-# Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once).
+# Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once),
+#   ROOT_POLICY (the net that chooses MCTS's root children in the match of
+#   the engine as `go-train gtp` plays; default nets/resnet-policy.safetensors,
+#   "-" for none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case ${1:-} in -h|--help) sed -n 2,13p "$0"; exit 0;; esac
+case ${1:-} in -h|--help) sed -n 2,16p "$0"; exit 0;; esac
 policy=${1:-nets/policy.safetensors} playout=${2:-nets/playout.safetensors} value=${3:-nets/value.safetensors} scale=${4:-1}
 gnugo=${GNUGO:-/usr/games/gnugo}
 parallel=${PARALLEL:-$(nproc)}
@@ -36,6 +39,8 @@ match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
 # The engine as `go-train gtp` plays with the shipped nets (the tuned search:
 # no rollout, 800 iterations, tactics on, leaves mixed with random playouts
-# as the board settles), value leaves when there is a value net.
+# as the board settles, the residual policy choosing the root's children),
+# value leaves when there is a value net.
 leaf=value; [ "$value" = - ] && leaf=stones
-match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct,rollout=0,iterations=800,tactics=on,mix=1" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+root=${ROOT_POLICY:-nets/resnet-policy.safetensors}; root_setting=; [ "$root" = - ] || root_setting=",root-policy=$root"
+match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct,rollout=0,iterations=800,tactics=on,mix=1$root_setting" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

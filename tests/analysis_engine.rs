@@ -240,3 +240,33 @@ fn rules_as_an_object_and_priorities() {
     assert_eq!(responses[2]["field"], "rules");
     assert!(responses[2]["error"].as_str().unwrap().contains("hasButton"), "{}", responses[2]);
 }
+
+#[test]
+fn the_root_policy_is_the_shipped_residual_net_unless_named() {
+    let policy = |root: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("analysis")
+            .args(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                writeln!(child.stdin.take().unwrap(), "{EXAMPLE}")?;
+                child.wait_with_output()
+            })
+            .expect("run go-train analysis");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let responses = out.stdout.split(|b| *b == b'\n').filter_map(|l| serde_json::from_slice::<Value>(l).ok());
+        let first = responses.into_iter().find(|r| r["turnNumber"] == 0);
+        (out.status.success(), first.map(|r| r["policy"].clone()), stderr)
+    };
+    let (ok, shipped, _) = policy(&[]);
+    let (own_ok, own, _) = policy(&["--root-policy", "none"]);
+    assert!(ok && own_ok && shipped.is_some() && own.is_some());
+    assert_ne!(shipped, own, "includePolicy shows the net that chose the root's children");
+    let (named_ok, named, _) = policy(&["--root-policy", "nets/resnet-policy.safetensors"]);
+    assert!(named_ok && named == shipped);
+    let (missing_ok, _, stderr) = policy(&["--root-policy", "no/such/net.safetensors"]);
+    assert!(!missing_ok && stderr.contains("no/such/net.safetensors"), "{stderr}");
+}

@@ -15,7 +15,9 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval};
 /// analysed turn on stdout, several queries in flight, answered in order.
 /// The search is MCTS with the shipped nets, or the nets named, in the
 /// settings `go-train gtp` plays with (PUCT, value-net leaves with no
-/// rollout mixed with random playouts as the board settles, tactics on);
+/// rollout mixed with random playouts as the board settles, tactics on,
+/// the shipped residual policy choosing the root's children when the
+/// policy is the shipped one);
 /// `maxVisits` in a query sets its iterations. See
 /// docs/analysis.md for the fields understood.
 #[derive(Parser)]
@@ -25,6 +27,11 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval};
 pub struct Args {
     #[command(flatten)]
     nets: super::NetPaths,
+    /// A second policy net that chooses the root's children alone; none
+    /// for none [default: nets/resnet-policy.safetensors with the shipped
+    /// policy].
+    #[arg(long, value_name = "NET|none")]
+    root_policy: Option<std::path::PathBuf>,
     /// Iterations per position when a query gives no maxVisits [default:
     /// 800, as `go-train gtp` plays].
     #[arg(long)]
@@ -44,11 +51,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let root_policy = super::root_policy(args.root_policy, args.nets.policy.is_none());
     let nets = args.nets.or_shipped(nn::BOARD);
     let defaults = AgentSpec::new(AgentKind::Mcts).tuned();
     let spec = AgentSpec {
         leaf: Some(if nets.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
         policy: nets.policy,
+        root_policy,
         value: nets.value,
         playout: nets.playout,
         iterations: args.visits.unwrap_or(defaults.iterations).max(1),

@@ -26,8 +26,9 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
 /// With no engine and no net named, MCTS with the nets shipped in `nets/`
 /// (or `GO_TRAIN_NETS`) plays, in the search that measured strongest with
 /// them: PUCT, value-net leaves with no rollout, mixed with random
-/// playouts as the board settles, 800 iterations, tactics on (README,
-/// Playing strength); with some nets
+/// playouts as the board settles, 800 iterations, tactics on, the shipped
+/// residual policy choosing the root's children (README, Playing
+/// strength); with some nets
 /// named, the shipped ones stand in for the others (`--value` alone: MCTS
 /// on the shipped policy with those value leaves); with an engine and no
 /// net, the engine plays without nets.
@@ -39,7 +40,7 @@ use go_train::search::{AgentKind, AgentSpec, LeafEval, Selection};
   go-train gtp --engine mcts --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train gtp --engine mcts --iterations 800 --selection puct --time 5 --policy checkpoints/policy
   go-train gtp --expand 8             # wider search: more candidate moves in lz-analyze/kata-analyze
-  go-train gtp --root-policy nets/resnet-policy.safetensors   # the best policy picks the moves on the board
+  go-train gtp --root-policy none     # the shipped search without the residual policy at its root
   gogui-twogtp -black 'go-train gtp --policy checkpoints/policy' -white 'gnugo --mode gtp --level 10'
     (gogui-twogtp comes with GoGui, https://github.com/Remi-Coulom/gogui; go-train eval --match does the same)")]
 pub struct Args {
@@ -52,9 +53,9 @@ pub struct Args {
     #[arg(long)]
     iterations: Option<u32>,
     /// MCTS: a second policy net that chooses the root's children alone: a
-    /// stronger net too slow on this machine to expand every node
-    /// (nets/resnet-policy.safetensors).
-    #[arg(long, value_name = "NET")]
+    /// stronger net too slow to expand every node; none for none [default:
+    /// nets/resnet-policy.safetensors with the shipped nets].
+    #[arg(long, value_name = "NET|none")]
     root_policy: Option<std::path::PathBuf>,
     /// MCTS: children per expanded node, the policy's top k [default: 2].
     #[arg(long, short = 'k')]
@@ -168,7 +169,7 @@ pub fn run(mut args: Args) -> Result<()> {
     let defaults = if tuned { AgentSpec::new(kind).tuned() } else { AgentSpec::new(kind) };
     let spec = AgentSpec {
         policy: args.nets.policy.clone(),
-        root_policy: args.root_policy.clone(),
+        root_policy: super::root_policy(args.root_policy.clone(), tuned),
         value: args.nets.value.clone(),
         playout: args.nets.playout.clone(),
         temperature: args.temperature,

@@ -92,9 +92,7 @@ impl NetPaths {
     /// The nets go-train ships (`nets/`, see [`shipped_nets_dir`]), those
     /// of its three files that exist.
     pub fn shipped() -> NetPaths {
-        let Some(dir) = shipped_nets_dir() else { return NetPaths::default() };
-        let file = |name: &str| Some(dir.join(format!("{name}.safetensors"))).filter(|p| p.is_file());
-        NetPaths { policy: file("policy"), value: file("value"), playout: file("playout") }
+        NetPaths { policy: shipped_net("policy"), value: shipped_net("value"), playout: shipped_net("playout") }
     }
 
     /// Each net not named taken from the shipped ones, on the board those
@@ -109,6 +107,25 @@ impl NetPaths {
             value: self.value.or(shipped.value),
             playout: self.playout.or(shipped.playout),
         }
+    }
+}
+
+/// The shipped net `nets/{name}.safetensors`, when it is there.
+fn shipped_net(name: &str) -> Option<PathBuf> {
+    shipped_nets_dir().map(|dir| dir.join(format!("{name}.safetensors"))).filter(|p| p.is_file())
+}
+
+/// The net that chooses MCTS's root children (`--root-policy`): the one
+/// named, none for `none`, else, where the search plays the shipped policy
+/// (`shipped_policy`), the shipped residual policy: it won more games
+/// against GnuGo than the policy's own root (docs/strength.md, *The best
+/// policy at the root*).
+pub fn root_policy(named: Option<PathBuf>, shipped_policy: bool) -> Option<PathBuf> {
+    match named {
+        Some(path) if path.as_os_str() == "none" => None,
+        Some(path) => Some(path),
+        None if shipped_policy => shipped_net("resnet-policy"),
+        None => None,
     }
 }
 

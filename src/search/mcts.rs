@@ -412,9 +412,10 @@ impl Mcts {
         &self.config
     }
 
-    /// The policy and value nets the search runs (for raw net output).
+    /// The policy and value nets that judge the root position (for raw net
+    /// output): the root policy, when there is one, chooses its children.
     pub fn nets(&self) -> (Option<&NetEval>, Option<&NetEval>) {
-        (self.policy.as_ref(), self.value.as_ref())
+        (self.root_policy.as_ref().or(self.policy.as_ref()), self.value.as_ref())
     }
 
     /// The visits a search from `game` starts with: those of the subtree

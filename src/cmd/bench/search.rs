@@ -21,8 +21,9 @@ pub struct SearchArgs {
     #[arg(long, default_value = "../shared/datasets/kgs-6d/kgs-19-2017-06-new/2017-06-01-13.sgf")]
     sgf: PathBuf,
     /// An MCTS agent to time, as `eval --match` names it; repeat the flag
-    /// for more [default: the seed's settings with PUCT, and the tuned
-    /// search that `go-train gtp` plays].
+    /// for more [default: the seed's settings with PUCT, the tuned search,
+    /// and the tuned search with the shipped residual policy at its root
+    /// that `go-train gtp` plays].
     #[arg(long = "agent")]
     agents: Vec<String>,
     /// A position every this many moves.
@@ -32,7 +33,8 @@ pub struct SearchArgs {
     nets: NetPaths,
 }
 
-/// The searches the README compares when none is named.
+/// The searches the README compares when none is named (the last also
+/// with the shipped root policy, when there is one).
 const DEFAULT_AGENTS: [&str; 2] =
     ["mcts:selection=puct", "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1"];
 
@@ -50,7 +52,9 @@ pub fn run(args: SearchArgs) -> Result<()> {
         bail!("{}: fewer than {} moves, no position to search", args.sgf.display(), args.every);
     }
     let names: Vec<String> = if args.agents.is_empty() {
-        DEFAULT_AGENTS.iter().map(|s| s.to_string()).collect()
+        let tuned = DEFAULT_AGENTS[DEFAULT_AGENTS.len() - 1];
+        let root = crate::cmd::root_policy(None, true).map(|net| format!("{tuned},root-policy={}", net.display()));
+        DEFAULT_AGENTS.iter().map(|s| s.to_string()).chain(root).collect()
     } else {
         args.agents.clone()
     };

@@ -12,8 +12,8 @@
 #   GAMES_SCALE: multiplies every match's number of games (default 1).
 # Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once),
 #   ROOT_POLICY (the net that chooses MCTS's root children in the match of
-#   the engine as `go-train gtp` plays; default nets/resnet-policy.safetensors,
-#   "-" for none).
+#   the engine as `go-train gtp` plays; default nets/resnet-policy.safetensors
+#   with the shipped policy, none when POLICY is given; "-" for none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in -h|--help) sed -n 2,16p "$0"; exit 0;; esac
@@ -42,5 +42,7 @@ match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "
 # as the board settles, the residual policy choosing the root's children),
 # value leaves when there is a value net.
 leaf=value; [ "$value" = - ] && leaf=stones
-root=${ROOT_POLICY:-nets/resnet-policy.safetensors}; root_setting=; [ "$root" = - ] || root_setting=",root-policy=$root"
+# As `go-train gtp`: the residual root goes with the shipped policy only.
+default_root=nets/resnet-policy.safetensors; [ -n "${1:-}" ] && default_root=-
+root=${ROOT_POLICY:-$default_root}; root_setting=; [ "$root" = - ] || root_setting=",root-policy=$root"
 match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct,rollout=0,iterations=800,tactics=on,mix=1$root_setting" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

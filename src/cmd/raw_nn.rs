@@ -17,8 +17,10 @@ use go_train::search::NetEval;
 /// all 362 moves (row-major from A19, then pass; null where illegal), the
 /// side to move's win probability, and the symmetry the position was seen
 /// through — to compare go-train's nets with another framework's on the
-/// same input (`gtp`'s `kata-raw-nn` gives the same). Nets not named are
-/// the shipped ones.
+/// same input (`gtp`'s `kata-raw-nn` gives the same for the nets its
+/// search judges the root with: with the shipped nets, the policy is
+/// `nets/resnet-policy.safetensors`, which `--policy` names here). Nets not
+/// named are the shipped ones.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train raw-nn game.sgf --move 50 --json

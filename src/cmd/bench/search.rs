@@ -51,23 +51,32 @@ pub fn run(args: SearchArgs) -> Result<()> {
     if positions.is_empty() {
         bail!("{}: fewer than {} moves, no position to search", args.sgf.display(), args.every);
     }
-    let names: Vec<String> = if args.agents.is_empty() {
-        let tuned = DEFAULT_AGENTS[DEFAULT_AGENTS.len() - 1];
-        let root = crate::cmd::root_policy(None, true).map(|net| format!("{tuned},root-policy={}", net.display()));
-        DEFAULT_AGENTS.iter().map(|s| s.to_string()).chain(root).collect()
-    } else {
-        args.agents.clone()
-    };
-    let nets = args.nets.clone().or_shipped(go_train::nn::BOARD);
-    let mut searches = names
+    let mut agents = args
+        .agents
         .iter()
-        .map(|name| {
-            let spec: AgentSpec = name.parse()?;
-            spec.with_default_nets(nets.policy.as_ref(), nets.value.as_ref(), nets.playout.as_ref())
+        .map(|name| Ok((name.clone(), name.parse::<AgentSpec>().with_context(|| format!("agent {name}"))?)))
+        .collect::<Result<Vec<_>>>()?;
+    if agents.is_empty() {
+        agents = DEFAULT_AGENTS.iter().map(|name| (name.to_string(), name.parse().expect("a valid agent"))).collect();
+        // Set on the spec, not written into its text: a path may hold a comma.
+        if let Some(net) = crate::cmd::root_policy(None, args.nets.policy.is_none()) {
+            let (name, tuned) = agents.last().cloned().expect("default agents");
+            let file = net.file_name().map_or(net.display().to_string(), |f| f.to_string_lossy().into_owned());
+            agents.push((format!("{name},root-policy={file}"), AgentSpec { root_policy: Some(net), ..tuned }));
+        }
+    }
+    let nets = args.nets.clone().or_shipped(go_train::nn::BOARD);
+    let mut searches = agents
+        .iter()
+        .map(|(name, spec)| {
+            spec.clone()
+                .with_default_nets(nets.policy.as_ref(), nets.value.as_ref(), nets.playout.as_ref())
                 .build_mcts(&Device::Cpu)
                 .with_context(|| format!("agent {name}"))
         })
         .collect::<Result<Vec<_>>>()?;
+    let names: Vec<&String> = agents.iter().map(|(name, _)| name).collect();
+    let width = names.iter().map(|n| n.len()).max().unwrap_or(0).max(5);
     println!(
         "{}: {} positions (every {} moves), one search each, agents interleaved",
         args.sgf.display(),
@@ -85,9 +94,9 @@ pub fn run(args: SearchArgs) -> Result<()> {
             total.1 += report.iterations as u64;
         }
     }
-    println!("{:<60} {:>10} {:>14}", "agent", "s/move", "iterations/s");
+    println!("{:<width$} {:>10} {:>14}", "agent", "s/move", "iterations/s");
     for (name, (seconds, iterations)) in names.iter().zip(totals) {
-        println!("{name:<60} {:>10.3} {:>14.0}", seconds / positions.len() as f64, iterations as f64 / seconds);
+        println!("{name:<width$} {:>10.3} {:>14.0}", seconds / positions.len() as f64, iterations as f64 / seconds);
     }
     Ok(())
 }

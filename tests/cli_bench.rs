@@ -1,0 +1,58 @@
+//! `go-train bench search` from the command line: the searches it times by
+//! default, with the shipped nets wherever they lie.
+
+mod common;
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_go-train");
+
+/// The default agents end with the search `go-train gtp` plays, the
+/// residual policy at its root, read from the shipped nets' folder even
+/// when its path holds a comma (agent specs are comma-separated: the path
+/// once went into the spec's text and split it).
+#[test]
+fn bench_search_times_what_gtp_plays_with_the_nets_on_any_path() {
+    let Some(datasets) = common::datasets() else { return };
+    let game = datasets.join("kgs-6d/kgs-19-2017-06-new/2017-06-01-13.sgf");
+    let dir = tempfile::tempdir().unwrap();
+    let nets = dir.path().join("nets,shipped");
+    std::fs::create_dir(&nets).unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("nets");
+    for file in
+        ["README.md", "policy.safetensors", "value.safetensors", "playout.safetensors", "resnet-policy.safetensors"]
+    {
+        std::fs::copy(shipped.join(file), nets.join(file)).unwrap();
+    }
+    let out = Command::new(BIN)
+        .args(["bench", "search", "--every", "150", "--sgf"])
+        .arg(&game)
+        .env("GO_TRAIN_NETS", &nets)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let agents: Vec<&str> = stdout.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(
+        agents,
+        [
+            "mcts:selection=puct",
+            "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1",
+            "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1,root-policy=resnet-policy.safetensors"
+        ],
+        "{stdout}"
+    );
+    // A policy of one's own: no shipped root, as `go-train gtp --policy`.
+    let own = Command::new(BIN)
+        .args(["bench", "search", "--every", "150", "--sgf"])
+        .arg(&game)
+        .arg("--policy")
+        .arg(nets.join("policy.safetensors"))
+        .env("GO_TRAIN_NETS", &nets)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&own.stdout);
+    assert!(own.status.success(), "{}", String::from_utf8_lossy(&own.stderr));
+    assert_eq!(stdout.lines().skip(2).count(), 2, "{stdout}");
+    assert!(!stdout.contains("root-policy"), "{stdout}");
+}

@@ -11,5 +11,6 @@ pub mod nn;
 pub mod plot;
 pub mod progress;
 pub mod search;
+pub mod selfplay;
 pub mod sgf;
 pub mod train;

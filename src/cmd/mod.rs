@@ -9,6 +9,7 @@ mod gtp;
 mod prepare;
 mod raw_nn;
 mod review;
+mod selfplay;
 mod show;
 mod train;
 
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::eval::arena::PlayerSpec;
 use go_train::go::{Event, Game, Move};
 
 /// Teach a computer to play Go the way AlphaGo's supervised stage did.
@@ -40,6 +42,7 @@ enum Command {
     RawNn(raw_nn::Args),
     Gtp(gtp::Args),
     Analysis(analysis::Args),
+    Selfplay(selfplay::Args),
     /// Train the seed's policy net (or any net, by config).
     TrainPolicy(train::Args),
     /// Train the fast playout (rollout) net.
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::RawNn(args) => raw_nn::run(args),
         Command::Gtp(args) => gtp::run(args),
         Command::Analysis(args) => analysis::run(args),
+        Command::Selfplay(args) => selfplay::run(args),
         Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
         Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),
         Command::TrainValue(args) => train::run(train::Kind::Value, args),
@@ -108,6 +112,18 @@ impl NetPaths {
             playout: self.playout.or(shipped.playout),
         }
     }
+}
+
+/// A player named on the command line (an agent spec or a GTP engine's
+/// command line), its agent given the nets its spec does not name from
+/// `nets`.
+fn player_spec(text: &str, nets: &NetPaths) -> Result<PlayerSpec> {
+    Ok(match PlayerSpec::parse(text)? {
+        PlayerSpec::Agent(agent) => {
+            PlayerSpec::Agent(agent.with_default_nets(nets.policy.as_ref(), nets.value.as_ref(), nets.playout.as_ref()))
+        }
+        gtp => gtp,
+    })
 }
 
 /// The shipped net `nets/{name}.safetensors`, when it is there.

@@ -48,7 +48,9 @@ pub struct Args {
     #[arg(long, default_value = "0.8,0.1,0.1")]
     split: SplitFractions,
     /// Positions with a value label: all, per-game:K (K drawn per game with
-    /// the seed, as AlphaGo did with K=1), or final (the last position).
+    /// the seed, as AlphaGo did with K=1), final (the last position), or
+    /// marked (the one position each game marks, and only it: the games of
+    /// `go-train selfplay --value-positions alphago`).
     #[arg(long, default_value = "all")]
     value: ValueSampling,
     /// Rules for games whose RU is missing or unknown (simple ko by default:

@@ -360,8 +360,14 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     }
     let key = game_key(record);
     let split = options.split.assign(key, options.seed);
-    let labelled = options.value.chosen(record.moves.len(), key, options.seed);
+    let Some(labelled) = options.value.chosen_in(record, key, options.seed) else {
+        return GameOutcome::Dropped("no marked value position");
+    };
     let winner = record.result.as_ref().and_then(|r| r.winner());
+    let unlabelled = options.value.writes_unlabelled();
+    if !unlabelled && winner.is_none() {
+        return GameOutcome::Dropped("no winner for the marked position");
+    }
     let layout = options.layout();
     let mut block = Block::default();
     block.reserve(record.moves.len(), layout);
@@ -369,6 +375,9 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     let label_bytes = layout.planes_bytes() - layout.planes * layout.plane_words() * 8;
     let mut to_move = Vec::new();
     let replayed = record.replay_with(record.rules_or(rules), |i, game, mv| {
+        if !(unlabelled || labelled[i]) {
+            return;
+        }
         options.features.encode_into(game, planes);
         let policy = mv.mv.policy_index(options.board_size).expect("recorded moves are points or passes") as u16;
         let value = match winner {

@@ -131,14 +131,22 @@ pub enum ValueSampling {
     PerGame(usize),
     /// Only the last position, as the seed project did.
     Final,
+    /// The one position each record marks
+    /// ([`GameRecord::marked_value_position`]: self-play's AlphaGo value
+    /// positions), and only it is written: the game's other positions were
+    /// played by another policy, or at random, and teach no policy.
+    Marked,
 }
 
 impl ValueSampling {
-    /// Whether position `i` of the `n` of the game with `key` is labelled.
+    /// Whether position `i` of the `n` of the game with `key` is labelled
+    /// (none under [`ValueSampling::Marked`], whose choice is in the record:
+    /// [`ValueSampling::chosen_in`]).
     pub fn chosen(&self, n: usize, key: u64, seed: u64) -> Vec<bool> {
         match *self {
             ValueSampling::All => vec![true; n],
             ValueSampling::Final => (0..n).map(|i| i + 1 == n).collect(),
+            ValueSampling::Marked => vec![false; n],
             ValueSampling::PerGame(k) => {
                 let mut rng = Pcg64Mcg::seed_from_u64(mix(key ^ mix(seed ^ 0x0056_414C_5545)));
                 let mut order: Vec<usize> = (0..n).collect();
@@ -152,6 +160,26 @@ impl ValueSampling {
             }
         }
     }
+
+    /// Whether each position of `record` (the game with `key`) is labelled;
+    /// `None` when the record marks no position it has, which
+    /// [`ValueSampling::Marked`] needs.
+    pub fn chosen_in(&self, record: &GameRecord, key: u64, seed: u64) -> Option<Vec<bool>> {
+        let n = record.moves.len();
+        match self {
+            ValueSampling::Marked => {
+                let marked = record.marked_value_position().filter(|&i| i < n)?;
+                Some((0..n).map(|i| i == marked).collect())
+            }
+            _ => Some(self.chosen(n, key, seed)),
+        }
+    }
+
+    /// Whether positions without a value label are written too (as policy
+    /// data).
+    pub fn writes_unlabelled(&self) -> bool {
+        *self != ValueSampling::Marked
+    }
 }
 
 impl fmt::Display for ValueSampling {
@@ -160,6 +188,7 @@ impl fmt::Display for ValueSampling {
             ValueSampling::All => f.write_str("all"),
             ValueSampling::PerGame(k) => write!(f, "per-game:{k}"),
             ValueSampling::Final => f.write_str("final"),
+            ValueSampling::Marked => f.write_str("marked"),
         }
     }
 }
@@ -170,12 +199,13 @@ impl FromStr for ValueSampling {
         match s {
             "all" => Ok(ValueSampling::All),
             "final" => Ok(ValueSampling::Final),
+            "marked" => Ok(ValueSampling::Marked),
             _ => s
                 .strip_prefix("per-game:")
                 .and_then(|k| k.parse().ok())
                 .filter(|&k| k > 0)
                 .map(ValueSampling::PerGame)
-                .ok_or_else(|| format!("value sampling `{s}`: use all, final or per-game:K (K ≥ 1)")),
+                .ok_or_else(|| format!("value sampling `{s}`: use all, final, marked or per-game:K (K ≥ 1)")),
         }
     }
 }
@@ -222,5 +252,22 @@ mod tests {
         assert_eq!(ValueSampling::Final.chosen(3, 0, 0), vec![false, false, true]);
         assert_eq!("final".parse::<ValueSampling>().unwrap().to_string(), "final");
         assert!("per-game:0".parse::<ValueSampling>().is_err());
+    }
+
+    #[test]
+    fn marked_sampling_labels_the_records_mark_alone_and_drops_a_game_without_one() {
+        let mut record = GameRecord::new(19);
+        record.moves = (0..5)
+            .map(|i| crate::go::ColoredMove { color: crate::go::Color::Black, mv: Move::Play(Vertex::new(i, 0)) })
+            .collect();
+        let marked: ValueSampling = "marked".parse().unwrap();
+        assert_eq!(marked.to_string(), "marked");
+        assert!(!marked.writes_unlabelled() && ValueSampling::All.writes_unlabelled());
+        assert_eq!(marked.chosen_in(&record, 1, 1), None, "no mark");
+        record.mark_value_position(3);
+        assert_eq!(marked.chosen_in(&record, 1, 1), Some(vec![false, false, false, true, false]));
+        record.mark_value_position(5);
+        assert_eq!(marked.chosen_in(&record, 1, 1), None, "the position after the last move has no record");
+        assert_eq!(ValueSampling::Final.chosen_in(&record, 1, 1), Some(ValueSampling::Final.chosen(5, 1, 1)));
     }
 }

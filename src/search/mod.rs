@@ -59,6 +59,15 @@ pub trait Agent: Send {
     fn tree_search(&mut self) -> Option<&mut Mcts> {
         None
     }
+
+    /// The move net and temperature this agent's moves come from, when a
+    /// move is [`net_agent::choose_move`] of one net evaluation and nothing
+    /// more: self-play then evaluates the positions of many games in one
+    /// batch and chooses for each as the agent would. `None` (the agent is
+    /// dropped): it does more, and plays its games one move at a time.
+    fn into_move_net(self: Box<Self>) -> Option<(NetEval, f32)> {
+        None
+    }
 }
 
 impl Agent for RandomAgent {

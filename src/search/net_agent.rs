@@ -42,6 +42,10 @@ impl Agent for NetAgent {
         size == BOARD
     }
 
+    fn into_move_net(self: Box<Self>) -> Option<(NetEval, f32)> {
+        Some((self.net, self.temperature))
+    }
+
     fn name(&self) -> String {
         if self.temperature > 0.0 {
             format!("{} net {} (temperature {})", self.role, self.net.source(), self.temperature)

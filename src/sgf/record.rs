@@ -15,6 +15,11 @@ use crate::go::{Board, Color, ColoredMove, Event, Game, Move, Vertex};
 /// the point.
 pub type Setup = Vec<(Vertex, Option<Color>)>;
 
+/// The private root property (SGF lets applications add their own) that
+/// marks a self-play game's value-training position:
+/// [`GameRecord::marked_value_position`].
+pub const VALUE_POSITION: &str = "VP";
+
 /// One game as recorded: metadata, setup and the main line's moves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GameRecord {
@@ -210,6 +215,24 @@ impl GameRecord {
     pub fn play_after_two_passes(&self) -> Option<usize> {
         let end = self.moves.windows(2).position(|w| w[0].mv == Move::Pass && w[1].mv == Move::Pass)? + 2;
         (end < self.moves.len()).then_some(end)
+    }
+
+    /// The position of the game marked for value training (a self-play
+    /// game of AlphaGo's recipe, `go-train selfplay --value-positions
+    /// alphago`): the number of moves played before it, from the root's
+    /// private property [`VALUE_POSITION`].
+    pub fn marked_value_position(&self) -> Option<usize> {
+        self.extra_properties.iter().find_map(|p| match p {
+            Prop::Unknown(ident, values) if ident == VALUE_POSITION => values.first()?.trim().parse().ok(),
+            _ => None,
+        })
+    }
+
+    /// Marks the position after `moves` moves for value training
+    /// ([`GameRecord::marked_value_position`]), replacing any mark.
+    pub fn mark_value_position(&mut self, moves: usize) {
+        self.extra_properties.retain(|p| !matches!(p, Prop::Unknown(ident, _) if ident == VALUE_POSITION));
+        self.extra_properties.push(Prop::Unknown(VALUE_POSITION.to_string(), vec![moves.to_string()]));
     }
 
     /// Stores a root property in its field, or among the extras when no

@@ -188,4 +188,15 @@ mod tests {
         assert_eq!(read, record);
         assert!(read.replay(Rules::CHINESE).is_ok());
     }
+
+    #[test]
+    fn a_marked_value_position_survives_writing_and_a_new_mark_replaces_it() {
+        let mut record = parse_game("(;SZ[19];B[aa];W[bb];B[cc])").unwrap();
+        assert_eq!(record.marked_value_position(), None);
+        record.mark_value_position(1);
+        record.mark_value_position(2);
+        let text = write_game(&record);
+        assert!(text.contains("VP[2]") && !text.contains("VP[1]"), "{text}");
+        assert_eq!(parse_game(&text).unwrap().marked_value_position(), Some(2));
+    }
 }

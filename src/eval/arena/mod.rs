@@ -16,5 +16,5 @@ pub mod run;
 pub mod stats;
 
 pub use player::{GtpPlayer, LocalPlayer, Player, PlayerSpec};
-pub use referee::{play_game, EndReason, GameConfig, GameOutcome};
+pub use referee::{counted, play_game, EndReason, GameConfig, GameOutcome};
 pub use run::{run_match, MatchConfig, MatchSummary};

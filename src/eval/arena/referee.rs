@@ -138,6 +138,13 @@ pub fn play_game(
             break;
         }
     }
+    Ok(counted(game, reason, config, seed, seconds))
+}
+
+/// The outcome of a game that ended on the board (two passes or the move
+/// limit): scored by area under its rules, the dead stones judged by
+/// `config.ownership_playouts` scoring playouts seeded by `seed`.
+pub fn counted(game: Game, reason: EndReason, config: &GameConfig, seed: u64, seconds: [f64; 2]) -> GameOutcome {
     let score = Ownership::judge(&game, config.ownership_playouts, seed).score(&game);
-    Ok(GameOutcome { winner: score.winner(), game, reason, score: Some(score), error: None, seconds })
+    GameOutcome { winner: score.winner(), game, reason, score: Some(score), error: None, seconds }
 }

@@ -1,0 +1,76 @@
+//! Who plays in self-play: a move net evaluated for many games at once, or
+//! any other player, one per game.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use candle_core::Device;
+
+use crate::eval::arena::{Player, PlayerSpec};
+use crate::search::NetEval;
+
+/// One side of self-play games.
+pub struct Side {
+    /// For SGF player names, messages and reports.
+    name: String,
+    kind: SideKind,
+}
+
+enum SideKind {
+    /// A move net whose choice is one evaluation, sampled at a temperature
+    /// (policy and playout agents): evaluated for every game it moves in
+    /// at once.
+    Net { net: Arc<NetEval>, temperature: f32 },
+    /// Anything else (MCTS, random, a GTP engine): a player of its own per
+    /// game, asked for one move at a time.
+    PerGame(PlayerSpec),
+}
+
+impl Side {
+    /// The side a player spec names, checked by building it once: a net
+    /// that does not load or an engine that does not start fails here, not
+    /// in every game.
+    pub fn build(spec: PlayerSpec, device: &Device) -> Result<Side> {
+        let agent = match &spec {
+            PlayerSpec::Agent(agent) => agent.build(device)?,
+            PlayerSpec::Gtp(command) => {
+                spec.build(device, 0).with_context(|| format!("starting `{command}`"))?;
+                return Ok(Side { name: spec.label(), kind: SideKind::PerGame(spec) });
+            }
+        };
+        let name = agent.name();
+        Ok(match agent.into_move_net() {
+            Some((net, temperature)) => Side::net(name, Arc::new(net), temperature),
+            None => Side { name, kind: SideKind::PerGame(spec) },
+        })
+    }
+
+    /// A move net sampled at `temperature` (0: its most likely move), as
+    /// the policy agent plays it.
+    pub fn net(name: impl Into<String>, net: Arc<NetEval>, temperature: f32) -> Side {
+        Side { name: name.into(), kind: SideKind::Net { net, temperature } }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The net and temperature of a batched side.
+    pub(super) fn move_net(&self) -> Option<(&NetEval, f32)> {
+        match &self.kind {
+            SideKind::Net { net, temperature } => Some((net, *temperature)),
+            SideKind::PerGame(_) => None,
+        }
+    }
+
+    /// A player for one game of a per-game side, its random choices seeded
+    /// by `seed`; `None` for a batched side.
+    pub(super) fn player(&self, device: &Device, seed: u64) -> Option<Result<Box<dyn Player>>> {
+        match &self.kind {
+            SideKind::Net { .. } => None,
+            SideKind::PerGame(spec) => {
+                Some(spec.build(device, seed).with_context(|| format!("starting {}", self.name)))
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! `go-train selfplay`: the same games for the same seed whatever the batch
+//! and threads, resuming after a kill, AlphaGo's value recipe into a
+//! dataset, and clear refusals.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use go_train::dataset::{BatchOptions, Dataset, Split};
+use go_train::go::Color;
+use go_train::sgf::read_file;
+
+fn go_train(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = go_train(args);
+    assert!(out.status.success(), "go-train {args:?} failed:\n{}", text(&out));
+    out
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = go_train(args);
+    assert!(!out.status.success(), "go-train {args:?} should have failed:\n{}", text(&out));
+    text(&out)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}
+
+fn shipped(name: &str) -> String {
+    format!("{}/nets/{name}.safetensors", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The game records of a run, by file name.
+fn games(out: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(out.join("games"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+/// The shipped policy against itself, short games.
+fn policy_run(out: &Path, extra: &[&str]) -> Output {
+    let policy = shipped("policy");
+    let mut args = vec!["selfplay", "--games", "6", "--max-moves", "40", "--seed", "5", "--out", s(out)];
+    args.extend(["--policy", policy.as_str()]);
+    args.extend(extra);
+    ok(&args)
+}
+
+#[test]
+fn the_same_seed_plays_the_same_games_whatever_the_batch_threads_or_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("c"));
+    policy_run(&a, &["--batch", "4", "--threads", "2"]);
+    policy_run(&b, &["--batch", "1", "--threads", "1"]);
+    let first = games(&a);
+    assert_eq!(first.len(), 6);
+    assert_eq!(first, games(&b), "batch and threads change nothing in the games");
+    let distinct: std::collections::BTreeSet<&Vec<u8>> = first.values().collect();
+    assert_eq!(distinct.len(), 6, "each game its own");
+
+    // A run killed after some games: two records never written, one
+    // half-written under its temporary name.
+    policy_run(&c, &["--batch", "3"]);
+    std::fs::remove_file(c.join("games/game-000002.sgf")).unwrap();
+    std::fs::remove_file(c.join("games/game-000004.sgf")).unwrap();
+    std::fs::write(c.join("games/game-000004.sgf.tmp"), b"(;FF[4]GM[1]SZ[19];B[pd];W[d").unwrap();
+    let err = fails(&["selfplay", "--games", "6", "--out", s(&c)]);
+    assert!(err.contains("--resume") && err.contains("--force"), "{err}");
+    let policy = shipped("policy");
+    let other_seed = ["selfplay", "--games", "6", "--max-moves", "40", "--seed", "6", "--policy", &policy];
+    let err = fails(&[&other_seed[..], &["--out", s(&c), "--resume"]].concat());
+    assert!(err.contains("another run"), "{err}");
+    let resumed = policy_run(&c, &["--resume", "--json"]);
+    assert_eq!(games(&c), first, "the resumed run's games are the uninterrupted run's");
+    let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(summary["games"], 6, "no game lost or counted twice");
+    assert_eq!(summary["this_run"]["games"], 2);
+    assert!(summary["a_wins"].as_u64().unwrap() <= 6);
+    let list = std::fs::read_to_string(c.join("games.list")).unwrap();
+    assert_eq!(list.lines().filter(|l| !l.starts_with('#')).count(), 6);
+
+    // --force starts again.
+    policy_run(&c, &["--force"]);
+    assert_eq!(games(&c), first);
+}
+
+/// Moves before the marked position, and the winner, of each record.
+fn marks(out: &Path) -> Vec<(usize, Color)> {
+    (0..12)
+        .map(|i| {
+            let path = out.join(format!("games/game-{i:06}.sgf"));
+            let record = read_file(&path).unwrap().remove(0).unwrap();
+            let mark = record.marked_value_position().expect("every recipe game marks its position");
+            assert!(
+                mark >= 1 && mark <= record.moves.len(),
+                "{}: VP[{mark}] of {}",
+                path.display(),
+                record.moves.len()
+            );
+            (mark, record.result.and_then(|r| r.winner()).expect("a counted game with komi 7.5 has a winner"))
+        })
+        .collect()
+}
+
+#[test]
+fn alphagos_recipe_writes_one_labelled_position_a_game_into_a_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("value");
+    let policy = shipped("policy");
+    let args = ["selfplay", "--games", "12", "--max-moves", "60", "--value-positions", "alphago", "--threads", "2"];
+    ok(&[&args[..], &["--sl-policy", &policy, "--rl-policy", &policy, "--out", s(&out)]].concat());
+    let marks = marks(&out);
+    assert!(marks.iter().any(|&(u, _)| u < 59), "U is drawn, not always the cap: {marks:?}");
+    let verified = go_train(&["dataset", "verify", s(&out.join("dataset"))]);
+    assert!(verified.status.success(), "{}", text(&verified));
+
+    // Exactly the marked positions, labelled from the side to move's view.
+    let dataset = Dataset::open(&out.join("dataset")).unwrap();
+    let mut found = Vec::new();
+    for split in Split::ALL {
+        let options = BatchOptions { batch_size: 64, ..BatchOptions::default() };
+        for batch in dataset.batches(split, &options) {
+            let batch = batch.unwrap();
+            found.extend((0..batch.len).map(|i| (batch.move_number[i] as usize, batch.value[i])));
+        }
+    }
+    let mut expected: Vec<(usize, f32)> = marks
+        .iter()
+        .map(|&(u, winner)| {
+            let to_move = if u % 2 == 0 { Color::Black } else { Color::White };
+            (u, (winner == to_move) as u8 as f32)
+        })
+        .collect();
+    found.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(found, expected);
+
+    // `prepare --value marked` of the run's list is the same dataset.
+    let again = dir.path().join("again");
+    let list = out.join("games.list");
+    ok(&["prepare", s(&list), "--out", s(&again), "--value", "marked", "--features", "extended", "--seed", "1"]);
+    let shard = |d: &Path| std::fs::read(d.join("train-00000.shard")).unwrap();
+    assert_eq!(shard(&again), shard(&out.join("dataset")));
+}
+
+#[test]
+fn per_game_sampling_writes_every_position_and_k_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pg");
+    let policy = shipped("policy");
+    let args = ["selfplay", "--games", "4", "--max-moves", "30", "--value-positions", "per-game:2", "--features"];
+    ok(&[&args[..], &["seed", "--policy", &policy, "--out", s(&out)]].concat());
+    let manifest = Dataset::open(&out.join("dataset")).unwrap().manifest().clone();
+    let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
+    let labelled: u64 = manifest.splits.values().map(|c| c.value_positions).sum();
+    assert_eq!((positions, labelled), (4 * 30, 4 * 2));
+    assert_eq!(manifest.planes, 15);
+}
+
+#[test]
+fn players_without_batched_nets_play_one_game_each_and_reproducibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let args = ["selfplay", "--games", "4", "--size", "9", "--agent", "random", "--opponent", "mcts:iterations=16"];
+    let out = ok(&[&args[..], &["--out", s(&a), "--batch", "2", "--json"]].concat());
+    ok(&[&args[..], &["--out", s(&b), "--batch", "1", "--threads", "1"]].concat());
+    assert_eq!(games(&a), games(&b));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["games"], 4);
+    assert_eq!(summary["this_run"]["net_positions"], 0);
+    let record = read_file(&a.join("games/game-000001.sgf")).unwrap().remove(0).unwrap();
+    assert_eq!(record.size, 9);
+    assert!(record.white.unwrap().starts_with("random"), "the opponent is Black in odd games");
+}
+
+#[test]
+fn bad_settings_and_a_failed_write_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let o = s(&out);
+    let err = fails(&["selfplay", "--games", "0", "--out", o]);
+    assert!(err.contains("--games"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--batch", "0", "--out", o]);
+    assert!(err.contains("--batch"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--komi", "NaN", "--out", o]);
+    assert!(err.contains("--komi"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--agent", "policy:policy=no/such/net.safetensors", "--out", o]);
+    assert!(err.contains("no/such/net.safetensors") && err.contains("--agent"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--agent", "policy:temprature=1", "--out", o]);
+    assert!(err.contains("temprature"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--value-positions", "per-game:0", "--out", o]);
+    assert!(err.contains("--value-positions"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--value-positions", "alphago", "--agent", "random", "--out", o]);
+    assert!(err.contains("--agent"), "{err}");
+
+    // A record that cannot be written (here its temporary name is taken by
+    // a folder, as a full disk would refuse it) stops the run, naming the
+    // file, and keeps the games already written.
+    let args = ["selfplay", "--size", "9", "--agent", "random", "--batch", "1", "--threads", "1", "--out", o];
+    ok(&[&args[..], &["--games", "1"]].concat());
+    let blocked: PathBuf = out.join("games/game-000001.sgf.tmp");
+    std::fs::create_dir_all(&blocked).unwrap();
+    let err = fails(&[&args[..], &["--games", "3", "--resume"]].concat());
+    assert!(err.contains("game-000001.sgf.tmp") && err.contains("--resume"), "{err}");
+    assert!(out.join("games/game-000000.sgf").is_file());
+}

@@ -309,7 +309,8 @@ fn print_summary(s: &SelfPlaySummary, out: &std::path::Path) {
     if r.games > 0 {
         println!(
             "this run: {} games in {:.1} s: {:.2} games/s ({:.0} an hour), {:.0} moves/s, {:.0} net positions/s in \
-             {} forward passes ({:.1} positions each)",
+             {} forward passes ({:.1} positions each); {:.1} CPU seconds: {:.2} games and {:.0} net positions a \
+             CPU-second",
             r.games,
             r.seconds,
             r.games as f64 / r.seconds,
@@ -317,7 +318,10 @@ fn print_summary(s: &SelfPlaySummary, out: &std::path::Path) {
             r.moves as f64 / r.seconds,
             r.net_positions as f64 / r.seconds,
             r.forward_passes,
-            r.net_positions as f64 / r.forward_passes.max(1) as f64
+            r.net_positions as f64 / r.forward_passes.max(1) as f64,
+            r.cpu_seconds,
+            r.games as f64 / r.cpu_seconds,
+            r.net_positions as f64 / r.cpu_seconds,
         );
     }
     if let Some(manifest) = &s.dataset {

@@ -63,6 +63,10 @@ pub struct PlayStats {
     pub forward_passes: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// CPU seconds of the whole process meanwhile (user and system, all
+    /// threads): the speed a machine shared with other work would give
+    /// with its cores to itself.
+    pub cpu_seconds: f64,
 }
 
 /// Plays the games `indices` by `plan` between `sides`, handing each to
@@ -94,6 +98,7 @@ pub fn play_games(
         error: Mutex::new(None),
     };
     let started = Instant::now();
+    let cpu_started = cpu_seconds();
     let threads = config.threads.min(indices.len().div_ceil(config.batch)).max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -114,7 +119,20 @@ pub fn play_games(
         return Err(e);
     }
     let [games, moves, net_positions, forward_passes] = run.counts.map(|c| c.into_inner());
-    Ok(PlayStats { games, moves, net_positions, forward_passes, seconds: started.elapsed().as_secs_f64() })
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_seconds() - cpu_started;
+    Ok(PlayStats { games, moves, net_positions, forward_passes, seconds, cpu_seconds })
+}
+
+/// CPU seconds this process has used so far (0 where unknown).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given and reads nothing else.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// AlphaGo's recipe replaces a net's game-ending pass by the random move,
@@ -315,15 +333,7 @@ impl Slot {
         };
         if mv == Move::Resign {
             self.game.play_unchecked(color, mv);
-            let game = self.game.clone();
-            return Some(GameOutcome {
-                game,
-                winner: Some(color.opponent()),
-                reason: EndReason::Resignation,
-                score: None,
-                error: None,
-                seconds: [0.0; 2],
-            });
+            return Some(GameOutcome::lost_by(self.game.clone(), color, None, [0.0; 2]));
         }
         if let Err(e) = self.game.play(color, mv) {
             let error = format!("{color} played an illegal move {}: {e}", mv.to_gtp(config.size));
@@ -353,13 +363,6 @@ impl Slot {
 
     /// The game lost by `loser`, who failed or broke the rules.
     fn forfeit(&self, loser: Color, error: String) -> GameOutcome {
-        GameOutcome {
-            game: self.game.clone(),
-            winner: Some(loser.opponent()),
-            reason: EndReason::Forfeit,
-            score: None,
-            error: Some(error),
-            seconds: [0.0; 2],
-        }
+        GameOutcome::lost_by(self.game.clone(), loser, Some(error), [0.0; 2])
     }
 }

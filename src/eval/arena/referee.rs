@@ -61,6 +61,13 @@ pub struct GameOutcome {
 }
 
 impl GameOutcome {
+    /// The game lost by `loser`, by resignation (`error: None`) or by
+    /// forfeit (what went wrong).
+    pub fn lost_by(game: Game, loser: Color, error: Option<String>, seconds: [f64; 2]) -> GameOutcome {
+        let reason = if error.is_some() { EndReason::Forfeit } else { EndReason::Resignation };
+        GameOutcome { game, winner: Some(loser.opponent()), reason, score: None, error, seconds }
+    }
+
     /// The SGF record, with player names and the result.
     pub fn record(&self, black: &str, white: &str) -> GameRecord {
         let mut record = GameRecord::from_game(&self.game);
@@ -94,14 +101,8 @@ pub fn play_game(
     black.new_game(config.size, config.komi)?;
     white.new_game(config.size, config.komi)?;
     let mut seconds = [0.0; 2];
-    let forfeit = |game: Game, loser: Color, error: String, seconds| GameOutcome {
-        game,
-        winner: Some(loser.opponent()),
-        reason: EndReason::Forfeit,
-        score: None,
-        error: Some(error),
-        seconds,
-    };
+    let forfeit =
+        |game: Game, loser: Color, error: String, seconds| GameOutcome::lost_by(game, loser, Some(error), seconds);
     let mut reason = EndReason::MoveLimit;
     while game.move_count() < config.max_moves {
         let color = game.to_move();
@@ -116,14 +117,7 @@ pub fn play_game(
         };
         if mv == Move::Resign {
             game.play_unchecked(color, mv);
-            return Ok(GameOutcome {
-                game,
-                winner: Some(color.opponent()),
-                reason: EndReason::Resignation,
-                score: None,
-                error: None,
-                seconds,
-            });
+            return Ok(GameOutcome::lost_by(game, color, None, seconds));
         }
         if let Err(e) = game.play(color, mv) {
             let error = format!("{color} played an illegal move {}: {e}", mv.to_gtp(config.size));

@@ -46,6 +46,18 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Removes the file or folder (with all it holds) at `path`, if there is
+/// one: what a run replacing an older one's outputs does.
+pub fn remove_if_present(path: &Path) -> Result<()> {
+    let removed = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+    match removed {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Syncs a folder, so that renames and new files in it last.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
@@ -65,5 +77,17 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         assert!(!tmp_path(&path).exists());
         assert!(write_atomic(Path::new("/"), b"x").is_err(), "a folder is no file name");
+    }
+
+    #[test]
+    fn removes_a_file_or_a_whole_folder_and_nothing_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, folder) = (dir.path().join("f"), dir.path().join("d"));
+        write_atomic(&file, b"x").unwrap();
+        write_atomic(&folder.join("inner").join("g"), b"y").unwrap();
+        for path in [&file, &folder, &file] {
+            remove_if_present(path).unwrap();
+            assert!(!path.exists());
+        }
     }
 }

@@ -2,37 +2,16 @@
 //! and threads, resuming after a kill, AlphaGo's value recipe into a
 //! dataset, and clear refusals.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{fails, go_train, ok, s, text};
 
 use go_train::dataset::{BatchOptions, Dataset, Split};
 use go_train::go::Color;
 use go_train::sgf::read_file;
-
-fn go_train(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = go_train(args);
-    assert!(out.status.success(), "go-train {args:?} failed:\n{}", text(&out));
-    out
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = go_train(args);
-    assert!(!out.status.success(), "go-train {args:?} should have failed:\n{}", text(&out));
-    text(&out)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("temporary paths are UTF-8")
-}
 
 fn shipped(name: &str) -> String {
     format!("{}/nets/{name}.safetensors", env!("CARGO_MANIFEST_DIR"))
@@ -48,7 +27,7 @@ fn games(out: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// The shipped policy against itself, short games.
-fn policy_run(out: &Path, extra: &[&str]) -> Output {
+fn policy_run(out: &Path, extra: &[&str]) -> std::process::Output {
     let policy = shipped("policy");
     let mut args = vec!["selfplay", "--games", "6", "--max-moves", "40", "--seed", "5", "--out", s(out)];
     args.extend(["--policy", policy.as_str()]);

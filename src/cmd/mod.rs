@@ -12,6 +12,7 @@ mod review;
 mod selfplay;
 mod show;
 mod train;
+mod train_rl;
 
 use std::path::PathBuf;
 
@@ -49,6 +50,7 @@ enum Command {
     TrainPlayout(train::Args),
     /// Train the value net.
     TrainValue(train::Args),
+    TrainRl(train_rl::Args),
     Dataset(dataset::Args),
     Bench(bench::Args),
 }
@@ -67,6 +69,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::TrainPolicy(args) => train::run(train::Kind::Policy, args),
         Command::TrainPlayout(args) => train::run(train::Kind::Playout, args),
         Command::TrainValue(args) => train::run(train::Kind::Value, args),
+        Command::TrainRl(args) => train_rl::run(args),
         Command::Dataset(args) => dataset::run(args),
         Command::Bench(args) => bench::run(args),
     }

@@ -82,7 +82,7 @@ pub struct Args {
     stop_after: Option<Duration>,
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
     s.parse::<f64>()
         .ok()
         .and_then(|v| Duration::try_from_secs_f64(v).ok())

@@ -38,6 +38,12 @@ impl NetEval {
         Ok(NetEval::new(model, path.display().to_string()))
     }
 
+    /// The net itself: a trainer that plays with a net and learns from
+    /// its games (`train-rl`) updates its weights in place.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
     /// What the net gives.
     pub fn output(&self) -> Output {
         self.model.output()

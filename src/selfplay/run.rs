@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::engine::{play_games, Finished, PlayConfig, PlayStats};
 use super::plan::Plan;
 use super::side::Side;
-use crate::atomic::{tmp_path, write_atomic};
+use crate::atomic::{remove_if_present, tmp_path, write_atomic};
 use crate::dataset::filter::{GameList, GameRef};
 use crate::dataset::prepare::{prepare, PrepareOptions};
 use crate::dataset::Manifest;
@@ -172,21 +172,9 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
         );
     }
     if options.force {
-        let remove_dir = |name: &str| match std::fs::remove_dir_all(out.join(name)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(e).with_context(|| format!("removing {}", out.join(name).display()))
-            }
-            _ => Ok(()),
-        };
-        remove_dir(GAMES)?;
-        remove_dir(DATASET)?;
-        for name in [IDENTITY, LIST, SUMMARY] {
-            let path = out.join(name);
-            if path.exists() {
-                std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-            }
-        }
-        return Ok(());
+        return [GAMES, DATASET, IDENTITY, LIST, SUMMARY]
+            .iter()
+            .try_for_each(|name| remove_if_present(&out.join(name)));
     }
     if options.resume {
         let path = out.join(IDENTITY);

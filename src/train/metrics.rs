@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::write_atomic;
@@ -40,12 +41,18 @@ impl EpochMetrics {
 /// Reads `metrics.jsonl`, keeping epochs before `before` (a resumed run
 /// redoes the epoch a crash interrupted).
 pub fn read(path: &Path, before: u64) -> Result<Vec<EpochMetrics>> {
+    read_lines(path, |m: &EpochMetrics| m.epoch < before)
+}
+
+/// The lines of a metrics file that `keep` keeps (none when there is no
+/// file).
+pub(super) fn read_lines<T: DeserializeOwned>(path: &Path, keep: impl Fn(&T) -> bool) -> Result<Vec<T>> {
     let Ok(text) = std::fs::read_to_string(path) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let m: EpochMetrics =
+        let m: T =
             serde_json::from_str(line).with_context(|| format!("{}:{}: not a metrics line", path.display(), i + 1))?;
-        if m.epoch < before {
+        if keep(&m) {
             out.push(m);
         }
     }
@@ -55,6 +62,16 @@ pub fn read(path: &Path, before: u64) -> Result<Vec<EpochMetrics>> {
 /// Rewrites `metrics.jsonl` with `all` (atomically) and draws the plot,
 /// as `metrics.svg` and `metrics.png` (a plot that fails is a warning).
 pub fn write(dir: &Path, all: &[EpochMetrics]) -> Result<()> {
+    write_lines_and_plot(dir, all, plot_svg, plot_png)
+}
+
+/// [`write`] for any kind of metrics line and plot.
+pub(super) fn write_lines_and_plot<T: Serialize>(
+    dir: &Path,
+    all: &[T],
+    svg: impl Fn(&[T]) -> Result<String>,
+    png: impl Fn(&[T], &Path) -> Result<()>,
+) -> Result<()> {
     let mut text = Vec::new();
     for m in all {
         writeln!(text, "{}", serde_json::to_string(m)?)?;
@@ -62,9 +79,9 @@ pub fn write(dir: &Path, all: &[EpochMetrics]) -> Result<()> {
     write_atomic(&dir.join("metrics.jsonl"), &text)?;
     // A plot that cannot be drawn (a full disk, a broken font) must not
     // stop the run: the metrics are saved, and the next epoch draws again.
-    let drawn = plot_svg(all)
+    let drawn = svg(all)
         .and_then(|svg| write_atomic(&dir.join("metrics.svg"), svg.as_bytes()))
-        .and_then(|()| plot_png(all, &dir.join("metrics.png")));
+        .and_then(|()| png(all, &dir.join("metrics.png")));
     if let Err(e) = drawn {
         eprintln!("warning: {}: the metrics plot was not drawn: {e:#}", dir.display());
     }
@@ -88,7 +105,7 @@ pub fn plot_png(all: &[EpochMetrics], path: &Path) -> Result<()> {
 }
 
 /// One curve: its name, colour and a value per epoch (NaN where none).
-type Series = (&'static str, RGBColor, Vec<f64>);
+pub(super) type Series = (&'static str, RGBColor, Vec<f64>);
 
 /// Three charts: loss (train and validation), validation accuracy (top-1
 /// and top-5 for move nets, accuracy for value nets) and the learning rate
@@ -114,14 +131,14 @@ where
         accuracy.push(("validation top-5", purple, per_epoch(&|m| m.validation.top5)));
     }
     let lr = vec![("learning rate", blue, per_epoch(&|m| Some(m.lr)))];
-    chart(&panels[0], "loss", &loss, Scale::Linear)?;
-    chart(&panels[1], "validation accuracy", &accuracy, Scale::Percent)?;
-    chart(&panels[2], "learning rate", &lr, Scale::Log)?;
+    chart(&panels[0], "loss", "epoch", &loss, Scale::Linear)?;
+    chart(&panels[1], "validation accuracy", "epoch", &accuracy, Scale::Percent)?;
+    chart(&panels[2], "learning rate", "epoch", &lr, Scale::Log)?;
     root.present().map_err(plot_error)?;
     Ok(())
 }
 
-fn plot_error<E: std::error::Error + Send + Sync + 'static>(
+pub(super) fn plot_error<E: std::error::Error + Send + Sync + 'static>(
     e: plotters::drawing::DrawingAreaErrorKind<E>,
 ) -> anyhow::Error {
     crate::plot::plot_error("the metrics plot")(e)
@@ -139,19 +156,20 @@ fn short(y: f64) -> String {
 
 /// How a chart's y axis reads.
 #[derive(Clone, Copy, PartialEq)]
-enum Scale {
+pub(super) enum Scale {
     Linear,
     /// Fractions shown as percentages.
     Percent,
     Log,
 }
 
-/// One chart: epochs 1..n on x (whole numbers), the series' range on y
-/// with a band left free at the top for the legend, lines with a point per
-/// epoch.
-fn chart<DB: DrawingBackend>(
+/// One chart: epochs (or iterations, `x_desc`) 1..n on x (whole numbers),
+/// the series' range on y with a band left free at the top for the
+/// legend, lines with a point per epoch.
+pub(super) fn chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
+    x_desc: &str,
     series: &[Series],
     scale: Scale,
 ) -> Result<()>
@@ -173,7 +191,7 @@ where
             let mut chart = $chart;
             chart
                 .configure_mesh()
-                .x_desc("epoch")
+                .x_desc(x_desc)
                 .x_labels(x_ticks)
                 .x_label_formatter(&|x| format!("{}", x.round() as i64))
                 .y_label_formatter(&|y| match scale {

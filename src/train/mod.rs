@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod nccl;
 pub mod optim;
 pub mod rendezvous;
+pub mod rl;
 pub mod run;
 pub mod schedule;
 

@@ -51,3 +51,32 @@ pub fn gnugo() -> Option<String> {
 pub fn test_device() -> String {
     std::env::var("GO_TRAIN_TEST_DEVICE").unwrap_or_else(|_| "cpu".into())
 }
+
+/// Runs `go-train args...`.
+pub fn go_train(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap()
+}
+
+/// What a run printed, stdout then stderr.
+pub fn text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Runs `go-train args...`, which must succeed.
+pub fn ok(args: &[&str]) -> std::process::Output {
+    let out = go_train(args);
+    assert!(out.status.success(), "go-train {args:?} failed:\n{}", text(&out));
+    out
+}
+
+/// Runs `go-train args...`, which must fail; what it printed.
+pub fn fails(args: &[&str]) -> String {
+    let out = go_train(args);
+    assert!(!out.status.success(), "go-train {args:?} should have failed:\n{}", text(&out));
+    text(&out)
+}
+
+/// A temporary path as text.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}

@@ -1,0 +1,166 @@
+//! `go-train train-rl`: a policy improved by reinforcement learning.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use go_train::train::optim::OptimizerConfig;
+use go_train::train::rl::reinforce::Baseline;
+use go_train::train::rl::{saved_config, train_rl, RlConfig};
+use go_train::train::run::Start;
+
+/// Improve a policy by playing: AlphaGo's second stage.
+///
+/// Each iteration the learner, starting from a policy checkpoint (the SL
+/// policy), plays --games games against an opponent drawn uniformly from a
+/// pool (the start policy, and a snapshot of the learner every
+/// --pool-every iterations), colours alternating, both sampling their moves
+/// at --temperature; then one SGD step of REINFORCE: each of the learner's
+/// moves pushed up if it won its game and down if it lost,
+/// Δρ = lr/games · Σ Σ (z − b)·∇log p(a|s), z = ±1, b = 0 (or the mean
+/// outcome, --baseline mean). Every --eval-every iterations the learner
+/// plays --eval-games against the start policy. Metrics per iteration go
+/// to metrics.jsonl and metrics.svg/png; a checkpoint after every
+/// iteration; --resume continues exactly (on the CPU, same --threads), with
+/// the run's own settings (rl.json) and any flag given overriding them.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  go-train train-rl --out checkpoints/rl   # from the shipped policy
+  go-train train-rl --out checkpoints/rl --resume --stop-after 3000   # in segments
+  go-train train-rl --init checkpoints/policy-x2/best.safetensors --out checkpoints/rl2 --games 128 --lr 0.002
+  go-train selfplay --games 400 --out matches/rl-vs-sl --agent policy:policy=checkpoints/rl/last/weights.safetensors,temperature=1 --opponent policy:temperature=1")]
+pub struct Args {
+    /// The policy to start from: a weights file or checkpoint folder
+    /// [default: --policy, else the shipped policy].
+    #[arg(long)]
+    init: Option<PathBuf>,
+    /// Checkpoint folder.
+    #[arg(long, default_value = "checkpoints/rl")]
+    out: PathBuf,
+    /// Iterations in all [default: 100].
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Games a minibatch [default: 64].
+    #[arg(long)]
+    games: Option<usize>,
+    /// A snapshot of the learner joins the opponent pool every this many
+    /// iterations [default: 10].
+    #[arg(long)]
+    pool_every: Option<u64>,
+    /// Learning rate of SGD [default: 0.001, AlphaGo's].
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Momentum of SGD [default: 0].
+    #[arg(long)]
+    momentum: Option<f64>,
+    /// none (AlphaGo's) or mean (the iteration's mean outcome).
+    #[arg(long)]
+    baseline: Option<Baseline>,
+    /// Temperature both sides sample at [default: 1].
+    #[arg(long)]
+    temperature: Option<f32>,
+    /// A match against the start policy every this many iterations, 0 for
+    /// none [default: 10].
+    #[arg(long)]
+    eval_every: Option<u64>,
+    /// Games of that match [default: 100].
+    #[arg(long)]
+    eval_games: Option<usize>,
+    /// Komi [default: 7.5].
+    #[arg(long)]
+    komi: Option<f32>,
+    /// Moves after which a game is scored as it stands [default: 500].
+    #[arg(long)]
+    max_moves: Option<usize>,
+    /// Seeds the games and the opponents [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// auto, cpu, cuda or cuda:N [default: cpu].
+    #[arg(long)]
+    device: Option<String>,
+    /// Self-play worker threads [default: one per core].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Games each worker plays at once [default: 32].
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Positions a backward pass [default: 256].
+    #[arg(long)]
+    chunk: Option<usize>,
+    #[command(flatten)]
+    nets: super::NetPaths,
+    /// Continue the run in --out.
+    #[arg(long, conflicts_with = "force")]
+    resume: bool,
+    /// Replace the run in --out.
+    #[arg(long)]
+    force: bool,
+    /// Stop cleanly, after a checkpoint, before an iteration that would end
+    /// past this many seconds from the start.
+    #[arg(long, value_name = "SECONDS", value_parser = super::train::parse_seconds)]
+    stop_after: Option<Duration>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let saved = if args.resume { saved_config(&args.out)? } else { None };
+    let mut config = match saved {
+        Some(saved) => saved,
+        None => {
+            let nets = args.nets.clone().or_shipped(go_train::nn::BOARD);
+            let init = args.init.clone().or(nets.policy).context("give --init (no shipped policy here)")?;
+            RlConfig::new(init, args.out.clone())
+        }
+    };
+    if args.resume && args.init.as_ref().is_some_and(|i| *i != config.init) {
+        bail!(
+            "--init {}: the run in {} started from {}",
+            args.init.unwrap().display(),
+            args.out.display(),
+            config.init.display()
+        );
+    }
+    macro_rules! set {
+        ($($field:ident),*) => {$(if let Some(v) = args.$field.clone() { config.$field = v; })*};
+    }
+    set!(iterations, games, pool_every, baseline, temperature, eval_every, eval_games, komi, max_moves, seed);
+    set!(device, threads, batch, chunk);
+    if args.lr.is_some() || args.momentum.is_some() {
+        let OptimizerConfig::Sgd { lr, momentum, weight_decay } = config.optimizer else {
+            bail!("{}: its run does not train with SGD", args.out.display());
+        };
+        config.optimizer = OptimizerConfig::Sgd {
+            lr: args.lr.unwrap_or(lr),
+            momentum: args.momentum.unwrap_or(momentum),
+            weight_decay,
+        };
+    }
+    if let Some(m) = args.momentum.filter(|m| !(m.is_finite() && (0.0..1.0).contains(m))) {
+        bail!("--momentum {m}: give a number from 0 to below 1");
+    }
+    config.check().context("train-rl settings")?;
+    go_train::nn::init_threads(None)?;
+    let start = match (args.resume, args.force) {
+        (true, _) => Start::Resume,
+        (_, true) => Start::Overwrite,
+        _ => Start::Fresh,
+    };
+    let summary = train_rl(&config, start, args.stop_after)?;
+    if summary.already_done {
+        eprintln!("{}: all {} iterations are done", config.out.display(), config.iterations);
+    }
+    if let Some(last) = summary.metrics.iter().rev().find_map(|m| m.against_start.map(|a| (m.iteration, a))) {
+        let (iteration, a) = last;
+        eprintln!(
+            "after iteration {iteration}: won {:.0} of {} against the start policy ({:.1}%, 95% interval {:.1}%–{:.1}%)",
+            a.wins,
+            a.games,
+            100.0 * a.win_rate,
+            100.0 * a.interval.0,
+            100.0 * a.interval.1
+        );
+    }
+    eprintln!("checkpoints: {}", config.out.display());
+    Ok(())
+}

@@ -1,0 +1,336 @@
+//! AlphaGo's second stage, `go-train train-rl`: the policy improved by
+//! reinforcement. Each iteration the learner (sampling at a temperature)
+//! plays a minibatch of games against an opponent drawn uniformly from the
+//! pool ([`pool`]), colours alternating, and takes one SGD step of
+//! REINFORCE on its own moves ([`reinforce`]); every N iterations a
+//! snapshot joins the pool, and every K it plays the policy it started
+//! from ([`metrics`]).
+//!
+//! Checkpoint folder:
+//!
+//! | path | what |
+//! |---|---|
+//! | `rl.json` | the run's settings ([`RlConfig`]) |
+//! | `last/` | weights, optimizer state and iterations done ([`checkpoint`]) |
+//! | `best.safetensors` | the weights that scored best against the start policy |
+//! | `pool/iteration-NNNNNN.safetensors` | the snapshots in the pool |
+//! | `metrics.jsonl`, `metrics.svg`, `metrics.png` | metrics per iteration, and their plot |
+//!
+//! Resuming is exact on the CPU (with the same number of threads): an
+//! iteration's games are a function of the seed, the iteration and the
+//! weights, its opponent of the seed and the iteration, and the weights and
+//! the optimizer's momentum come back from the checkpoint.
+
+pub mod metrics;
+pub mod pool;
+pub mod reinforce;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use serde::{Deserialize, Serialize};
+
+use super::checkpoint::{self, TrainState};
+use super::optim::OptimizerConfig;
+use super::run::Start;
+use crate::atomic::{remove_if_present, write_atomic};
+use crate::eval::arena::stats::{wilson_interval, Z95};
+use crate::eval::arena::GameConfig;
+use crate::go::zobrist::mix;
+use crate::nn::{weights, Output};
+use crate::progress::Progress;
+use crate::search::NetEval;
+use crate::selfplay::{play_games, Finished, Plan, PlayConfig, Side};
+use metrics::{IterationMetrics, Match};
+use pool::Pool;
+use reinforce::{Baseline, Examples};
+
+/// The run's settings, saved as `rl.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RlConfig {
+    /// The policy the run starts from (the SL policy): weights file or
+    /// checkpoint folder.
+    pub init: PathBuf,
+    /// The checkpoint folder.
+    pub out: PathBuf,
+    /// Iterations in all.
+    pub iterations: u64,
+    /// Games a minibatch.
+    pub games: usize,
+    /// A snapshot joins the pool every this many iterations.
+    pub pool_every: u64,
+    pub optimizer: OptimizerConfig,
+    pub baseline: Baseline,
+    /// Both sides sample their moves at this temperature.
+    pub temperature: f32,
+    /// A match against the start policy every this many iterations (0:
+    /// none).
+    pub eval_every: u64,
+    /// Games of that match.
+    pub eval_games: usize,
+    pub komi: f32,
+    pub max_moves: usize,
+    pub scoring_playouts: usize,
+    pub seed: u64,
+    /// auto, cpu, cuda or cuda:N.
+    pub device: String,
+    /// Self-play worker threads (0: one per core).
+    pub threads: usize,
+    /// Games each worker plays at once.
+    pub batch: usize,
+    /// Positions per backward pass.
+    pub chunk: usize,
+}
+
+impl RlConfig {
+    /// AlphaGo's settings where they fit a small machine: vanilla SGD at
+    /// its learning rate (0.001), no baseline, temperature 1, 64 games a
+    /// minibatch (AlphaGo: 128), a snapshot every 10 iterations (AlphaGo:
+    /// 500 of its 10,000).
+    pub fn new(init: PathBuf, out: PathBuf) -> RlConfig {
+        RlConfig {
+            init,
+            out,
+            iterations: 100,
+            games: 64,
+            pool_every: 10,
+            optimizer: OptimizerConfig::sgd(0.001, 0.0),
+            baseline: Baseline::None,
+            temperature: 1.0,
+            eval_every: 10,
+            eval_games: 100,
+            komi: 7.5,
+            max_moves: 500,
+            scoring_playouts: crate::search::ownership::DEFAULT_PLAYOUTS,
+            seed: 1,
+            device: "cpu".into(),
+            threads: 0,
+            batch: 32,
+            chunk: 256,
+        }
+    }
+
+    /// Every setting in range, the bad one named.
+    pub fn check(&self) -> Result<()> {
+        let counts = [
+            ("iterations", self.iterations as usize),
+            ("games", self.games),
+            ("pool_every", self.pool_every as usize),
+            ("max_moves", self.max_moves),
+            ("scoring_playouts", self.scoring_playouts),
+            ("batch", self.batch),
+            ("chunk", self.chunk),
+        ];
+        if let Some((name, _)) = counts.iter().find(|(_, v)| *v == 0) {
+            bail!("{name} 0: give at least 1");
+        }
+        if self.eval_every > 0 && self.eval_games == 0 {
+            bail!("eval_games 0: a match against the start policy needs games (eval_every 0 turns it off)");
+        }
+        let lr = match self.optimizer {
+            OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => lr,
+        };
+        if !(lr.is_finite() && lr > 0.0) {
+            bail!("learning rate {lr}: give a positive number");
+        }
+        if !(self.temperature.is_finite() && self.temperature > 0.0 && self.temperature <= 10.0) {
+            bail!("temperature {}: sample at a temperature above 0 and at most 10", self.temperature);
+        }
+        if !(self.komi.is_finite() && self.komi.abs() <= 361.0) {
+            bail!("komi {}: give a finite number no larger than 361", self.komi);
+        }
+        Ok(())
+    }
+
+    fn play_config(&self, seed: u64) -> PlayConfig {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = if self.threads > 0 { self.threads } else { cores };
+        PlayConfig {
+            game: GameConfig {
+                size: crate::nn::BOARD,
+                komi: self.komi,
+                max_moves: self.max_moves,
+                ownership_playouts: self.scoring_playouts,
+            },
+            seed,
+            threads,
+            batch: self.batch,
+        }
+    }
+}
+
+/// The settings file in the checkpoint folder.
+pub const CONFIG_FILE: &str = "rl.json";
+
+/// Reads the settings a run saved in `out`.
+pub fn saved_config(out: &Path) -> Result<Option<RlConfig>> {
+    let path = out.join(CONFIG_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(
+            serde_json::from_str(&text).with_context(|| format!("{}: not a train-rl settings file", path.display()))?,
+        )),
+        Err(_) => Ok(None),
+    }
+}
+
+/// What a run reports.
+pub struct RlSummary {
+    pub metrics: Vec<IterationMetrics>,
+    /// Whether it had nothing left to do.
+    pub already_done: bool,
+}
+
+/// Runs `config` (see the module's notes); with `stop_after`, stops
+/// cleanly after the last iteration expected to end within that time.
+pub fn train_rl(config: &RlConfig, start: Start, stop_after: Option<Duration>) -> Result<RlSummary> {
+    let run_started = Instant::now();
+    config.check()?;
+    let out = &config.out;
+    // The start policy is checked before the folder is touched.
+    let device = crate::nn::device(&config.device)?;
+    let init = weights::resolve(&config.init)?;
+    let learner = Arc::new(NetEval::load(&init, &device, Output::MoveLogProbs).context("the start policy")?);
+    ready_folder(out, start)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    write_atomic(&out.join(CONFIG_FILE), serde_json::to_string_pretty(config)?.as_bytes())?;
+    let model = learner.model();
+    let mut optimizer = config.optimizer.build(model.parameters());
+    let last = out.join("last");
+    checkpoint::recover(&last)?;
+    let mut state = if last.join(checkpoint::STATE_FILE).is_file() {
+        checkpoint::load(&last, model, optimizer.as_mut())?
+    } else {
+        TrainState::default()
+    };
+    let mut pool = Pool::open(&init, &out.join("pool"), config.pool_every, state.step)?;
+    let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
+    if state.step >= config.iterations {
+        return Ok(RlSummary { metrics: all, already_done: true });
+    }
+    let features = model.features();
+    let progress = Progress::new("train-rl", config.iterations, "iterations");
+    progress.resume_from(state.step);
+    let mut slowest = Duration::ZERO;
+    for iteration in state.step + 1..=config.iterations {
+        if stop_after.is_some_and(|limit| run_started.elapsed() + slowest > limit) {
+            eprintln!("train-rl: stopping before iteration {iteration} (--stop-after); --resume continues");
+            break;
+        }
+        let started = Instant::now();
+        let member = pool.draw(config.seed, iteration);
+        let opponent = pool.net(member, &device)?;
+        let seed = mix(config.seed ^ mix(iteration));
+        let games = play_match(config, &learner, opponent, config.games, seed, &device)?;
+        let examples = Examples::of(&games, 0, features, config.baseline)?;
+        let (grads, loss) = examples.gradient(model, config.chunk)?;
+        optimizer.step(&grads)?;
+        if iteration % config.pool_every == 0 {
+            pool.add(iteration, model)?;
+        }
+        let against_start = if config.eval_every > 0 && iteration % config.eval_every == 0 {
+            let start_net = pool.net(0, &device)?;
+            let eval_seed = mix(config.seed ^ mix(iteration ^ 0x4556_414C));
+            Some(score(&play_match(config, &learner, start_net, config.eval_games, eval_seed, &device)?))
+        } else {
+            None
+        };
+        let played = score(&games);
+        let m = IterationMetrics {
+            iteration,
+            opponent: pool.name(member).to_string(),
+            games: played.games,
+            wins: played.wins,
+            win_rate: played.win_rate,
+            mean_moves: games.iter().map(|g| g.outcome.game.move_count() as f64).sum::<f64>() / games.len() as f64,
+            positions: examples.len(),
+            loss,
+            lr: optimizer.learning_rate(),
+            pool: pool.len(),
+            seconds: started.elapsed().as_secs_f64(),
+            against_start,
+        };
+        progress.set_message(describe(&m));
+        if let Some(a) = against_start {
+            if state.best_metric.is_none_or(|best| a.win_rate > best) {
+                state.best_metric = Some(a.win_rate);
+                weights::save(&out.join("best.safetensors"), model, Some(iteration))?;
+            }
+        }
+        all.push(m);
+        metrics::write(out, &all)?;
+        state.epoch = iteration;
+        state.step = iteration;
+        checkpoint::save(&last, model, optimizer.as_ref(), &state)?;
+        progress.inc(1);
+        slowest = slowest.max(started.elapsed());
+    }
+    progress.finish();
+    Ok(RlSummary { metrics: all, already_done: false })
+}
+
+/// Refuses a folder with a run in it unless resuming or replacing; with
+/// [`Start::Overwrite`], removes the run's files.
+fn ready_folder(out: &Path, start: Start) -> Result<()> {
+    let ours = ["last", "last.new", "last.old", "pool", "best.safetensors", CONFIG_FILE, "metrics.jsonl"];
+    let holds_a_run = ours.iter().any(|name| out.join(name).exists());
+    match start {
+        Start::Fresh if holds_a_run => {
+            bail!("{} holds a train-rl run: --resume to continue it, --force to replace it", out.display())
+        }
+        Start::Overwrite => {
+            ours.iter().chain(&["metrics.svg", "metrics.png"]).try_for_each(|name| remove_if_present(&out.join(name)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `games` games of the learner (side A: Black in even games) against
+/// `opponent`, both sampling at the run's temperature, in index order.
+fn play_match(
+    config: &RlConfig,
+    learner: &Arc<NetEval>,
+    opponent: Arc<NetEval>,
+    games: usize,
+    seed: u64,
+    device: &Device,
+) -> Result<Vec<Finished>> {
+    let sides = [
+        Side::net("learner", learner.clone(), config.temperature),
+        Side::net("opponent", opponent, config.temperature),
+    ];
+    let finished = Mutex::new(Vec::with_capacity(games));
+    let keep = |done: Finished| -> Result<()> {
+        finished.lock().unwrap_or_else(|p| p.into_inner()).push(done);
+        Ok(())
+    };
+    let indices: Vec<usize> = (0..games).collect();
+    play_games(&sides, &Plan::Alternate { a: 0, b: 1 }, &indices, &config.play_config(seed), device, &keep)?;
+    let mut finished = finished.into_inner().unwrap_or_else(|p| p.into_inner());
+    finished.sort_by_key(|g| g.index);
+    Ok(finished)
+}
+
+/// The learner's (side 0's) score in `games`.
+fn score(games: &[Finished]) -> Match {
+    let wins: f64 = games
+        .iter()
+        .map(|g| match g.outcome.winner {
+            None => 0.5,
+            Some(w) => (g.plan.side(w) == 0) as u8 as f64,
+        })
+        .sum();
+    let n = games.len() as f64;
+    Match { games: games.len(), wins, win_rate: wins / n.max(1.0), interval: wilson_interval(wins, n, Z95) }
+}
+
+/// One line about an iteration, for the progress bar.
+fn describe(m: &IterationMetrics) -> String {
+    let mut text = format!("won {:.0}% against {}", 100.0 * m.win_rate, m.opponent);
+    if let Some(a) = m.against_start {
+        text.push_str(&format!(", {:.0}% against the start", 100.0 * a.win_rate));
+    }
+    text
+}

@@ -1,0 +1,79 @@
+//! `go-train train-rl`: a run stopped and resumed ends with the weights of
+//! one that never stopped; a folder holding a run and bad settings are
+//! refused.
+
+mod common;
+
+use std::path::Path;
+
+use common::{fails, ok, s};
+
+/// A tiny run of the shipped policy: 4 games of 24 moves an iteration, a
+/// snapshot and a match against the start every 2 iterations.
+fn tiny(out: &Path, extra: &[&str]) {
+    let init = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/policy.safetensors");
+    let mut args = vec!["train-rl", "--init", init, "--out", s(out), "--games", "4", "--max-moves", "24"];
+    args.extend(["--pool-every", "2", "--eval-every", "2", "--eval-games", "4", "--lr", "0.01", "--momentum", "0.9"]);
+    args.extend(extra);
+    ok(&args);
+}
+
+/// The metrics of a run, seconds left out.
+fn metrics(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut m: serde_json::Value = serde_json::from_str(l).unwrap();
+            m.as_object_mut().unwrap().remove("seconds");
+            m
+        })
+        .collect()
+}
+
+#[test]
+fn a_resumed_run_ends_as_one_that_never_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
+    tiny(&whole, &["--iterations", "3"]);
+    tiny(&parts, &["--iterations", "2"]);
+    let err = fails(&["train-rl", "--out", s(&parts), "--iterations", "3"]);
+    assert!(err.contains("--resume") && err.contains("--force"), "{err}");
+    // The run's own settings come back; only the iterations are extended.
+    ok(&["train-rl", "--out", s(&parts), "--iterations", "3", "--resume"]);
+    let weights = |d: &Path| std::fs::read(d.join("last/weights.safetensors")).unwrap();
+    assert_eq!(weights(&whole), weights(&parts), "the same weights, to the byte");
+    assert_eq!(
+        std::fs::read(whole.join("last/optimizer.safetensors")).unwrap(),
+        std::fs::read(parts.join("last/optimizer.safetensors")).unwrap()
+    );
+    let m = metrics(&whole);
+    assert_eq!(m, metrics(&parts));
+    assert_eq!(m.len(), 3);
+    assert!(m[1]["against_start"]["games"] == 4 && m[0]["against_start"].is_null());
+    assert_eq!(m[2]["pool"], 2, "the snapshot of iteration 2 joined the pool");
+    assert!(parts.join("pool/iteration-000002.safetensors").is_file() && parts.join("best.safetensors").is_file());
+    assert!(weights(&whole) != std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/nets/policy.safetensors")).unwrap());
+    // Nothing left to do.
+    ok(&["train-rl", "--out", s(&parts), "--iterations", "3", "--resume"]);
+}
+
+#[test]
+fn bad_settings_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    for (flag, value, named) in [
+        ("--games", "0", "games"),
+        ("--lr", "-1", "learning rate"),
+        ("--temperature", "0", "temperature"),
+        ("--momentum", "1.5", "--momentum"),
+        ("--baseline", "median", "median"),
+        ("--komi", "inf", "komi"),
+    ] {
+        let err = fails(&["train-rl", "--out", s(&out), &format!("{flag}={value}")]);
+        assert!(err.contains(named), "{flag} {value}: {err}");
+    }
+    let err = fails(&["train-rl", "--out", s(&out), "--init", "no/such/policy.safetensors"]);
+    assert!(err.contains("no/such/policy.safetensors"), "{err}");
+    assert!(!out.exists(), "a refused run leaves nothing behind");
+}

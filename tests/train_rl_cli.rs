@@ -69,6 +69,7 @@ fn bad_settings_are_named() {
         ("--momentum", "1.5", "--momentum"),
         ("--baseline", "median", "median"),
         ("--komi", "inf", "komi"),
+        ("--move-fraction", "0", "move_fraction"),
     ] {
         let err = fails(&["train-rl", "--out", s(&out), &format!("{flag}={value}")]);
         assert!(err.contains(named), "{flag} {value}: {err}");

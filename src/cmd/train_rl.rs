@@ -58,6 +58,10 @@ pub struct Args {
     /// none (AlphaGo's) or mean (the iteration's mean outcome).
     #[arg(long)]
     baseline: Option<Baseline>,
+    /// The share of the learner's moves each step learns from, each kept
+    /// at random and weighing 1/share [default: 1, all, as AlphaGo].
+    #[arg(long)]
+    move_fraction: Option<f64>,
     /// Temperature both sides sample at [default: 1].
     #[arg(long)]
     temperature: Option<f32>,
@@ -124,7 +128,19 @@ pub fn run(args: Args) -> Result<()> {
     macro_rules! set {
         ($($field:ident),*) => {$(if let Some(v) = args.$field.clone() { config.$field = v; })*};
     }
-    set!(iterations, games, pool_every, baseline, temperature, eval_every, eval_games, komi, max_moves, seed);
+    set!(
+        iterations,
+        games,
+        pool_every,
+        baseline,
+        move_fraction,
+        temperature,
+        eval_every,
+        eval_games,
+        komi,
+        max_moves,
+        seed
+    );
     set!(device, threads, batch, chunk);
     if args.lr.is_some() || args.momentum.is_some() {
         let OptimizerConfig::Sgd { lr, momentum, weight_decay } = config.optimizer else {

@@ -26,11 +26,20 @@ pub struct IterationMetrics {
     pub positions: usize,
     /// −Σ (z − b)·log p(a|s) / games: what the step descends.
     pub loss: f64,
+    /// The mean log p(a|s) of the learner's moves: rises as the policy
+    /// grows surer of its choices.
+    #[serde(default)]
+    pub mean_log_p: Option<f64>,
     pub lr: f64,
     /// Members of the pool after the iteration.
     pub pool: usize,
     /// Seconds playing and training.
     pub seconds: f64,
+    /// Of which playing the minibatch's games, and computing the gradient.
+    #[serde(default)]
+    pub play_seconds: Option<f64>,
+    #[serde(default)]
+    pub train_seconds: Option<f64>,
     /// The match against the start policy, when one was played.
     pub against_start: Option<Match>,
 }
@@ -107,9 +116,12 @@ mod tests {
                 mean_moves: 300.0,
                 positions: 1200,
                 loss: 0.1,
+                mean_log_p: Some(-2.0),
                 lr: 0.001,
                 pool: 1,
                 seconds: 10.0,
+                play_seconds: Some(6.0),
+                train_seconds: Some(3.0),
                 against_start: (i % 2 == 0).then_some(Match {
                     games: 10,
                     wins: 6.0,

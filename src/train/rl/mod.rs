@@ -46,7 +46,7 @@ use crate::search::NetEval;
 use crate::selfplay::{play_games, Finished, Plan, PlayConfig, Side};
 use metrics::{IterationMetrics, Match};
 use pool::Pool;
-use reinforce::{Baseline, Examples};
+use reinforce::{Baseline, Examples, Weighting};
 
 /// The run's settings, saved as `rl.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,6 +64,9 @@ pub struct RlConfig {
     pub pool_every: u64,
     pub optimizer: OptimizerConfig,
     pub baseline: Baseline,
+    /// The share of the learner's moves each step learns from (1: all).
+    #[serde(default = "all_moves")]
+    pub move_fraction: f64,
     /// Both sides sample their moves at this temperature.
     pub temperature: f32,
     /// A match against the start policy every this many iterations (0:
@@ -99,6 +102,7 @@ impl RlConfig {
             pool_every: 10,
             optimizer: OptimizerConfig::sgd(0.001, 0.0),
             baseline: Baseline::None,
+            move_fraction: 1.0,
             temperature: 1.0,
             eval_every: 10,
             eval_games: 100,
@@ -136,6 +140,9 @@ impl RlConfig {
         if !(lr.is_finite() && lr > 0.0) {
             bail!("learning rate {lr}: give a positive number");
         }
+        if !(self.move_fraction > 0.0 && self.move_fraction <= 1.0) {
+            bail!("move_fraction {}: give a share above 0 and at most 1", self.move_fraction);
+        }
         if !(self.temperature.is_finite() && self.temperature > 0.0 && self.temperature <= 10.0) {
             bail!("temperature {}: sample at a temperature above 0 and at most 10", self.temperature);
         }
@@ -160,6 +167,10 @@ impl RlConfig {
             batch: self.batch,
         }
     }
+}
+
+fn all_moves() -> f64 {
+    1.0
 }
 
 /// The settings file in the checkpoint folder.
@@ -224,9 +235,12 @@ pub fn train_rl(config: &RlConfig, start: Start, stop_after: Option<Duration>) -
         let opponent = pool.net(member, &device)?;
         let seed = mix(config.seed ^ mix(iteration));
         let games = play_match(config, &learner, opponent, config.games, seed, &device)?;
-        let examples = Examples::of(&games, 0, features, config.baseline)?;
-        let (grads, loss) = examples.gradient(model, config.chunk)?;
+        let play_seconds = started.elapsed().as_secs_f64();
+        let weighting = Weighting { baseline: config.baseline, move_fraction: config.move_fraction, seed };
+        let examples = Examples::of(&games, 0, features, &weighting)?;
+        let (grads, loss, mean_log_p) = examples.gradient(model, config.chunk)?;
         optimizer.step(&grads)?;
+        let train_seconds = started.elapsed().as_secs_f64() - play_seconds;
         if iteration % config.pool_every == 0 {
             pool.add(iteration, model)?;
         }
@@ -247,9 +261,12 @@ pub fn train_rl(config: &RlConfig, start: Start, stop_after: Option<Duration>) -
             mean_moves: games.iter().map(|g| g.outcome.game.move_count() as f64).sum::<f64>() / games.len() as f64,
             positions: examples.len(),
             loss,
+            mean_log_p: Some(mean_log_p),
             lr: optimizer.learning_rate(),
             pool: pool.len(),
             seconds: started.elapsed().as_secs_f64(),
+            play_seconds: Some(play_seconds),
+            train_seconds: Some(train_seconds),
             against_start,
         };
         progress.set_message(describe(&m));

@@ -236,7 +236,12 @@ pub fn train_rl(config: &RlConfig, start: Start, stop_after: Option<Duration>) -
         let seed = mix(config.seed ^ mix(iteration));
         let games = play_match(config, &learner, opponent, config.games, seed, &device)?;
         let play_seconds = started.elapsed().as_secs_f64();
-        let weighting = Weighting { baseline: config.baseline, move_fraction: config.move_fraction, seed };
+        let weighting = Weighting {
+            baseline: config.baseline,
+            move_fraction: config.move_fraction,
+            seed,
+            temperature: config.temperature,
+        };
         let examples = Examples::of(&games, 0, features, &weighting)?;
         let (grads, loss, mean_log_p) = examples.gradient(model, config.chunk)?;
         optimizer.step(&grads)?;

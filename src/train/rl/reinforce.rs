@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::features::{FeatureSet, PackedPlanes};
 use crate::go::zobrist::mix;
 use crate::go::Game;
-use crate::nn::{Model, BOARD, POINTS};
+use crate::nn::{Model, BOARD, MASKED_LOGIT, MOVES, POINTS};
+use crate::search::acceptable_points;
 use crate::selfplay::Finished;
 
 /// What is subtracted from a game's outcome z (±1 for the learner).
@@ -46,12 +47,15 @@ pub struct Weighting {
     pub move_fraction: f64,
     /// Seeds the draw.
     pub seed: u64,
+    /// The temperature the learner sampled its moves at: the policy whose
+    /// log-likelihood a step raises or lowers is the one it played by.
+    pub temperature: f32,
 }
 
 impl Weighting {
-    /// AlphaGo's: every move, no baseline.
+    /// AlphaGo's: every move, no baseline, temperature 1.
     pub fn all_moves(baseline: Baseline) -> Weighting {
-        Weighting { baseline, move_fraction: 1.0, seed: 0 }
+        Weighting { baseline, move_fraction: 1.0, seed: 0, temperature: 1.0 }
     }
 
     /// Whether move `number` of game `game` is kept.
@@ -64,14 +68,39 @@ impl Weighting {
     }
 }
 
+/// The moves a policy agent chooses among at a position
+/// ([`crate::search::net_agent::choose_move`]: the acceptable points and
+/// pass), as bits over the 362 actions.
+type Choices = [u64; MOVES.div_ceil(64)];
+
+fn choices(game: &Game) -> Choices {
+    let mut bits = [0u64; MOVES.div_ceil(64)];
+    let size = game.size();
+    let points = acceptable_points(game).into_iter().map(|p| game.board().vertex(p).index(size));
+    for i in points.chain([size * size]) {
+        bits[i / 64] |= 1 << (i % 64);
+    }
+    bits
+}
+
 /// The learner's moves of a batch of games, each weighted by its game's
 /// outcome less the baseline, over the number of games.
+///
+/// The likelihood a step pushes is that of the policy the learner played
+/// by: the net's probabilities at the sampling temperature, renormalised
+/// over the moves it could choose. With the net's own softmax over all 362
+/// moves, every lost game pushed probability onto the moves an agent never
+/// plays (its own eyes, suicides), where no game could take it back: the
+/// learner's real choices grew ever less likely and it collapsed to
+/// losing every game within 15 iterations.
 #[derive(Clone)]
 pub struct Examples {
     planes: Vec<PackedPlanes>,
+    choices: Vec<Choices>,
     actions: Vec<u32>,
     weights: Vec<f32>,
     features: FeatureSet,
+    temperature: f32,
 }
 
 impl Examples {
@@ -89,7 +118,14 @@ impl Examples {
             Baseline::None => 0.0,
             Baseline::Mean => games.iter().map(outcome).sum::<f32>() / games.len().max(1) as f32,
         };
-        let mut examples = Examples { planes: Vec::new(), actions: Vec::new(), weights: Vec::new(), features };
+        let mut examples = Examples {
+            planes: Vec::new(),
+            choices: Vec::new(),
+            actions: Vec::new(),
+            weights: Vec::new(),
+            features,
+            temperature: weighting.temperature,
+        };
         for g in games {
             let weight = (outcome(g) - b) / (games.len() as f64 * weighting.move_fraction) as f32;
             let played = &g.outcome.game;
@@ -98,6 +134,7 @@ impl Examples {
                 let Some(action) = m.mv.policy_index(played.size()) else { break };
                 if g.plan.side(m.color) == learner && weighting.keeps(g.index, number) {
                     examples.planes.push(features.encode(&game));
+                    examples.choices.push(choices(&game));
                     examples.actions.push(action as u32);
                     examples.weights.push(weight);
                 }
@@ -116,10 +153,11 @@ impl Examples {
         self.actions.is_empty()
     }
 
-    /// The gradient of −Σ weight·log p(action) over all positions, for
-    /// `model`'s parameters (its batch norms keep their running statistics,
-    /// as in play), computed `chunk` positions at a time; that sum; and
-    /// the mean log p(action), how sure the learner was of its moves.
+    /// The gradient of −Σ weight·log π(action) over all positions (π the
+    /// policy played by, see [`Examples`]), for `model`'s parameters (its
+    /// batch norms keep their running statistics, as in play), computed
+    /// `chunk` positions at a time; that sum; and the mean log π(action),
+    /// how sure the learner was of its moves.
     pub fn gradient(&self, model: &Model, chunk: usize) -> Result<(GradStore, f64, f64)> {
         let device = model.device();
         let params = model.parameters();
@@ -137,7 +175,17 @@ impl Examples {
             let x = Tensor::from_vec(data, (n, self.features.planes(), BOARD, BOARD), device)?;
             let actions = Tensor::from_slice(&self.actions[start..end], (n, 1), device)?;
             let weights = Tensor::from_slice(&self.weights[start..end], n, device)?;
-            let log_p = model.forward(&x, false)?.gather(&actions, 1)?.squeeze(1)?;
+            let mut mask = vec![MASKED_LOGIT as f32; n * MOVES];
+            for (bits, row) in self.choices[start..end].iter().zip(mask.chunks_exact_mut(MOVES)) {
+                for (i, m) in row.iter_mut().enumerate() {
+                    if bits[i / 64] >> (i % 64) & 1 == 1 {
+                        *m = 0.0;
+                    }
+                }
+            }
+            let mask = Tensor::from_vec(mask, (n, MOVES), device)?;
+            let played = ((model.forward(&x, false)? * (1.0 / self.temperature as f64))? + mask)?;
+            let log_p = (played.gather(&actions, 1)?.squeeze(1)? - played.log_sum_exp(1)?)?;
             log_p_sum += log_p.sum_all()?.to_scalar::<f32>()? as f64;
             let loss = (log_p * weights)?.sum_all()?.neg()?;
             loss_sum += loss.to_scalar::<f32>()? as f64;
@@ -183,6 +231,44 @@ mod tests {
             Examples { weights: vec![-1.0; examples.len()], ..examples.clone() }.gradient(model, 3).unwrap();
         assert!((loss - mean * examples.len() as f64).abs() < 1e-3, "{loss} {mean}");
         loss as f32
+    }
+
+    /// The likelihood a step pushes is that of the moves the policy agent
+    /// chose among, at its temperature: not the net's over all 362 moves,
+    /// which gives weight to moves no agent plays (here Black's own eye).
+    #[test]
+    fn the_likelihood_pushed_is_that_of_the_policy_played_by() {
+        let net = crate::search::NetEval::load(
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/nets/policy.safetensors")),
+            &Device::Cpu,
+            crate::nn::Output::MoveLogProbs,
+        )
+        .unwrap();
+        let mut game = Game::new(19, Rules::CHINESE);
+        let moves = [(1, 0), (10, 10), (0, 1), (11, 11), (1, 1), (12, 12), (5, 5)];
+        let mut expected = Vec::new();
+        for (i, (x, y)) in moves.into_iter().enumerate() {
+            let color = if i % 2 == 0 { Color::Black } else { Color::White };
+            let mv = Move::Play(Vertex::new(x, y));
+            if color == Color::Black {
+                let probs = net.move_probs(&[&game]).unwrap().remove(0);
+                let chosen = crate::search::net_agent::scored_moves(&game, &probs);
+                let total: f64 = chosen.iter().map(|&(_, p)| (p as f64).powf(2.0)).sum();
+                let p = chosen.iter().find(|&&(m, _)| m == mv).unwrap().1 as f64;
+                expected.push((p.powf(2.0) / total).ln());
+            }
+            game.play(color, mv).unwrap();
+        }
+        let outcome = GameOutcome::lost_by(game, Color::White, None, [0.0; 2]);
+        let games =
+            [Finished { index: 0, plan: GamePlan { sides: [0, 1], random_move: None }, outcome, value_position: None }];
+        let weighting = Weighting { temperature: 0.5, ..Weighting::all_moves(Baseline::None) };
+        let examples = Examples::of(&games, 0, FeatureSet::Extended, &weighting).unwrap();
+        assert_eq!(examples.choices[0][0] & 1, 1, "the empty corner is a choice on the empty board");
+        assert_eq!(examples.choices[3][0] & 1, 0, "Black's own eye in the corner is no choice");
+        let (_, _, mean) = examples.gradient(net.model(), 2).unwrap();
+        let want = expected.iter().sum::<f64>() / expected.len() as f64;
+        assert!((mean - want).abs() < 1e-3, "mean log π {mean}, by hand {want}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 # Runs go-train's CUDA build on a GPU machine: the net and training tests on
 # the GPU, the speed comparison with PyTorch, the data loader's rate, and
 # training in resumable segments. Everything it measures is logged under
-# $OUT (default gpu-out/). docs/cuda.md gives the figures it produced.
+# $OUT (default gpu-out/). docs/results/gpu.md gives the figures it produced.
 #
 #   scripts/gpu-run.sh STEP [STEP ...]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The playing-strength matches reported in the README: policy net against
+# The playing-strength matches of docs/results/strength.md: policy net against
 # the random agent, MCTS against the policy net alone, and both against
 # GnuGo 3.8 at level 10, on 19x19 with komi 7.5. Each match writes its SGF
 # files, games.jsonl and summary.json under matches/<name>/.

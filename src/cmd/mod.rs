@@ -24,10 +24,14 @@ use go_train::go::{Event, Game, Move};
 /// Data flows one way: SGF game records → positions → feature planes →
 /// shards → batches → nets.
 #[derive(Parser)]
-#[command(name = "go-train", version, about, long_about)]
+#[command(name = "go-train", version, about, long_about, arg_required_else_help = true)]
 pub struct Cli {
+    /// Print every subcommand's options as markdown: docs/reference/cli.md
+    /// is this output, and tests/cli_reference.rs keeps it so.
+    #[arg(long, hide = true, exclusive = true)]
+    markdown_help: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -51,7 +55,14 @@ enum Command {
 }
 
 pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        if !cli.markdown_help {
+            bail!("no subcommand given: see go-train --help");
+        }
+        print!("{}", markdown_help());
+        return Ok(());
+    };
+    match command {
         Command::Filter(args) => filter::run(args),
         Command::Prepare(args) => prepare::run(args),
         Command::Eval(args) => eval::run(args),
@@ -66,6 +77,43 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Dataset(args) => dataset::run(args),
         Command::Bench(args) => bench::run(args),
     }
+}
+
+/// The command-line reference: every subcommand's usage, arguments and
+/// options, from the same clap definitions that parse them.
+fn markdown_help() -> String {
+    let options =
+        clap_markdown::MarkdownOptions::new().title("go-train command-line reference".to_string()).show_footer(false);
+    let body = fence_examples(&clap_markdown::help_markdown_custom::<Cli>(&options));
+    format!(
+        "<!-- Generated from the clap definitions by `go-train --markdown-help`; do not edit.\n     \
+         Regenerate: cargo run --release -- --markdown-help > docs/reference/cli.md -->\n\n{}\n",
+        body.trim_end()
+    )
+}
+
+/// Each command's "Examples:" block (its after-help, which clap-markdown
+/// copies as text and markdown would run into one paragraph) as a fenced
+/// shell block.
+fn fence_examples(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut in_examples = false;
+    for line in markdown.lines() {
+        if in_examples && !line.starts_with("  ") {
+            out.push_str("```\n");
+            in_examples = false;
+        }
+        out.push_str(if in_examples { &line[2..] } else { line });
+        out.push('\n');
+        if line == "Examples:" {
+            out.push_str("\n```sh\n");
+            in_examples = true;
+        }
+    }
+    if in_examples {
+        out.push_str("```\n");
+    }
+    out
 }
 
 /// The three nets' checkpoints, as `eval` and `gtp` take them: each a

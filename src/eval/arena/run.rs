@@ -376,8 +376,8 @@ mod tests {
         assert!(ours.is(&identity(Some("iterations=800"))));
         assert!(!ours.is(&identity(Some("iterations=400"))));
         assert!(!ours.is(&identity(Some(""))), "default settings are settings too");
-        // A match.json from before the settings were saved (session 24's
-        // matches in docs/matches) names the kinds alone.
+        // A match.json from before the settings were saved (most matches
+        // in docs/matches, played up to 2026-11-26) names the kinds alone.
         let older: MatchIdentity = serde_json::from_str(
             r#"{"a": "mcts", "b": "gnugo --level 10", "size": 19, "komi": 7.5, "max_moves": 1083, "seed": 31}"#,
         )

@@ -333,6 +333,20 @@ fn match_errors_name_the_player_and_what_is_missing() {
 }
 
 #[test]
+fn a_command_line_over_the_limit_is_refused_unread_and_the_session_goes_on() {
+    // 64 kB is the most a line holds; the refusal keeps the command's id.
+    let script = format!("12 name {}\n13 name\n", "x".repeat(100_000));
+    let (answers, _) = session(&[], &script);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(
+        answers[0].starts_with("?12 ") && answers[0].contains("65536"),
+        "{}",
+        &answers[0][..80.min(answers[0].len())]
+    );
+    assert_eq!(answers[1], "=13 go-train");
+}
+
+#[test]
 fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("handicap.sgf");

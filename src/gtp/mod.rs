@@ -7,6 +7,7 @@ pub mod client;
 pub mod engine;
 pub mod extensions;
 pub mod input;
+pub mod json_id;
 pub mod protocol;
 
 pub use client::{GtpClient, GtpError};

@@ -257,7 +257,10 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
     // random-playout ownership, GnuGo by its own life-and-death reading:
     // they should name the same winner on nearly every game.
     let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
-    let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp --chinese-rules")).unwrap();
+    // GnuGo's final_score reads the whole board: 256 s on one of these
+    // games on a quiet machine.
+    let hour = go_train::gtp::GtpTimeouts::for_commands(3600.0).unwrap();
+    let mut theirs = GtpClient::spawn_with(&format!("{gnugo} --mode gtp --chinese-rules"), hour).unwrap();
     let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
     let counted = files.iter().step_by(61).filter(|path| {
         let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();

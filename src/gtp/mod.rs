@@ -10,5 +10,5 @@ pub mod input;
 pub mod json_id;
 pub mod protocol;
 
-pub use client::{GtpClient, GtpError};
+pub use client::{GtpClient, GtpError, GtpTimeouts};
 pub use engine::{Engine, Flow, COMMANDS};

@@ -257,7 +257,10 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
     // random-playout ownership, GnuGo by its own life-and-death reading:
     // they should name the same winner on nearly every game.
     let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
-    let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp --chinese-rules")).unwrap();
+    // GnuGo's final_score reads the whole board: 256 s on one of these
+    // games on a quiet machine.
+    let hour = go_train::gtp::GtpTimeouts::for_commands(3600.0).unwrap();
+    let mut theirs = GtpClient::spawn_with(&format!("{gnugo} --mode gtp --chinese-rules"), hour).unwrap();
     let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
     let counted = files.iter().step_by(61).filter(|path| {
         let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
@@ -330,6 +333,20 @@ fn match_errors_name_the_player_and_what_is_missing() {
     assert!(err.contains("unknown agent setting \"depth\""), "{err}");
     // Nothing was written for a match that could not start.
     assert!(!dir.path().join("game-0000.sgf").exists());
+}
+
+#[test]
+fn a_command_line_over_the_limit_is_refused_unread_and_the_session_goes_on() {
+    // 64 kB is the most a line holds; the refusal keeps the command's id.
+    let script = format!("12 name {}\n13 name\n", "x".repeat(100_000));
+    let (answers, _) = session(&[], &script);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(
+        answers[0].starts_with("?12 ") && answers[0].contains("65536"),
+        "{}",
+        &answers[0][..80.min(answers[0].len())]
+    );
+    assert_eq!(answers[1], "=13 go-train");
 }
 
 #[test]

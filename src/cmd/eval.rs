@@ -10,6 +10,7 @@ use go_train::dataset::{Dataset, Split};
 use go_train::eval::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
 use go_train::eval::baseline::OwnershipBaseline;
 use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, mixed_by_phase, Report};
+use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
 use go_train::search::ownership::{LeafMix, Ownership};
@@ -79,6 +80,10 @@ pub struct Args {
     /// final_score, e.g. '/usr/games/gnugo --mode gtp --chinese-rules'.
     #[arg(long)]
     cross_check: Option<String>,
+    /// Match: seconds a GTP engine has to answer a command; one that does
+    /// not forfeits the game. A game's setup gets at least the default.
+    #[arg(long, value_name = "SECONDS", default_value_t = GtpTimeouts::DEFAULT_SECONDS)]
+    gtp_timeout: f64,
     /// Which split.
     #[arg(long, default_value = "test")]
     split: Split,
@@ -287,6 +292,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
         seed: args.seed,
         cross_check: args.cross_check.clone(),
         resume: args.resume,
+        gtp_timeouts: GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?,
     };
     eprintln!(
         "match: A = {}, B = {}, {} games on {}x{}, komi {}, {} at once",

@@ -263,3 +263,33 @@ impl TryFrom<String> for DatasetId {
         u32::from_str_radix(&text, 16).map(DatasetId).map_err(|_| format!("`{text}` is no dataset identity"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::testkit::{self, Layout};
+
+    /// The identity follows the records, not where the folder is or which
+    /// go-train wrote it; it reads back from its text.
+    #[test]
+    fn the_identity_is_the_records_not_the_folder() {
+        let Some(games) = testkit::kgs_games(4) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        testkit::write_dataset(dir.path(), &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+        let manifest = Manifest::read(dir.path()).unwrap();
+        let id = manifest.identity();
+        let moved = Manifest {
+            go_train_version: "0.0.1".into(),
+            input: Input { list: "elsewhere/games.list".into(), ..manifest.input.clone() },
+            ..manifest.clone()
+        };
+        assert_eq!(moved.identity(), id);
+        let mut other = manifest.clone();
+        other.shards[0].crc32 = "00000000".into();
+        assert_ne!(other.identity(), id);
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(text, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<DatasetId>(&text).unwrap(), id);
+        assert!(serde_json::from_str::<DatasetId>("\"not hex\"").is_err());
+    }
+}

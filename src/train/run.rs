@@ -26,6 +26,7 @@
 //! ([`super::distributed`]): each rank trains on its slice of every batch
 //! and the gradients are averaged before each step; rank 0 alone writes.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
@@ -91,10 +92,7 @@ pub fn train(
     // Rank 0 alone writes: it locks the folder and decides how the run
     // begins before anything else is read; every rank follows.
     let begun = if leader { run_folder::begin(out, start, saved_config).map(Some) } else { Ok(None) };
-    if !leader_decides(collective, begun.is_ok())? {
-        return Err(begun.err().unwrap_or_else(|| anyhow!("rank 0 could not begin the run in {}", out.display())));
-    }
-    let (_lock, plan) = begun?.unzip();
+    let (_lock, plan) = follow_leader(collective, begun, out)?.unzip();
     let resume = leader_decides(collective, matches!(plan, Some(Plan::Resume { .. })))?;
     let device = crate::nn::device(&world.device_spec(&config.device))?;
     crate::nn::allow_tf32(config.tf32);
@@ -110,9 +108,11 @@ pub fn train(
         );
     }
     let mut optimizer = config.optimizer.build(model.parameters());
-    if let Some(Plan::Resume { at, .. }) = &plan {
-        run_folder::check_trained_on(out, at, &dataset)?;
-    }
+    let same_data = match &plan {
+        Some(Plan::Resume { at, .. }) => run_folder::check_trained_on(out, at, &dataset),
+        _ => Ok(()),
+    };
+    follow_leader(collective, same_data, out)?;
     let mut state = match resume {
         true => checkpoint::load(&last, &model, optimizer.as_mut())?,
         false => {
@@ -249,6 +249,16 @@ pub fn train(
         }
     }
     Ok(Summary { epochs: history, already_done: false })
+}
+
+/// Rank 0's `verdict` on every rank (the others pass `Ok`): rank 0 alone
+/// decides how a run begins, and when it refuses, every rank stops rather
+/// than wait for it in the next collective.
+fn follow_leader<T>(collective: &dyn Collective, verdict: Result<T>, out: &Path) -> Result<T> {
+    if leader_decides(collective, verdict.is_ok())? {
+        return verdict;
+    }
+    Err(verdict.err().unwrap_or_else(|| anyhow!("rank 0 refused to run in {}: see its error", out.display())))
 }
 
 /// The steps of an epoch: how many, of which global batch, averaged over

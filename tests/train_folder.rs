@@ -116,6 +116,21 @@ fn resume_refuses_what_it_cannot_continue_and_overwrites_nothing() {
     });
     assert!(err.contains("best.safetensors is there"), "{err}");
 
+    // What resuming cannot make worse: a lost plot line, lost best
+    // weights (from here on, the best epoch after the checkpoint's). Said,
+    // and the run goes on.
+    for (name, file, said) in [
+        ("no-metrics", "metrics.jsonl", "records 0 epochs, the checkpoint"),
+        ("no-best", "best.safetensors", "the best weights up to epoch 2 are lost"),
+    ] {
+        let copy = dir.path().join(name);
+        copy_dir(&run, &copy);
+        std::fs::remove_file(copy.join(file)).unwrap();
+        let shown = trained(None, &copy, &["--resume", "--epochs", "3"]);
+        assert!(shown.contains(said), "{shown}");
+        assert!(copy.join(file).exists(), "{file} is written again");
+    }
+
     // Nothing to resume: refused; a requeued job's --resume-or-start
     // starts the run, and resumes it the next time.
     let err = refused(Some(&data), &dir.path().join("nowhere"), &["--resume"]);

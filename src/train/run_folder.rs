@@ -82,11 +82,9 @@ pub fn begin(out: &Path, start: Start, config: &TrainConfig) -> Result<(Lock, Pl
 pub fn plan(out: &Path, start: Start, config: &TrainConfig) -> Result<Plan> {
     let found = present(out)?;
     match start {
-        Start::Overwrite | Start::Fresh if found.is_empty() => Ok(Plan::Fresh),
-        Start::Overwrite => {
-            eprintln!("{}: --force: the run it holds ({}) is replaced", out.display(), found.join(", "));
-            Ok(Plan::Fresh)
-        }
+        // Removed once the new run is ready to write ([`remove_old_run`]).
+        Start::Overwrite => Ok(Plan::Fresh),
+        Start::Fresh if found.is_empty() => Ok(Plan::Fresh),
         Start::ResumeOrStart if found.is_empty() => {
             eprintln!("{}: no run to resume: starting one", out.display());
             Ok(Plan::Fresh)
@@ -166,7 +164,8 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
             );
         }
         eprintln!(
-            "{}: its run finished no epoch: starting it again from the first, with its settings ({CONFIG_FILE})",
+            "{}: its run finished no epoch (it has no checkpoint yet): starting it again from the first, with its \
+             settings ({CONFIG_FILE})",
             out.display()
         );
         return Ok(Plan::Restart);
@@ -239,15 +238,20 @@ pub fn check_trained_on(out: &Path, at: &TrainState, dataset: &Dataset) -> Resul
 /// forced run killed before its first checkpoint cannot be resumed from
 /// the old one under the new config.
 pub fn remove_old_run(out: &Path) -> Result<()> {
-    let old = RUN_FILES.iter().chain(&LEFTOVERS).filter(|&&name| name != CONFIG_FILE);
-    for path in old.map(|name| out.join(name)) {
-        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-        match removed {
+    let mut removed = Vec::new();
+    for name in RUN_FILES.iter().chain(&LEFTOVERS).filter(|&&name| name != CONFIG_FILE) {
+        let path = out.join(name);
+        let gone = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        match gone {
+            Ok(()) => removed.push(*name),
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("removing {}", path.display()))
             }
-            _ => {}
+            Err(_) => {}
         }
+    }
+    if !removed.is_empty() {
+        eprintln!("{}: --force: removed the run it held ({})", out.display(), removed.join(", "));
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod features;
 pub mod go;
 pub mod gtp;
+pub mod lock;
 pub mod nn;
 pub mod plot;
 pub mod progress;

@@ -232,3 +232,92 @@ fn odd_file_names_go_through_filter_and_prepare() {
     let games: u64 = manifest.splits.values().map(|c| c.games).sum();
     assert_eq!((games, manifest.dropped.len()), (kept.0.len() as u64, 0), "every kept game of {copied} prepared");
 }
+
+/// What costs nothing to check is checked when a dataset opens, so that
+/// training and `eval` refuse what `verify` rejects: split totals that are
+/// not the shards' sums, a shard of another size than recorded.
+#[test]
+fn a_manifest_that_contradicts_its_shards_is_refused_on_open() {
+    let Some((dir, _)) = fixture() else { return };
+    let good = Manifest::read(dir.path()).unwrap();
+    let manifest = dir.path().join("manifest.json");
+    let damage = |change: &dyn Fn(&mut Manifest)| {
+        let mut m = good.clone();
+        change(&mut m);
+        m.write(dir.path()).unwrap();
+    };
+    let refusals = |expect: &str| {
+        let err = format!("{:#}", Dataset::open(dir.path()).err().expect("refused"));
+        assert!(err.contains(expect), "{err}");
+        let out_dir = dir.path().join("run");
+        for command in [
+            &["train-playout", "--device", "cpu", "--out", path(&out_dir), "--data"][..],
+            &["eval", "--playout", "no-such-net", "--device", "cpu", "--data"],
+        ] {
+            let out = go_train(command, dir.path());
+            assert!(!out.status.success() && text(&out).contains(expect), "{command:?}: {}", text(&out));
+        }
+        assert!(!out_dir.join("config.toml").exists());
+    };
+    damage(&|m| m.splits.get_mut(&Split::Train).unwrap().positions += 1);
+    let train: u64 = good.shards.iter().filter(|e| e.split == Split::Train).map(|e| e.records).sum();
+    refusals(&format!("{}: train has {} positions, its shards' entries {train}", manifest.display(), train + 1));
+    damage(&|m| m.shards[0].bytes += 1);
+    let shard = dir.path().join(&good.shards[0].file);
+    refusals(&format!(
+        "{}: {} bytes, the manifest says {}",
+        shard.display(),
+        good.shards[0].bytes,
+        good.shards[0].bytes + 1
+    ));
+    let out = go_train(&["dataset", "verify"], dir.path());
+    assert!(!out.status.success() && text(&out).contains(&shard.display().to_string()), "{}", text(&out));
+}
+
+/// A `prepare` that keeps no game writes no dataset: it fails, counting
+/// why the games were dropped.
+#[test]
+fn a_prepare_that_keeps_no_game_fails_and_writes_no_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(games) = testkit::kgs_dir() else { return };
+    let list = dir.path().join("games.list");
+    let out = go_train(&["filter", "--out", path(&list)], &games.join("KGS2001"));
+    assert!(out.status.success(), "{}", text(&out));
+    let listed = GameList::read(&list).unwrap().0.len();
+    let data = dir.path().join("data");
+    let out = go_train(&["prepare", path(&list), "--size", "9", "--out"], &data);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("dropped: {listed} wrong board size")), "{}", text(&out));
+    assert!(!data.join("manifest.json").exists());
+}
+
+/// Numbers out of their range are refused naming the option, before
+/// anything is read or written.
+#[test]
+fn options_out_of_range_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("games.list");
+    std::fs::write(&list, "").unwrap();
+    let out_dir = dir.path().join("out");
+    let prepare = ["prepare", path(&list), "--out", path(&out_dir)];
+    let filter = ["filter", path(dir.path()), "--out", path(&list)];
+    let cases: [(&[&str], &[&str], &str); 12] = [
+        (&prepare, &["--size", "1"], "--size"),
+        (&prepare, &["--size", "26"], "--size"),
+        (&prepare, &["--block-records", "0"], "--block-records"),
+        (&prepare, &["--shard-records", "0"], "--shard-records"),
+        (&prepare, &["--shard-records", "10", "--block-records", "64"], "--shard-records 10"),
+        (&prepare, &["--threads", "0"], "--threads"),
+        (&prepare, &["--level", "99"], "--level"),
+        (&prepare, &["--split", "inf,1,1"], "split"),
+        (&filter, &["--size", "0"], "--size"),
+        (&filter, &["--min-komi", "nan"], "--min-komi"),
+        (&filter, &["--min-komi", "9", "--max-komi", "6"], "--max-komi"),
+        (&filter, &["--min-moves", "50", "--max-moves", "10"], "--max-moves"),
+    ];
+    for (command, options, named) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_go-train")).args(command).args(options).output().unwrap();
+        assert!(!out.status.success() && text(&out).contains(named), "{options:?}: {}", text(&out));
+    }
+    assert!(!out_dir.exists() && std::fs::read(&list).unwrap().is_empty(), "nothing is written");
+}

@@ -126,7 +126,9 @@ fn parts_at_once_merge_into_the_one_process_dataset() {
     assert!(redone.contains("dataset manifest written"), "{redone}");
     let after = modified(&parts);
     for (name, time) in &before {
-        if !name.contains("p0002of0004") {
+        // A lock file is written by each run that holds it (part 3's
+        // above): it holds no data.
+        if !name.contains("p0002of0004") && !name.ends_with(".lock") {
             assert_eq!(after.get(name), Some(time), "{name} of another part was touched");
         }
     }
@@ -160,4 +162,48 @@ fn parts_of_other_settings_are_refused_and_slurm_names_the_part() {
     assert!(shown.contains("part 2/3, from the Slurm array"), "{shown}");
     assert!(parts.join("part-0002-of-0003.json").is_file());
     assert!(shown.contains("waiting for parts 3"), "{shown}");
+}
+
+/// One writer of what must have one: a `prepare` of the whole list, or of
+/// one part, is refused at once while another process writes it, naming
+/// that process; parts share the folder. (This test's process holds the
+/// locks that a running `prepare` would.)
+#[test]
+fn a_second_writer_of_a_dataset_or_a_part_is_refused() {
+    use go_train::dataset::parts::Part;
+    use go_train::lock::Lock;
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(full) = real_list(tmp.path()) else { return };
+    let list = tmp.path().join("short.list");
+    let lines: String = std::fs::read_to_string(&full).unwrap().lines().take(21).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&list, lines).unwrap();
+    let out = tmp.path().join("data");
+    std::fs::create_dir(&out).unwrap();
+    let me = format!("{} is in use by pid {} on ", out.display(), std::process::id());
+    let refused = |cmd: Command| {
+        let mut cmd = cmd;
+        let shown = cmd.output().unwrap();
+        assert!(!shown.status.success(), "{}", text(&shown));
+        assert!(text(&shown).contains(&me), "{}", text(&shown));
+    };
+
+    let whole = Lock::folder(&out).unwrap();
+    refused(prepare(&list, &out, &[]));
+    refused(prepare(&list, &out, &["--force"]));
+    refused(prepare(&list, &out, &["--part", "1/2"]));
+    refused(go_train(&["dataset", "merge", path(&out)]));
+    drop(whole);
+
+    // Part 2 of 2 running: part 1 runs beside it, the same part or the
+    // whole list cannot.
+    let part_two =
+        (Lock::folder_shared(&out).unwrap(), Lock::own(&out, &Part::new(2, 2).unwrap().lock_name()).unwrap());
+    refused(prepare(&list, &out, &["--part", "2/2"]));
+    refused(prepare(&list, &out, &[]));
+    let shown = run(prepare(&list, &out, &["--part", "1/2"]));
+    assert!(shown.contains("waiting for parts 2"), "{shown}");
+    drop(part_two);
+    let shown = run(prepare(&list, &out, &["--part", "2/2"]));
+    assert!(shown.contains("dataset manifest written"), "{shown}");
+    run(go_train(&["dataset", "verify", path(&out)]));
 }

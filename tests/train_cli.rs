@@ -370,7 +370,7 @@ fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
     };
     let out = train(&[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let old = ["last", "metrics.jsonl", "metrics.svg", "best.safetensors"];
+    let old = ["last", "metrics.jsonl", "metrics.svg", "metrics.png", "best.safetensors"];
     assert!(old.iter().all(|f| out_dir.join(f).exists()));
     let out = train(&["--force", "--set", "optimizer.lr=1e30"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("loss became"));

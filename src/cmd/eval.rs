@@ -148,6 +148,9 @@ pub fn run(args: Args) -> Result<()> {
     for (role, path) in nets {
         let file = weights::resolve(path)?;
         let model = weights::load(&file, &device)?;
+        if let Some(note) = go_train::eval::positions::trained_on_note(&file, &dataset, args.split)? {
+            eprintln!("{note}");
+        }
         let wanted = if role == "value" { nn::Output::WinProb } else { nn::Output::MoveLogProbs };
         if model.output() != wanted {
             bail!("{}: a {} net, which --{role} cannot take", file.display(), model.arch());

@@ -192,6 +192,25 @@ pub fn shipped_nets_dir() -> Option<PathBuf> {
 
 /// Sets the size of rayon's global pool (once, before any parallel work)
 /// when `--threads` asks for one.
+/// Board sides a dataset may have: what go-train plays.
+fn board_sizes() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(2..=go_train::go::MAX_SIZE as u64)
+}
+
+/// Worker threads a `--threads` may ask for: at least one (leaving the
+/// option out takes every core), at most a machine's worth.
+fn thread_counts() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=4096)
+}
+
+/// A number that must be finite (`nan` and `inf` parse as numbers).
+fn finite_f32(text: &str) -> Result<f32, String> {
+    match text.trim().parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a finite number")),
+    }
+}
+
 fn set_threads(threads: Option<usize>) -> Result<()> {
     if threads.is_some() {
         go_train::nn::init_threads(threads).context("setting --threads")?;

@@ -3,7 +3,9 @@
 //! go-train's tensor files carry one metadata key, `go_train`, whose value
 //! is a list of `key=value` fields: `net=` the architecture
 //! (`policy`, `resnet-policy:6x64`, …), `features=` the input planes it
-//! reads, `step=` the training step (checkpoint files), and `data_crc32=`
+//! reads, `step=` the training step (checkpoint files), `dataset=` the
+//! identity of the dataset it was trained on (8 hex digits: see
+//! `dataset::Manifest::identity`), and `data_crc32=`
 //! a CRC-32 of the file's data (everything after its header): safetensors
 //! has no checksum, and a flipped byte in a weight would load silently. One
 //! key, because safetensors writes metadata in hash order and two keys would
@@ -42,12 +44,15 @@ pub struct Meta {
     pub features: Option<FeatureSet>,
     /// The training step, in checkpoint files.
     pub step: Option<u64>,
+    /// The identity of the dataset the weights were trained on, in files
+    /// that training writes.
+    pub dataset: Option<u32>,
 }
 
 impl Meta {
     /// The metadata of `model`'s weights at `step`.
     pub fn of(model: &Model, step: Option<u64>) -> Meta {
-        Meta { net: Some(model.arch()), features: Some(model.features()), step }
+        Meta { net: Some(model.arch()), features: Some(model.features()), step, dataset: None }
     }
 
     fn fields(&self, crc: u32) -> String {
@@ -60,6 +65,9 @@ impl Meta {
         }
         if let Some(s) = self.step {
             out.push(format!("step={s}"));
+        }
+        if let Some(d) = self.dataset {
+            out.push(format!("dataset={d:08x}"));
         }
         out.push(format!("data_crc32={crc:08x}"));
         out.join(" ")
@@ -79,18 +87,45 @@ pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     let (header_len, meta) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
     let meta = meta.metadata().clone().unwrap_or_default();
-    let fields: HashMap<&str, &str> = meta
-        .get(META_KEY)
-        .map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect())
-        .unwrap_or_default();
     // Files from before checksums were written have none to check.
-    if let Some(&stored) = fields.get("data_crc32") {
+    if let Some(stored) = fields(&meta).get("data_crc32") {
         let data = bytes.get(8 + header_len..).unwrap_or_default();
         let actual = format!("{:08x}", crc32fast::hash(data));
-        if stored != actual {
+        if *stored != actual {
             bail!("{}: damaged: its tensor data has CRC-32 {actual}, written as {stored}", path.display());
         }
     }
+    let meta = parse_meta(path, &meta)?;
+    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
+        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
+    Ok(TensorFile { tensors, meta })
+}
+
+/// The metadata of the tensor file `path`, from its header alone (the
+/// tensors are neither read nor checked).
+pub fn read_meta(path: &Path) -> Result<Meta> {
+    let path = resolve(path)?;
+    let not_safetensors = || format!("{}: not a valid safetensors file", path.display());
+    let mut file = fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut len = [0u8; 8];
+    std::io::Read::read_exact(&mut file, &mut len).with_context(not_safetensors)?;
+    let mut header = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, u64::from_le_bytes(len)), &mut header)?;
+    let header: serde_json::Value = serde_json::from_slice(&header).with_context(not_safetensors)?;
+    let meta: HashMap<String, String> = match header.get("__metadata__") {
+        Some(m) => serde_json::from_value(m.clone()).with_context(not_safetensors)?,
+        None => HashMap::new(),
+    };
+    parse_meta(&path, &meta)
+}
+
+/// The `key=value` fields of go-train's metadata key.
+fn fields(meta: &HashMap<String, String>) -> HashMap<&str, &str> {
+    meta.get(META_KEY).map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect()).unwrap_or_default()
+}
+
+fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<Meta> {
+    let fields = fields(meta);
     let bad = |what: &str, value: &str| format!("{}: bad {what} {value:?} in its metadata", path.display());
     let step = match fields.get("step").copied().or(meta.get(LEGACY_STEP_KEY).map(String::as_str)) {
         Some(s) => Some(s.parse().with_context(|| bad("step", s))?),
@@ -99,9 +134,9 @@ pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     let net = fields.get("net").map(|s| s.parse::<Arch>().with_context(|| bad("net", s))).transpose()?;
     let features =
         fields.get("features").map(|s| s.parse::<FeatureSet>().with_context(|| bad("features", s))).transpose()?;
-    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
-        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
-    Ok(TensorFile { tensors, meta: Meta { net, features, step } })
+    let dataset =
+        fields.get("dataset").map(|s| u32::from_str_radix(s, 16).with_context(|| bad("dataset", s))).transpose()?;
+    Ok(Meta { net, features, step, dataset })
 }
 
 /// Writes `tensors` to `path` (atomically) with `meta` and the checksum of
@@ -133,8 +168,13 @@ pub fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: &Meta) -
 /// Writes `model`'s tensors to `path`, with its net and features (and
 /// `step`, for a checkpoint).
 pub fn save(path: &Path, model: &Model, step: Option<u64>) -> Result<()> {
+    save_as(path, model, &Meta::of(model, step))
+}
+
+/// Writes `model`'s tensors to `path` with `meta` ([`Meta::of`] and more).
+pub fn save_as(path: &Path, model: &Model, meta: &Meta) -> Result<()> {
     let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(path, weights, &Meta::of(model, step))
+    write_tensors(path, weights, meta)
 }
 
 /// Sets `model`'s tensors from the file `path`, which must hold exactly the
@@ -256,6 +296,22 @@ mod tests {
             let err = load_into(&path, &Model::new(arch, other, &Device::Cpu, 3).unwrap()).unwrap_err().to_string();
             assert!(err.contains(features.name()) && err.contains(other.name()), "{err}");
         }
+    }
+
+    /// The dataset a net was trained on travels in its file, and its
+    /// header alone says it.
+    #[test]
+    fn the_metadata_reads_back_from_the_header_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Model::new(Arch::Playout, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
+        let path = dir.path().join(BEST_FILE);
+        let meta = Meta { dataset: Some(0x0badf00d), ..Meta::of(&model, Some(7)) };
+        save_as(&path, &model, &meta).unwrap();
+        assert_eq!(read_meta(&path).unwrap(), meta);
+        assert_eq!(read_meta(dir.path()).unwrap(), meta, "a checkpoint folder names its best weights");
+        assert_eq!(read_tensors(&path, &Device::Cpu).unwrap().meta, meta);
+        fs::write(&path, b"not a safetensors file").unwrap();
+        assert!(read_meta(&path).unwrap_err().to_string().contains(BEST_FILE));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod nccl;
 pub mod optim;
 pub mod rendezvous;
 pub mod run;
+pub mod run_folder;
 pub mod schedule;
 
 use anyhow::Result;

@@ -73,7 +73,8 @@ impl PlayerSpec {
     pub fn build(&self, device: &Device, seed: u64) -> Result<Box<dyn Player>> {
         Ok(match self {
             PlayerSpec::Agent(spec) => {
-                let spec = AgentSpec { seed: spec.seed.wrapping_add(seed), ..spec.clone() };
+                let mut spec = spec.clone();
+                spec.search.seed = spec.search.seed.wrapping_add(seed);
                 Box::new(LocalPlayer::new(spec.build(device)?))
             }
             PlayerSpec::Gtp(command) => Box::new(GtpPlayer { client: GtpClient::spawn(command)?, size: 19 }),

@@ -46,7 +46,7 @@ enum What {
         #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
         size: usize,
         /// How long to run.
-        #[arg(long, default_value_t = 10.0, value_parser = real_flag::<f64>(bounds::SECONDS))]
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
         /// Seed of the random agent.
         #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
@@ -93,7 +93,7 @@ enum What {
         #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
         threads: Option<usize>,
         /// How long each run lasts.
-        #[arg(long, default_value_t = 10.0, value_parser = real_flag::<f64>(bounds::SECONDS))]
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
     },
     /// Training speed of the nets: forward, backward and optimizer step on
@@ -132,7 +132,7 @@ struct TrainArgs {
     #[arg(long, default_value = "seed")]
     features: FeatureSet,
     /// How long to train each net.
-    #[arg(long, default_value_t = 5.0, value_parser = real_flag::<f64>(bounds::SECONDS))]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
     seconds: f64,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]

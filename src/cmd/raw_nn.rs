@@ -37,7 +37,7 @@ pub struct Args {
     moves: Option<usize>,
     /// 0 to 7, or all.
     #[arg(long, default_value = "0", value_parser = symmetries)]
-    symmetry: Vec<Symmetry>,
+    symmetry: Symmetries,
     #[command(flatten)]
     nets: super::nets::NetPaths,
     /// One JSON object per symmetry on stdout (otherwise KataGo's
@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
     if policy.is_none() && value.is_none() {
         bail!("no nets: give --policy and/or --value (no shipped nets were found)");
     }
-    for &symmetry in &args.symmetry {
+    for &symmetry in &args.symmetry.0 {
         let raw = raw_output(&game, policy.as_ref(), value.as_ref(), symmetry)?;
         if args.json {
             let line = json!({
@@ -85,14 +85,18 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The symmetries `--symmetry` names.
+#[derive(Clone)]
+struct Symmetries(Vec<Symmetry>);
+
 /// `--symmetry`: one of the 8 (0 to 7), or all of them.
-fn symmetries(text: &str) -> Result<Vec<Symmetry>, String> {
+fn symmetries(text: &str) -> Result<Symmetries, String> {
     const ONE: Domain = Domain::Count { min: 0, max: 7 };
     match text.trim() {
-        "all" => Ok(Symmetry::all().collect()),
+        "all" => Ok(Symmetries(Symmetry::all().collect())),
         n => ONE
             .count(n)
-            .map(|n| vec![Symmetry::new(n as u8)])
+            .map(|n| Symmetries(vec![Symmetry::new(n as u8)]))
             .map_err(|_| Domain::Or { word: "all", domain: &ONE }.refusal()),
     }
 }

@@ -481,11 +481,8 @@ mod tests {
             let err = format!("{:#}", pairs.resolve().unwrap_err());
             assert_eq!(err, format!("{key}={value}: {reason}"));
             let path = dir.path().join("search.toml");
-            let quoted = if value.parse::<f64>().is_ok_and(f64::is_finite) {
-                value.to_string()
-            } else {
-                format!("{value:?}")
-            };
+            let quoted =
+                if value.parse::<f64>().is_ok_and(f64::is_finite) { value.to_string() } else { format!("{value:?}") };
             std::fs::write(&path, format!("{key} = {quoted}\n")).unwrap();
             let file = SettingsText { file: Some(path.clone()), ..SettingsText::default() };
             let err = format!("{:#}", file.resolve().unwrap_err());

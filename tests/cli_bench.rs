@@ -21,9 +21,7 @@ fn bench_search_times_what_gtp_plays_with_the_nets_on_any_path() {
     let nets = dir.path().join("nets,shipped");
     std::fs::create_dir(&nets).unwrap();
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("nets");
-    for file in
-        ["README.md", "policy.safetensors", "value.safetensors", "playout.safetensors", "resnet-policy.safetensors"]
-    {
+    for file in ["policy.safetensors", "value.safetensors", "playout.safetensors", "resnet-policy.safetensors"] {
         std::fs::copy(shipped.join(file), nets.join(file)).unwrap();
     }
     let out = Command::new(BIN)

@@ -383,7 +383,6 @@ fn a_bare_engine_plays_the_shipped_nets() {
     use go_train::features::FeatureSet;
     use go_train::nn::{weights, Arch, Model};
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("README.md"), "test nets\n").unwrap();
     for (name, arch) in [("policy", Arch::Policy), ("playout", Arch::Playout)] {
         let model = Model::new(arch, FeatureSet::Extended, &candle_core::Device::Cpu, 1).unwrap();
         weights::save(&dir.path().join(format!("{name}.safetensors")), &model, None).unwrap();

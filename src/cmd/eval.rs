@@ -252,7 +252,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     let nets = args.nets.defaults(args.size, None, true);
     let spec = |text: &str| -> Result<PlayerSpec> {
         Ok(match PlayerSpec::parse(text)? {
-            PlayerSpec::Agent(agent) => PlayerSpec::Agent(agent.with_default_nets(&nets)),
+            PlayerSpec::Agent(agent) => PlayerSpec::Agent(Box::new(agent.with_default_nets(&nets))),
             gtp => gtp,
         })
     };

@@ -23,7 +23,7 @@ pub trait Player {
 #[derive(Clone, Debug)]
 pub enum PlayerSpec {
     /// A go-train agent.
-    Agent(AgentSpec),
+    Agent(Box<AgentSpec>),
     /// An external GTP engine's command line, e.g. `gnugo --mode gtp --level 10`.
     Gtp(String),
 }
@@ -38,7 +38,7 @@ impl PlayerSpec {
         }
         let kind_word = text.split(':').next().unwrap_or("");
         if kind_word.parse::<crate::search::AgentKind>().is_ok() {
-            return Ok(PlayerSpec::Agent(text.parse()?));
+            return Ok(PlayerSpec::Agent(Box::new(text.parse()?)));
         }
         Ok(PlayerSpec::Gtp(text.to_string()))
     }

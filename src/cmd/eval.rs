@@ -30,8 +30,9 @@ use super::search_flags::setting_flag;
 /// search unless the spec says otherwise, as `go-train gtp` does; nets come
 /// from --policy/--value/--playout unless the spec names them, and from the
 /// shipped ones for the rest, with the residual policy at MCTS's root where
-/// the policy is the shipped one) or any GTP engine's command line
-/// (`gnugo --mode gtp --level 10`). Games are
+/// the policy is the shipped one; the settings' keys are the names of `go-train
+/// gtp`'s search flags) or any GTP engine's command line (`gnugo --mode gtp
+/// --level 10`). Games are
 /// refereed under Chinese rules and scored by area, dead stones found by
 /// random-playout ownership. Every game is saved as SGF in --out; the
 /// summary gives wins, the win rate with a 95% interval and the Elo

@@ -2,6 +2,7 @@
 //! stage. Data flows one way: SGF → game → board → planes → shard → batch → net.
 
 pub mod atomic;
+pub mod bounds;
 pub mod dataset;
 pub mod eval;
 pub mod features;

@@ -111,5 +111,8 @@ fn bad_input_is_an_error_naming_the_file() {
     let (ok, _, stderr) = go_train(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);
     assert!(!ok && stderr.contains("the game has"), "{stderr}");
     let (ok, _, stderr) = go_train(&["raw-nn", game.to_str().unwrap(), "--symmetry", "9"]);
-    assert!(!ok && stderr.contains("give 0 to 7"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("--symmetry") && stderr.contains("give all or a whole number from 0 to 7"),
+        "{stderr}"
+    );
 }

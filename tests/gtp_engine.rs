@@ -200,11 +200,11 @@ fn loadsgf_list_stones_and_captures_agree_with_gnugo_on_real_games() {
 fn go_train_engines_play_complete_games_against_gnugo() {
     let Some(gnugo) = common::gnugo() else { return };
     let dir = tempfile::tempdir().unwrap();
-    // go-train's GTP engine (MCTS with random playouts, no nets) as the
-    // external engine A, against GnuGo at level 0 on 9x9: both go through
-    // the referee's GTP client, so this is the engine as Sabaki or gomill
-    // would drive it.
-    let a = format!("{BIN} gtp --engine mcts --iterations 150 --rollout-depth 200 --selection puct --seed 2");
+    // go-train's GTP engine (MCTS with random playouts: no nets on a
+    // board the shipped ones cannot play) as the external engine A,
+    // against GnuGo at level 0 on 9x9: both go through the referee's GTP
+    // client, so this is the engine as Sabaki or gomill would drive it.
+    let a = format!("{BIN} gtp --engine mcts --size 9 --iterations 150 --rollout-depth 200 --seed 2");
     let out = Command::new(BIN)
         .args(["eval", "--match", &a, &format!("{gnugo} --mode gtp --level 0"), "--size", "9", "--games", "2"])
         .args(["--parallel", "2", "--json", "--out"])
@@ -400,7 +400,6 @@ fn a_bare_engine_plays_the_shipped_nets() {
     use go_train::features::FeatureSet;
     use go_train::nn::{weights, Arch, Model};
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("README.md"), "test nets\n").unwrap();
     for (name, arch) in [("policy", Arch::Policy), ("playout", Arch::Playout)] {
         let model = Model::new(arch, FeatureSet::Extended, &candle_core::Device::Cpu, 1).unwrap();
         weights::save(&dir.path().join(format!("{name}.safetensors")), &model, None).unwrap();
@@ -424,7 +423,9 @@ fn a_bare_engine_plays_the_shipped_nets() {
     let out = run(&["--iterations", "16"]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("mcts") && stderr.contains("Puct") && stderr.contains("policy.safetensors"), "{stderr}");
+    let named = stderr.lines().find(|l| l.starts_with("go-train gtp:")).unwrap_or_default();
+    assert!(named.contains("mcts, preset tuned: iterations=16 ") && named.contains("selection=puct"), "{stderr}");
+    assert!(named.contains(&format!("policy={}", dir.path().join("policy.safetensors").display())), "{stderr}");
     assert!(stdout.starts_with("= ") && !stdout.starts_with("= pass"), "{stdout}");
     // Naming one net keeps the shipped ones for the others: a value net
     // alone makes MCTS with the shipped policy and its value leaves.

@@ -182,7 +182,7 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let mse = mixed["loss"].as_f64().unwrap();
     assert!(mse > 0.0 && mse < 0.5 && mse != alone["loss"].as_f64().unwrap(), "{report}");
     let bad = go_train(&[&value_eval[..], &["--mix", "1.5"]].concat());
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("between 0 and 1"));
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("give a number from 0 to 1"));
     let no_value = go_train(&["eval", "--data", s(&data), "--policy", s(&policy), "--mix", "1"]);
     assert!(!no_value.status.success() && String::from_utf8_lossy(&no_value.stderr).contains("give --value"));
     // Tactical playouts score the same positions and name

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::bounds::{self, count_flag, real_flag, Domain};
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::dataset::prepare::{prepare as prepare_dataset, PrepareOptions};
 use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
@@ -42,17 +43,17 @@ enum What {
   go-train bench playouts --playouts 2000   # a fixed amount of work, for profilers")]
     Playouts {
         /// Board size.
-        #[arg(long, default_value_t = 19)]
+        #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
         size: usize,
         /// How long to run.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
         /// Seed of the random agent.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
         seed: u64,
         /// Run exactly this many playouts instead of for a time (for
         /// instruction-count profiling, which must be repeatable).
-        #[arg(long)]
+        #[arg(long, value_parser = count_flag::<u64>(Domain::Count { min: 1, max: u64::MAX }))]
         playouts: Option<u64>,
     },
     /// filter + prepare over a whole collection, every game kept (handicap,
@@ -70,7 +71,7 @@ enum What {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Worker threads [default: all cores].
-        #[arg(long)]
+        #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
         threads: Option<usize>,
         /// Input planes: seed or extended.
         #[arg(long, default_value = "seed")]
@@ -89,10 +90,10 @@ enum What {
         #[arg(long, default_value = "train")]
         split: Split,
         /// Threads of the second run [default: all cores].
-        #[arg(long)]
+        #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
         threads: Option<usize>,
         /// How long each run lasts.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
     },
     /// Training speed of the nets: forward, backward and optimizer step on
@@ -121,7 +122,7 @@ struct TrainArgs {
     #[arg(long, default_value = "all")]
     net: String,
     /// Samples per training step; a comma-separated list runs each size.
-    #[arg(long, default_value = "100", value_delimiter = ',')]
+    #[arg(long, default_value = "100", value_delimiter = ',', value_parser = count_flag::<usize>(Domain::Count { min: 1, max: 1 << 20 }))]
     batch: Vec<usize>,
     /// On a GPU, TF32 tensor-core matrix products (PyTorch's default for
     /// convolutions); `--tf32 false` for full float32.
@@ -131,16 +132,16 @@ struct TrainArgs {
     #[arg(long, default_value = "seed")]
     features: FeatureSet,
     /// How long to train each net.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
     seconds: f64,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// CPU threads (default: one per core).
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
     threads: Option<usize>,
     /// Seed of the weights and the data.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
 }
 
@@ -246,9 +247,6 @@ fn peak_memory_mib() -> Option<f64> {
 
 fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Result<()> {
     let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if threads == 0 {
-        bail!("--threads 0: give at least 1");
-    }
     let dataset = Dataset::open(data)?;
     let size = dataset.board_size();
     println!(

@@ -6,9 +6,11 @@ mod dataset;
 mod eval;
 mod filter;
 mod gtp;
+mod nets;
 mod prepare;
 mod raw_nn;
 mod review;
+mod search_flags;
 mod show;
 mod train;
 
@@ -17,6 +19,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::bounds::Domain;
 use go_train::go::{Event, Game, Move};
 
 /// Teach a computer to play Go the way AlphaGo's supervised stage did.
@@ -116,79 +119,10 @@ fn fence_examples(markdown: &str) -> String {
     out
 }
 
-/// The three nets' checkpoints, as `eval` and `gtp` take them: each a
-/// checkpoint folder or a weights file in one.
-#[derive(clap::Args, Clone, Default)]
-pub struct NetPaths {
-    /// Policy net.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// Value net (MCTS leaf evaluation).
-    #[arg(long)]
-    pub value: Option<PathBuf>,
-    /// Fast playout net (playout agent; MCTS rollouts).
-    #[arg(long)]
-    pub playout: Option<PathBuf>,
-}
-
-impl NetPaths {
-    /// Whether no net is named.
-    pub fn is_empty(&self) -> bool {
-        self.policy.is_none() && self.value.is_none() && self.playout.is_none()
-    }
-
-    /// The nets go-train ships (`nets/`, see [`shipped_nets_dir`]), those
-    /// of its three files that exist.
-    pub fn shipped() -> NetPaths {
-        NetPaths { policy: shipped_net("policy"), value: shipped_net("value"), playout: shipped_net("playout") }
-    }
-
-    /// Each net not named taken from the shipped ones, on the board those
-    /// play (`size`): naming one net (`--value`) keeps the others.
-    pub fn or_shipped(self, size: usize) -> NetPaths {
-        if size != go_train::nn::BOARD {
-            return self;
-        }
-        let shipped = NetPaths::shipped();
-        NetPaths {
-            policy: self.policy.or(shipped.policy),
-            value: self.value.or(shipped.value),
-            playout: self.playout.or(shipped.playout),
-        }
-    }
-}
-
-/// The shipped net `nets/{name}.safetensors`, when it is there.
-fn shipped_net(name: &str) -> Option<PathBuf> {
-    shipped_nets_dir().map(|dir| dir.join(format!("{name}.safetensors"))).filter(|p| p.is_file())
-}
-
-/// The net that chooses MCTS's root children (`--root-policy`): the one
-/// named, none for `none`, else, where the search plays the shipped policy
-/// (`shipped_policy`), the shipped residual policy: it won more games
-/// against GnuGo than the policy's own root (docs/strength.md, *The best
-/// policy at the root*).
-pub fn root_policy(named: Option<PathBuf>, shipped_policy: bool) -> Option<PathBuf> {
-    match named {
-        Some(path) if path.as_os_str() == "none" => None,
-        Some(path) => Some(path),
-        None if shipped_policy => shipped_net("resnet-policy"),
-        None => None,
-    }
-}
-
-/// The folder of shipped nets: `GO_TRAIN_NETS` when set (empty: none),
-/// else the first `nets/` holding a README in the working folder or above
-/// the executable (a checkout's `target/release/go-train` finds the
-/// checkout's `nets/`).
-pub fn shipped_nets_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("GO_TRAIN_NETS") {
-        return (!dir.is_empty()).then(|| PathBuf::from(dir));
-    }
-    let exe = std::env::current_exe().ok();
-    let above_exe = exe.iter().flat_map(|e| e.ancestors().skip(1)).map(|d| d.join("nets"));
-    std::iter::once(PathBuf::from("nets")).chain(above_exe).find(|d| d.join("README.md").is_file())
-}
+/// A game's place in a collection.
+const INDEX: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
+/// A number of moves into a game.
+const MOVES: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
 
 /// Sets the size of rayon's global pool (once, before any parallel work)
 /// when `--threads` asks for one.

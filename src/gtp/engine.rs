@@ -121,6 +121,9 @@ pub struct Engine {
     pub(super) clock: Clock,
     /// Whether to describe each move choice on stderr.
     pub(super) verbose: bool,
+    /// What `gomill-describe_engine` says besides the version: the agent's
+    /// settings as its command gave them, else its name.
+    pub(super) description: Option<String>,
 }
 
 impl Engine {
@@ -133,6 +136,7 @@ impl Engine {
             analysis_search: None,
             clock: Clock::default(),
             verbose: false,
+            description: None,
         }
     }
 
@@ -149,6 +153,12 @@ impl Engine {
             Some(search) => Ok(search),
             None => self.analysis_search.as_mut().ok_or_else(|| "this engine has no search to analyze with".into()),
         }
+    }
+
+    /// Describes the engine to `gomill-describe_engine` (the agent's name
+    /// by default).
+    pub fn set_description(&mut self, description: String) {
+        self.description = Some(description);
     }
 
     /// Logs each generated move and its time to stderr.

@@ -25,7 +25,10 @@ impl Engine {
             "kata-set-rules" | "kgs-rules" => self.set_rules(args),
             // KGS tells the engine a game ended; nothing here outlives it.
             "kgs-game_over" => Ok(String::new()),
-            "gomill-describe_engine" => Ok(format!("go-train {}\n{}", env!("CARGO_PKG_VERSION"), self.agent.name())),
+            "gomill-describe_engine" => {
+                let description = self.description.clone().unwrap_or_else(|| self.agent.name());
+                Ok(format!("go-train {}\n{description}", env!("CARGO_PKG_VERSION")))
+            }
             "gomill-cpu_time" => Ok(format!("{:.3}", cpu_seconds())),
             "gogui-analyze_commands" => Ok(GOGUI_ANALYZE.to_string()),
             "gogui-policy_heatmap" => self.policy_heatmap(),

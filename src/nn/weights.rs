@@ -84,20 +84,26 @@ pub struct TensorFile {
 /// one. Errors name the file.
 pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (header_len, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-        .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
+    decode_tensors(&bytes, &path.display().to_string(), device)
+}
+
+/// [`read_tensors`] of a file's bytes already in memory; errors name it
+/// `name`.
+pub fn decode_tensors(bytes: &[u8], name: &str, device: &Device) -> Result<TensorFile> {
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| anyhow!("{name}: not a valid safetensors file: {e}"))?;
     let meta = meta.metadata().clone().unwrap_or_default();
     // Files from before checksums were written have none to check.
     if let Some(stored) = fields(&meta).get("data_crc32") {
         let data = bytes.get(8 + header_len..).unwrap_or_default();
         let actual = format!("{:08x}", crc32fast::hash(data));
         if *stored != actual {
-            bail!("{}: damaged: its tensor data has CRC-32 {actual}, written as {stored}", path.display());
+            bail!("{name}: damaged: its tensor data has CRC-32 {actual}, written as {stored}");
         }
     }
-    let meta = parse_meta(path, &meta)?;
-    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
-        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
+    let meta = parse_meta(name, &meta)?;
+    let tensors = candle_core::safetensors::load_buffer(bytes, device)
+        .map_err(|e| anyhow!("{name}: cannot decode its tensors: {e}"))?;
     Ok(TensorFile { tensors, meta })
 }
 
@@ -116,7 +122,7 @@ pub fn read_meta(path: &Path) -> Result<Meta> {
         Some(m) => serde_json::from_value(m.clone()).with_context(not_safetensors)?,
         None => HashMap::new(),
     };
-    parse_meta(&path, &meta)
+    parse_meta(&path.display().to_string(), &meta)
 }
 
 /// The `key=value` fields of go-train's metadata key.
@@ -124,9 +130,10 @@ fn fields(meta: &HashMap<String, String>) -> HashMap<&str, &str> {
     meta.get(META_KEY).map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect()).unwrap_or_default()
 }
 
-fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<Meta> {
+/// go-train's fields of the metadata of the file `name`.
+fn parse_meta(name: &str, meta: &HashMap<String, String>) -> Result<Meta> {
     let fields = fields(meta);
-    let bad = |what: &str, value: &str| format!("{}: bad {what} {value:?} in its metadata", path.display());
+    let bad = |what: &str, value: &str| format!("{name}: bad {what} {value:?} in its metadata");
     let step = match fields.get("step").copied().or(meta.get(LEGACY_STEP_KEY).map(String::as_str)) {
         Some(s) => Some(s.parse().with_context(|| bad("step", s))?),
         None => None,
@@ -181,22 +188,27 @@ pub fn save_as(path: &Path, model: &Model, meta: &Meta) -> Result<()> {
 /// net's tensors with their shapes, for the same net and features when it
 /// names them. Returns the file's metadata.
 pub fn load_into(path: &Path, model: &Model) -> Result<Meta> {
-    let TensorFile { mut tensors, meta } = read_tensors(path, model.device())?;
+    set_tensors(read_tensors(path, model.device())?, model, &path.display().to_string())
+}
+
+/// [`load_into`] from tensors already read, from the file `name`.
+fn set_tensors(file: TensorFile, model: &Model, name: &str) -> Result<Meta> {
+    let TensorFile { mut tensors, meta } = file;
     if let Some(net) = meta.net.filter(|&n| n != model.arch()) {
-        bail!("{}: weights of a {net} net, not {}", path.display(), model.arch());
+        bail!("{name}: weights of a {net} net, not {}", model.arch());
     }
     if let Some(f) = meta.features.filter(|&f| f != model.features()) {
-        bail!("{}: a net for {f} features, not {}", path.display(), model.features());
+        bail!("{name}: a net for {f} features, not {}", model.features());
     }
-    for (name, var) in model.tensors() {
-        let t = tensors.remove(&name).ok_or_else(|| anyhow!("{}: no tensor {name}", path.display()))?;
+    for (tensor, var) in model.tensors() {
+        let t = tensors.remove(&tensor).ok_or_else(|| anyhow!("{name}: no tensor {tensor}"))?;
         if t.shape() != var.shape() {
-            bail!("{}: tensor {name} has shape {:?}, the net needs {:?}", path.display(), t.dims(), var.dims());
+            bail!("{name}: tensor {tensor} has shape {:?}, the net needs {:?}", t.dims(), var.dims());
         }
-        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{}: cannot set {name}", path.display()))?;
+        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{name}: cannot set {tensor}"))?;
     }
     if let Some(extra) = tensors.keys().min() {
-        bail!("{}: tensor {extra} is not part of a {} net", path.display(), model.arch());
+        bail!("{name}: tensor {extra} is not part of a {} net", model.arch());
     }
     Ok(meta)
 }
@@ -248,6 +260,16 @@ pub fn load(path: &Path, device: &Device) -> Result<Model> {
     };
     let model = Model::new(arch, meta.features.unwrap_or_default(), device, 0)?;
     load_into(&file, &model)?;
+    Ok(model)
+}
+
+/// Builds the net a weights file's bytes name (`name` in errors), onto
+/// `device`: nets built into a program rather than read from a file.
+pub fn load_bytes(bytes: &[u8], name: &str, device: &Device) -> Result<Model> {
+    let file = decode_tensors(bytes, name, device)?;
+    let arch = file.meta.net.with_context(|| format!("{name}: names no net in its metadata"))?;
+    let model = Model::new(arch, file.meta.features.unwrap_or_default(), device, 0)?;
+    set_tensors(file, &model, name)?;
     Ok(model)
 }
 

@@ -23,7 +23,7 @@ pub trait Player {
 #[derive(Clone, Debug)]
 pub enum PlayerSpec {
     /// A go-train agent.
-    Agent(AgentSpec),
+    Agent(Box<AgentSpec>),
     /// An external GTP engine's command line, e.g. `gnugo --mode gtp --level 10`.
     Gtp(String),
 }
@@ -38,7 +38,7 @@ impl PlayerSpec {
         }
         let kind_word = text.split(':').next().unwrap_or("");
         if kind_word.parse::<crate::search::AgentKind>().is_ok() {
-            return Ok(PlayerSpec::Agent(text.parse()?));
+            return Ok(PlayerSpec::Agent(Box::new(text.parse()?)));
         }
         Ok(PlayerSpec::Gtp(text.to_string()))
     }
@@ -74,7 +74,8 @@ impl PlayerSpec {
     pub fn build(&self, device: &Device, seed: u64, timeouts: GtpTimeouts) -> Result<Box<dyn Player>> {
         Ok(match self {
             PlayerSpec::Agent(spec) => {
-                let spec = AgentSpec { seed: spec.seed.wrapping_add(seed), ..spec.clone() };
+                let mut spec = spec.clone();
+                spec.search.seed = spec.search.seed.wrapping_add(seed);
                 Box::new(LocalPlayer::new(spec.build(device)?))
             }
             PlayerSpec::Gtp(command) => {

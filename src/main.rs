@@ -6,7 +6,7 @@ use clap::Parser;
 
 /// mimalloc rather than the system allocator: reading SGF through
 /// sgf-parse makes some ten small allocations a node, and with mimalloc
-/// `bench prepare` reads them about twice as fast (README, Benchmarks).
+/// `bench prepare` reads them about twice as fast (docs/results/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

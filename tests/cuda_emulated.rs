@@ -3,7 +3,7 @@
 //! threads, shared memory and `__syncthreads` (`tests/cuda_emulated/`), and
 //! run against the same arithmetic done plainly in double. What a GPU adds
 //! (memory coalescing, real concurrency between blocks) is left to the
-//! device tests (`GO_TRAIN_TEST_DEVICE=cuda`, docs/cuda.md).
+//! device tests (`GO_TRAIN_TEST_DEVICE=cuda`, docs/guide/gpu.md).
 
 use std::path::Path;
 use std::process::Command;

@@ -289,7 +289,7 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
 /// playouts let White fill a shared liberty (an L of 4 stones in atari)
 /// and then rarely captured at once, so go-train counted the twenty dead
 /// and W+28.5 until the playouts that count games refused to put such a
-/// four in atari (docs/strength.md). In game 36 of seed 32, twelve Black
+/// four in atari (docs/results/strength.md). In game 36 of seed 32, twelve Black
 /// stones in the top-left corner with White's A19-C19 inside: here GnuGo
 /// is the one that counts them dead (W+60.5, `final_status_list seki`
 /// empty); alive, they and their 2 shared liberties take 26 points off

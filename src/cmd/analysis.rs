@@ -24,7 +24,7 @@ use super::search_flags::SearchFlags;
 /// unless told otherwise, the shipped residual policy choosing the root's
 /// children when the policy is the shipped one); its settings are printed
 /// on stderr at start. `maxVisits` in a query sets its iterations. See
-/// docs/analysis.md for the fields understood.
+/// docs/reference/analysis-engine.md for the fields understood.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   echo '{\"id\":\"a\",\"moves\":[[\"B\",\"Q16\"],[\"W\",\"D4\"]],\"rules\":\"chinese\",\"komi\":7.5,\"boardXSize\":19,\"boardYSize\":19,\"analyzeTurns\":[1,2],\"maxVisits\":100}' | go-train analysis

@@ -22,7 +22,7 @@ use super::search_flags::SearchFlags;
 /// `rootInfo true`), Sabaki's `analyze` and their `genmove_analyze` forms
 /// stream the search until the next command; `kata-raw-nn` prints the
 /// nets' raw output; GoGui's `gogui-analyze_commands`, `kgs-rules`,
-/// `gomill-cpu_time` and more (docs/analysis.md).
+/// `gomill-cpu_time` and more (docs/reference/gtp.md).
 ///
 /// The engine is MCTS unless --engine names another: the random agent, the
 /// policy net (its best legal move) or the playout net. Its nets are those

@@ -40,7 +40,7 @@ impl NetPaths {
     /// shipped ones. The root's net is `root_policy` when named, else the
     /// shipped residual policy where the policy is the shipped one: it won
     /// more games against GnuGo than the policy's own root
-    /// (docs/strength.md, *The best policy at the root*).
+    /// (docs/results/strength.md, *Against GnuGo 3.8 level 10*).
     pub fn defaults(&self, size: usize, root_policy: Option<&Path>, shipped: bool) -> DefaultNets {
         let shipped = |file| if shipped && size == BOARD { shipped_net(file) } else { None };
         let pick = |named: &Option<PathBuf>, file| match named {

@@ -25,7 +25,7 @@ use go_train::progress::Progress;
 /// SLURM_ARRAY_* variables) prepares the I-th of N contiguous slices of the
 /// list into the shared folder; the last part to finish, or `go-train
 /// dataset merge DIR`, writes the dataset's manifest. The merged dataset
-/// holds the records of a one-process run, in the same order (docs/cluster.md).
+/// holds the records of a one-process run, in the same order (docs/guide/datasets.md).
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train prepare datasets/kgs.list --out datasets/kgs

@@ -20,7 +20,7 @@ use crate::bounds::Domain;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Preset {
     /// The search that measured strongest with the shipped nets
-    /// (docs/strength.md): PUCT, 800 iterations, value-net leaves with no
+    /// (docs/results/strength.md): PUCT, 800 iterations, value-net leaves with no
     /// rollout mixed with random playouts as the board settles, tactics on.
     #[default]
     Tuned,
@@ -229,7 +229,7 @@ search_settings! {
     /// without a policy net).
     expand: usize = "expand" | "k", EXPANSION, seed 2, tuned 2;
     /// Children per expanded node where the opponent is to move; auto: as
-    /// expand. Experimental: lost its matches (docs/strength.md).
+    /// expand. Experimental: lost its matches (docs/results/strength.md).
     expand_replies: Option<usize> = "expand-replies", Domain::Or { word: "auto", domain: &EXPANSION },
         seed None, tuned None;
     /// Moves simulated from a leaf before it is valued (by the playout net,
@@ -240,7 +240,7 @@ search_settings! {
         seed None, tuned None;
     /// PUCT's first-play urgency reduction: an unvisited move is valued as
     /// its parent less this times the square root of the prior already
-    /// visited. Experimental: lost its matches (docs/strength.md).
+    /// visited. Experimental: lost its matches (docs/results/strength.md).
     fpu_reduction: f32 = "fpu", WEIGHT, seed 0.0, tuned 0.0;
     /// Selection rule: ucb (UCB1) or puct (policy priors).
     selection: Selection = "selection", Domain::Words(&["ucb", "puct"]), seed Selection::Ucb, tuned Selection::Puct;
@@ -260,15 +260,15 @@ search_settings! {
     mix_playouts: usize = "mix-playouts" | "playouts", Domain::Count { min: 1, max: 1000 }, seed 8, tuned 8;
     /// The mixed playouts capture a string the last move left in atari, or
     /// save their own, first. Experimental: lost its match
-    /// (docs/strength.md).
+    /// (docs/results/strength.md).
     mix_tactics: bool = "mix-tactics", Domain::Switch, seed false, tuned false;
     /// Weight of the score the value net's ownership head predicts in leaf
     /// values, beside the win probability. Experimental: lost its match
-    /// (docs/strength.md).
+    /// (docs/results/strength.md).
     score: f32 = "score", WEIGHT, seed 0.0, tuned 0.0;
     /// Show the nets each batch of leaves through a random one of the
     /// board's 8 symmetries, or as it is. Experimental: lost its match
-    /// (docs/strength.md).
+    /// (docs/results/strength.md).
     random_symmetry: bool = "symmetry", Domain::Words(&["identity", "random"]), seed false, tuned false;
     /// Seconds per move at most, on top of the iterations (a GTP clock may
     /// shorten it); none: no limit.

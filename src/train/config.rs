@@ -64,7 +64,7 @@ pub struct TrainConfig {
     /// (a trained `policy` for a `policy-value` net's trunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<PathBuf>,
-    /// Data-parallel runs (docs/cluster.md): `batch` is the global batch,
+    /// Data-parallel runs (docs/guide/gpu.md): `batch` is the global batch,
     /// split among the ranks, whatever their number (`false`, the default:
     /// the same run on any number of GPUs); `true` makes `batch` each
     /// rank's and multiplies the batch and the learning rate by the number

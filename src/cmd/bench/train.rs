@@ -1,5 +1,5 @@
 //! `go-train bench train`: training samples per second of the nets, the
-//! figure compared with PyTorch in docs/bench-train.md.
+//! figure compared with PyTorch in docs/results/benchmarks.md.
 
 use std::time::{Duration, Instant};
 

@@ -14,4 +14,7 @@ pub mod plot;
 pub mod progress;
 pub mod search;
 pub mod sgf;
+#[cfg(any(test, feature = "testkit"))]
+#[doc(hidden)]
+pub mod test_references;
 pub mod train;

@@ -3,14 +3,14 @@
 //! the version and terminate actions, perspectives, and errors that name
 //! the field while the engine goes on.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 
 /// The example query of KataGo's documentation (with few visits, and the
 /// policy and ownership asked for).
@@ -18,13 +18,7 @@ const EXAMPLE: &str = r#"{"id":"foo","initialStones":[["B","Q4"],["B","C4"]],"mo
 
 /// `go-train analysis` with the shipped nets, its input and output piped.
 fn start() -> std::process::Child {
-    Command::new(BIN)
-        .arg("analysis")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start go-train analysis")
+    common::piped(&["analysis"]).stderr(Stdio::null()).spawn().expect("start go-train analysis")
 }
 
 /// Sends `queries` (a pause of `pause_ms` before each one after the first)
@@ -244,12 +238,8 @@ fn rules_as_an_object_and_priorities() {
 #[test]
 fn the_root_policy_is_the_shipped_residual_net_unless_named() {
     let policy = |root: &[&str]| {
-        let out = Command::new(BIN)
-            .arg("analysis")
+        let out = common::piped(&["analysis"])
             .args(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .and_then(|mut child| {
                 writeln!(child.stdin.take().unwrap(), "{EXAMPLE}")?;

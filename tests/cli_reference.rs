@@ -3,18 +3,15 @@
 //! options the binary parses. These tests fail when the committed file lags
 //! behind a change of options, and say how to regenerate it.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 const REFERENCE: &str = "docs/reference/cli.md";
 const REGENERATE: &str = "cargo run --release -- --markdown-help > docs/reference/cli.md";
 
-fn go_train(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().expect("go-train runs")
-}
-
 fn generated() -> String {
-    let out = go_train(&["--markdown-help"]);
+    let out = common::run(&["--markdown-help"]);
     assert!(out.status.success(), "go-train --markdown-help failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("the reference is UTF-8")
 }
@@ -55,7 +52,7 @@ fn the_committed_cli_reference_is_what_the_clap_definitions_generate() {
 
 #[test]
 fn the_reference_has_a_section_for_every_subcommand_and_help_does_not_show_the_flag() {
-    let help = go_train(&["--help"]);
+    let help = common::run(&["--help"]);
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(!help.contains("markdown"), "--markdown-help is for the docs, not for users:\n{help}");
     let reference = generated();

@@ -4,14 +4,14 @@
 //! garbled; `genmove_analyze`; the raw nets (`kata-raw-nn`); GoGui's,
 //! gomill's and KGS's extensions.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
 use go_train::go::{Move, Vertex};
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 
 /// A live `go-train gtp` with its output read line by line on a thread.
 struct Session {
@@ -22,14 +22,7 @@ struct Session {
 
 impl Session {
     fn start(args: &[&str]) -> Session {
-        let mut child = Command::new(BIN)
-            .arg("gtp")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start go-train gtp");
+        let mut child = common::piped(&["gtp"]).args(args).stderr(Stdio::null()).spawn().expect("start go-train gtp");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let (send, lines) = channel();

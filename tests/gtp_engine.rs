@@ -5,11 +5,10 @@
 mod common;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
 
 use go_train::gtp::GtpClient;
 
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
+use common::BIN;
 
 /// Runs `go-train gtp ARGS` on `script` and returns the answers (each
 /// without its final empty line), and what it wrote to stderr.
@@ -17,15 +16,7 @@ fn session(args: &[&str], script: &str) -> (Vec<String>, String) {
     // The random engine unless a test names one: a bare `go-train gtp`
     // plays the shipped nets, 19x19 only.
     let engine: &[&str] = if args.contains(&"--engine") { &[] } else { &["--engine", "random"] };
-    let mut child = Command::new(BIN)
-        .arg("gtp")
-        .args(engine)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start go-train gtp");
+    let mut child = common::piped(&["gtp"]).args(engine).args(args).spawn().expect("start go-train gtp");
     child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "go-train gtp failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -205,8 +196,8 @@ fn go_train_engines_play_complete_games_against_gnugo() {
     // against GnuGo at level 0 on 9x9: both go through the referee's GTP
     // client, so this is the engine as Sabaki or gomill would drive it.
     let a = format!("{BIN} gtp --engine mcts --size 9 --iterations 150 --rollout-depth 200 --seed 2");
-    let out = Command::new(BIN)
-        .args(["eval", "--match", &a, &format!("{gnugo} --mode gtp --level 0"), "--size", "9", "--games", "2"])
+    let b = format!("{gnugo} --mode gtp --level 0");
+    let out = common::go_train(&["eval", "--match", &a, &b, "--size", "9", "--games", "2"])
         .args(["--parallel", "2", "--json", "--out"])
         .arg(dir.path())
         .args(["--cross-check", &format!("{gnugo} --mode gtp --chinese-rules")])
@@ -317,8 +308,7 @@ fn final_score_counts_a_seki_with_stones_inside_as_alive() {
 fn match_errors_name_the_player_and_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let run = |a: &str, b: &str| {
-        let out = Command::new(BIN)
-            .args(["eval", "--match", a, b, "--games", "1", "--size", "9", "--out"])
+        let out = common::go_train(&["eval", "--match", a, b, "--games", "1", "--size", "9", "--out"])
             .arg(dir.path())
             .output()
             .unwrap();
@@ -405,15 +395,7 @@ fn a_bare_engine_plays_the_shipped_nets() {
         weights::save(&dir.path().join(format!("{name}.safetensors")), &model, None).unwrap();
     }
     let run = |args: &[&str]| {
-        let mut child = Command::new(BIN)
-            .arg("gtp")
-            .args(args)
-            .env("GO_TRAIN_NETS", dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = common::piped(&["gtp"]).args(args).env("GO_TRAIN_NETS", dir.path()).spawn().unwrap();
         // An engine that refuses its arguments may exit before reading a
         // line (a broken pipe here, under load): its exit status and
         // stderr are what the test reads then.
@@ -461,12 +443,24 @@ fn a_stopped_match_resumes_with_the_missing_games_only() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("match");
     let run = |a: &str, extra: &[&str]| {
-        Command::new(BIN)
-            .args(["eval", "--match", a, "random", "--games", "6", "--size", "9", "--parallel", "2", "--json", "--out"])
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap()
+        common::go_train(&[
+            "eval",
+            "--match",
+            a,
+            "random",
+            "--games",
+            "6",
+            "--size",
+            "9",
+            "--parallel",
+            "2",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap()
     };
     let first = run("random", &[]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));

@@ -4,14 +4,14 @@
 //! that logs its process id, so the tests can see which engines were
 //! started and that none outlives the match.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 
 /// A GTP engine that answers every command (`pass` to `genmove`) until
 /// its genmove number STOP_AFTER + 1, then crashes (`crash`) or sleeps for
@@ -92,8 +92,7 @@ fn finish(child: Child) -> Output {
 
 /// `go-train eval --match random ENGINE` on 9x9, with `extra` arguments.
 fn start_match(engine: &str, out: &Path, extra: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(["eval", "--match", "random", engine, "--size", "9", "--parallel", "1", "--json", "--out"])
+    common::go_train(&["eval", "--match", "random", engine, "--size", "9", "--parallel", "1", "--json", "--out"])
         .arg(out)
         .args(extra)
         .stdout(Stdio::piped())

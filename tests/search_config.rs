@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
+use common::BIN;
 
 /// `go-train` (the program at `bin`) run in `folder` on `stdin`, with
 /// `GO_TRAIN_NETS` set to `nets` or unset.

@@ -4,18 +4,14 @@
 //! before anything is written. On a small dataset of real games, with the
 //! seed's playout net (a few steps an epoch).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use go_train::dataset::testkit::{self, Layout};
 
-fn go_train(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::path;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -33,13 +29,13 @@ fn dataset(dir: &Path, name: &str, block_records: usize) -> Option<PathBuf> {
 
 /// `train-playout` into `out`, two steps of 8 positions an epoch.
 fn train(data: Option<&Path>, out: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["train-playout", "--out", s(out), "--device", "cpu", "--steps-per-epoch", "2"];
+    let mut args = vec!["train-playout", "--out", path(out), "--device", "cpu", "--steps-per-epoch", "2"];
     args.extend(["--set", "batch=8", "--set", "validation_positions=64"]);
     if let Some(data) = data {
-        args.extend(["--data", s(data)]);
+        args.extend(["--data", path(data)]);
     }
     args.extend(extra);
-    go_train(&args)
+    common::run(&args)
 }
 
 fn trained(data: Option<&Path>, out: &Path, extra: &[&str]) -> String {
@@ -159,7 +155,8 @@ fn resume_refuses_what_it_cannot_continue_and_overwrites_nothing() {
     let started = dir.path().join("started");
     std::fs::create_dir(&started).unwrap();
     std::fs::copy(run.join("config.toml"), started.join("config.toml")).unwrap();
-    let shown = go_train(&["train-playout", "--out", s(&started), "--device", "cpu", "--resume", "--epochs", "1"]);
+    let shown =
+        common::run(&["train-playout", "--out", path(&started), "--device", "cpu", "--resume", "--epochs", "1"]);
     assert!(shown.status.success(), "{}", stderr(&shown));
     assert!(stderr(&shown).contains("finished no epoch"), "{}", stderr(&shown));
     let metrics = std::fs::read_to_string(started.join("metrics.jsonl")).unwrap();
@@ -178,12 +175,21 @@ fn a_second_writer_is_refused_and_a_killed_one_leaves_no_lock() {
     let dir = tempfile::tempdir().unwrap();
     let Some(data) = dataset(dir.path(), "data", 64) else { return };
     let run = dir.path().join("run");
-    let mut first = Command::new(env!("CARGO_BIN_EXE_go-train"))
-        .args(["train-playout", "--data", s(&data), "--out", s(&run), "--device", "cpu", "--epochs", "100000"])
-        .args(["--steps-per-epoch", "1", "--set", "batch=8", "--set", "validation_positions=8"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = common::go_train(&[
+        "train-playout",
+        "--data",
+        path(&data),
+        "--out",
+        path(&run),
+        "--device",
+        "cpu",
+        "--epochs",
+        "100000",
+    ])
+    .args(["--steps-per-epoch", "1", "--set", "batch=8", "--set", "validation_positions=8"])
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     let holder = format!("pid {}", first.id());
     let lock = run.join(".go-train.lock");
     // Until the first run holds the folder (bounded, so that a first run
@@ -217,7 +223,7 @@ fn a_checkpoint_knows_its_dataset() {
     let dir = tempfile::tempdir().unwrap();
     let Some(data) = dataset(dir.path(), "data", 64) else { return };
     let identity = |data: &Path| -> String {
-        let info = go_train(&["dataset", "info", "--quick", "--json", s(data)]);
+        let info = common::run(&["dataset", "info", "--quick", "--json", path(data)]);
         let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
         info["identity"].as_str().expect("dataset info names the identity").to_string()
     };
@@ -243,7 +249,8 @@ fn a_checkpoint_knows_its_dataset() {
     assert_eq!(snapshot(&run), before);
 
     // Its net, evaluated on the rebuilt dataset, says what it was trained on.
-    let eval = go_train(&["eval", "--data", s(&data), "--playout", s(&run), "--limit", "100", "--device", "cpu"]);
+    let eval =
+        common::run(&["eval", "--data", path(&data), "--playout", path(&run), "--limit", "100", "--device", "cpu"]);
     assert!(eval.status.success(), "{}", stderr(&eval));
     assert!(stderr(&eval).contains(&format!("was trained on dataset {first}, not on")), "{}", stderr(&eval));
 

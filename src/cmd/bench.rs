@@ -103,7 +103,9 @@ enum What {
   go-train bench train
   go-train bench train --net policy,resnet-policy:6x64 --batch 100,256 --seconds 10
   go-train bench train --net all --features extended
-  go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU")]
+  go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU
+  go-train bench train --net policy --steps 20   # a fixed amount of work, for profilers
+  GO_TRAIN_FUSED_OPTIM=0 go-train bench train    # without one fused path, to A/B it")]
     Train(TrainArgs),
     /// MCTS seconds per move and iterations/s with the nets it plays with,
     /// on positions of a real game (the settings interleaved): where the
@@ -134,6 +136,10 @@ struct TrainArgs {
     /// How long to train each net.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
     seconds: f64,
+    /// Train each net exactly this many timed steps instead of for a time
+    /// (a fixed amount of work, for instruction-count profilers).
+    #[arg(long, value_parser = count_flag::<usize>(Domain::Count { min: 1, max: 1 << 30 }))]
+    steps: Option<usize>,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,

@@ -283,9 +283,16 @@ fn train_epoch(
 ) -> Result<crate::eval::positions::Scores> {
     let mut tally = Tally::new(model.output());
     let parameters: Vec<_> = model.parameters().into_iter().map(|(_, v)| v).collect();
+    // Reading the loss and predictions waits for a GPU to finish the step:
+    // they are kept on the device and read every few steps (each step's
+    // then), so that a non-finite loss stops the run at most that many
+    // steps late, nothing saved. Data-parallel runs read the loss at every
+    // step anyway, to average it with the gradients.
+    let every = if steps.collective.is_alone() { super::host_read_interval() } else { 1 };
+    let mut unread = Vec::with_capacity(every);
     let batches = dataset.batches(Split::Train, options).prefetch(2);
     for batch in batches.take(steps.total as usize) {
-        let batch = batch?;
+        let mut batch = batch?;
         let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
         let owned = match batch.ownership.is_empty() {
             true => None,
@@ -298,24 +305,49 @@ fn train_epoch(
         let (loss, pred) =
             super::training_loss(model, &x, &target, owned.as_ref().map(|o| (o, steps.ownership_weight)))?;
         let mut grads = loss.backward()?;
-        let mut loss = loss.to_scalar::<f32>()? as f64;
         if !steps.collective.is_alone() {
             let share = batch.len as f64 / steps.global_batch as f64;
             // The global loss comes back with the gradients, so that every
             // rank stops together on a non-finite one rather than leaving
             // the others waiting in the next all-reduce.
-            loss = average_gradients(steps.collective, &parameters, &mut grads, share, loss)?;
+            let local = crate::nn::instruments::read_scalar(&loss)? as f64;
+            let global = average_gradients(steps.collective, &parameters, &mut grads, share, local)?;
+            if !global.is_finite() {
+                bail!("the loss became {global} at step {}: lower the learning rate", state.step + 1);
+            }
         }
         optimizer.step(&grads)?;
         state.step += 1;
-        if !loss.is_finite() {
-            bail!("the loss became {loss} at step {}: lower the learning rate", state.step);
-        }
-        tally.add(&Predictions::of(&pred, model.output())?, &batch, 0..batch.len);
         progress.inc(batch.len as u64);
-        progress.set_message(format!("loss {:.3}", tally.scores().loss));
+        // Tally reads the targets alone: the planes and ownership can go.
+        (batch.planes, batch.ownership) = (Vec::new(), Vec::new());
+        unread.push((state.step, loss, pred, batch));
+        if unread.len() == every {
+            read_steps(&mut unread, &mut tally, model.output())?;
+            progress.set_message(format!("loss {:.3}", tally.scores().loss));
+        }
     }
+    read_steps(&mut unread, &mut tally, model.output())?;
     Ok(tally.scores())
+}
+
+/// Reads the losses and predictions of the steps in `unread` (step
+/// number, loss, predictions, batch) into `tally`, refusing a non-finite
+/// loss.
+fn read_steps(
+    unread: &mut Vec<(u64, candle_core::Tensor, candle_core::Tensor, crate::dataset::Batch)>,
+    tally: &mut Tally,
+    output: Output,
+) -> Result<()> {
+    for (step, loss, pred, batch) in unread.drain(..) {
+        let loss = crate::nn::instruments::read_scalar(&loss)?;
+        if !loss.is_finite() {
+            bail!("the loss became {loss} at step {step}: lower the learning rate");
+        }
+        crate::nn::instruments::counted_host_read();
+        tally.add(&Predictions::of(&pred, output)?, &batch, 0..batch.len);
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is written, a dataset the run cannot train

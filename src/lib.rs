@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod bounds;
+pub mod cpu_time;
 pub mod dataset;
 pub mod eval;
 pub mod features;

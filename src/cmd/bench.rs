@@ -276,9 +276,9 @@ fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Re
 /// shared machine the threads may not get a core each, and records per
 /// CPU-second still say what a core does.
 fn measured_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) -> Result<DecodeRate> {
-    let cpu_before = cpu_seconds();
+    let cpu_before = go_train::cpu_time::process_cpu_seconds();
     let rate = decode_rate(dataset, split, threads, seconds)?;
-    let cpu = cpu_before.zip(cpu_seconds()).map(|(before, after)| after - before);
+    let cpu = cpu_before.zip(go_train::cpu_time::process_cpu_seconds()).map(|(before, after)| after - before);
     let cpu_text = match cpu {
         Some(cpu) if cpu > 0.0 => {
             format!(", {:.2} cores busy, {:.0} records per CPU-second", cpu / rate.seconds, rate.records as f64 / cpu)
@@ -292,15 +292,4 @@ fn measured_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) 
         rate.per_thread()
     );
     Ok(rate)
-}
-
-/// CPU time (user + system) of this process so far, from Linux's
-/// `/proc/self/stat` (in clock ticks of 1/100 s).
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which is in parentheses and may hold
-    // spaces: state is the first, utime the 12th, stime the 13th.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
 }

@@ -9,6 +9,7 @@ use candle_core::{Device, Tensor};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
+use go_train::cpu_time::process_cpu_seconds;
 use go_train::features::FeatureSet;
 use go_train::nn::instruments::{self, Counts};
 use go_train::nn::switches::Fused;
@@ -130,7 +131,7 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     instruments::count_allocations(true);
     let before = Counts::now();
     let gpu = instruments::GpuTimer::start(device)?;
-    let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
+    let (mut steps, start, cpu_start) = (0usize, Instant::now(), process_cpu_seconds().unwrap_or(f64::NAN));
     let more = |steps: usize| match run.steps {
         Some(n) => steps < n,
         None => steps < WARMUP_STEPS || start.elapsed() < budget,
@@ -149,7 +150,7 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     let counts = Counts::now().since(&before);
     instruments::count_allocations(false);
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = cpu_time() - cpu_start;
+    let cpu_seconds = process_cpu_seconds().unwrap_or(f64::NAN) - cpu_start;
     let x1 = x.narrow(0, 0, 1)?;
     let single_forward =
         time_per_call(budget / 4, || model.forward(&x1, false)?.sum_all()?.to_scalar::<f32>().map(|_| ()))?;
@@ -202,17 +203,4 @@ fn time_per_call(budget: Duration, mut f: impl FnMut() -> candle_core::Result<()
         calls += 1;
     }
     Ok(start.elapsed() / calls)
-}
-
-/// CPU time (user + system) this process has used, in seconds. Printed
-/// beside the wall time: on a shared machine, CPU time well under
-/// threads × wall time means the run was starved and its rate is low.
-fn cpu_time() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return f64::NAN;
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }

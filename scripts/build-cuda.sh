@@ -22,7 +22,7 @@
 # (libnvrtc.so.13 for some ops), e.g. from a PyTorch CUDA-13 environment:
 #   LD_LIBRARY_PATH=<venv>/lib/python3.X/site-packages/nvidia/cu13/lib ./go-train-cuda ...
 # For another GPU generation build with CUDA_COMPUTE_CAP set (e.g. 80 for A100).
-# See docs/cuda.md.
+# See docs/guide/gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +39,7 @@ features=cuda
 # GO_TRAIN_CUDNN=1: candle's cuDNN convolutions too (--features cudnn). The
 # library comes from PyPI into the same virtualenv (500 MB); at run time the
 # GPU machine's own libcudnn.so.9 (PyTorch's wheels have it) is used.
-# docs/cuda.md measures it: faster for big nets at big batches only.
+# docs/results/gpu.md measures it: faster for big nets at big batches only.
 if [ "${GO_TRAIN_CUDNN:-0}" = 1 ]; then
   venv=${GO_TRAIN_CUDA_VENV:-$HOME/.cache/go-train/cuda-venv}
   cudnn_lib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/nvidia/cudnn/lib
@@ -50,7 +50,7 @@ if [ "${GO_TRAIN_CUDNN:-0}" = 1 ]; then
 fi
 
 # GO_TRAIN_NCCL=1: data-parallel training over NCCL too (--features nccl,
-# docs/cluster.md). libnccl comes from PyPI into the same virtualenv for the
+# docs/guide/gpu.md). libnccl comes from PyPI into the same virtualenv for the
 # link; at run time the cluster's own libnccl.so.2 (or PyTorch's) is used.
 if [ "${GO_TRAIN_NCCL:-0}" = 1 ]; then
   venv=${GO_TRAIN_CUDA_VENV:-$HOME/.cache/go-train/cuda-venv}
@@ -72,4 +72,4 @@ fi
 out="$CARGO_TARGET_DIR/go-train-cuda"
 strip -o "$out.tmp" "$bin" && mv "$out.tmp" "$out"
 echo "build-cuda: $bin ($(du -h "$bin" | cut -f1)); stripped copy $out ($(du -h "$out" | cut -f1))" >&2
-echo "build-cuda: on the GPU machine: LD_LIBRARY_PATH=<site-packages>/nvidia/cu13/lib ./go-train-cuda ... (docs/cuda.md)" >&2
+echo "build-cuda: on the GPU machine: LD_LIBRARY_PATH=<site-packages>/nvidia/cu13/lib ./go-train-cuda ... (docs/guide/gpu.md)" >&2

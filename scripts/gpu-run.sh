@@ -2,7 +2,7 @@
 # Runs go-train's CUDA build on a GPU machine: the net and training tests on
 # the GPU, the speed comparison with PyTorch, the data loader's rate, and
 # training in resumable segments. Everything it measures is logged under
-# $OUT (default gpu-out/). docs/cuda.md gives the figures it produced.
+# $OUT (default gpu-out/). docs/results/gpu.md gives the figures it produced.
 #
 #   scripts/gpu-run.sh STEP [STEP ...]
 #
@@ -21,7 +21,7 @@
 #                 timing them (GO_TRAIN_CUDNN_BENCHMARK)
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
-#   train=SECS    train-policy --resume for at most SECS seconds with the
+#   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
 #                 config in $GPU_CONFIG (default configs/resnet-policy-gpu.toml),
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
 #   eval          eval of the checkpoint on the test split (games never trained on)
@@ -123,7 +123,7 @@ train() {
   nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >"$OUT/gpu-util-train.csv" &
   local smi=$!
   # shellcheck disable=SC2086
-  "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume --stop-after "$secs" ${GPU_TRAIN_ARGS:-} 2>&1 |
+  "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume-or-start --stop-after "$secs" ${GPU_TRAIN_ARGS:-} 2>&1 |
     grep -v '^\s*$' | tail -40 | tee -a "$OUT/log.txt"
   kill "$smi" 2>/dev/null
   awk -F', ' '{gsub(/ %/,"",$2); n++; s+=$2} END {if (n) printf "GPU busy: %.1f%% mean over %d samples\n", s/n, n}' \

@@ -30,8 +30,9 @@ $bin eval --data datasets/pro --policy checkpoints/quickstart-policy --limit 500
 # The trained net plays: four games against the random agent, saved as SGF.
 $bin eval --match policy random --policy checkpoints/quickstart-policy --games 4 --out matches/quickstart --force
 
-# The nets go-train ships (nets/, trained on 79,000 strong amateur games):
-# MCTS with them, as `go-train gtp` plays (the residual policy choosing the
-# root's children) but at half its 800 iterations a move to keep this
-# short, against their policy net alone, two games.
-$bin eval --match mcts:selection=puct,rollout=0,iterations=400,tactics=on,mix=1,root-policy=nets/resnet-policy.safetensors policy --games 2 --out matches/quickstart-shipped --force
+# The nets go-train ships (nets/, trained on 79,000 strong amateur games,
+# built into the program): MCTS with them, as `go-train gtp` plays (the
+# tuned search, the residual policy choosing the root's children) but at
+# half its 800 iterations a move to keep this short, against their policy
+# net alone, two games.
+$bin eval --match mcts:iterations=400 policy --games 2 --out matches/quickstart-shipped --force

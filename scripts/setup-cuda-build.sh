@@ -10,7 +10,7 @@
 #   - <venv>/env.sh, a file to source that exports CUDA_HOME, PATH, ... .
 #
 # Idempotent: a second run checks a stamp and a few files and returns in well
-# under a second. Background: shared/notes/cuda-build.md, docs/cuda.md.
+# under a second. Background: shared/notes/cuda-build.md, docs/guide/gpu.md.
 #
 # Usage:
 #   scripts/setup-cuda-build.sh                  # set up; says what to source

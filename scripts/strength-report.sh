@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The playing-strength matches reported in the README: policy net against
+# The playing-strength matches of docs/results/strength.md: policy net against
 # the random agent, MCTS against the policy net alone, and both against
 # GnuGo 3.8 at level 10, on 19x19 with komi 7.5. Each match writes its SGF
 # files, games.jsonl and summary.json under matches/<name>/.
@@ -33,16 +33,19 @@ match() { # name games A B [more eval flags]
 }
 
 match policy-vs-random 100 policy random
-match mcts-ucb-stones-vs-policy 20 mcts:leaf=stones policy
-match mcts-puct-stones-vs-policy 20 mcts:leaf=stones,selection=puct policy
-[ "$value" = - ] || match mcts-puct-value-vs-policy 20 mcts:leaf=value,selection=puct policy
+# The seed design's search (UCB1, 200 iterations, 5-move rollouts), then
+# with PUCT, as the README's first matches played it.
+match mcts-ucb-stones-vs-policy 20 mcts:preset=seed,leaf=stones policy
+match mcts-puct-stones-vs-policy 20 mcts:preset=seed,leaf=stones,selection=puct policy
+[ "$value" = - ] || match mcts-puct-value-vs-policy 20 mcts:preset=seed,leaf=value,selection=puct policy
 match policy-vs-gnugo10 20 policy "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
-# The engine as `go-train gtp` plays with the shipped nets (the tuned search:
-# no rollout, 800 iterations, tactics on, leaves mixed with random playouts
-# as the board settles, the residual policy choosing the root's children),
-# value leaves when there is a value net.
+# The engine as `go-train gtp` plays with the shipped nets (the tuned search,
+# the default: no rollout, 800 iterations, tactics on, leaves mixed with
+# random playouts as the board settles, the residual policy choosing the
+# root's children), value leaves when there is a value net. The nets are
+# named by --policy and friends here, so the residual root is named too.
 leaf=value; [ "$value" = - ] && leaf=stones
 # As `go-train gtp`: the residual root goes with the shipped policy only.
 default_root=nets/resnet-policy.safetensors; [ -n "${1:-}" ] && default_root=-
 root=${ROOT_POLICY:-$default_root}; root_setting=; [ "$root" = - ] || root_setting=",root-policy=$root"
-match mcts-vs-gnugo10 40 "mcts:leaf=$leaf,selection=puct,rollout=0,iterations=800,tactics=on,mix=1$root_setting" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"
+match mcts-vs-gnugo10 40 "mcts:leaf=$leaf$root_setting" "$gnugo --mode gtp --level 10" --cross-check "$gnugo --mode gtp --chinese-rules"

@@ -6,9 +6,12 @@ use clap::Parser;
 
 /// mimalloc rather than the system allocator: reading SGF through
 /// sgf-parse makes some ten small allocations a node, and with mimalloc
-/// `bench prepare` reads them about twice as fast (README, Benchmarks).
+/// `bench prepare` reads them about twice as fast (docs/results/benchmarks.md).
+/// Wrapped in a counter that `bench train` turns on to report the
+/// allocations of a training step (idle, it costs one load of a flag).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: go_train::nn::instruments::CountingAlloc<mimalloc::MiMalloc> =
+    go_train::nn::instruments::CountingAlloc(mimalloc::MiMalloc);
 
 fn main() {
     let cli = cmd::Cli::parse();

@@ -3,14 +3,14 @@
 //! the version and terminate actions, perspectives, and errors that name
 //! the field while the engine goes on.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 
 /// The example query of KataGo's documentation (with few visits, and the
 /// policy and ownership asked for).
@@ -18,13 +18,7 @@ const EXAMPLE: &str = r#"{"id":"foo","initialStones":[["B","Q4"],["B","C4"]],"mo
 
 /// `go-train analysis` with the shipped nets, its input and output piped.
 fn start() -> std::process::Child {
-    Command::new(BIN)
-        .arg("analysis")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start go-train analysis")
+    common::piped(&["analysis"]).stderr(Stdio::null()).spawn().expect("start go-train analysis")
 }
 
 /// Sends `queries` (a pause of `pause_ms` before each one after the first)
@@ -244,12 +238,8 @@ fn rules_as_an_object_and_priorities() {
 #[test]
 fn the_root_policy_is_the_shipped_residual_net_unless_named() {
     let policy = |root: &[&str]| {
-        let out = Command::new(BIN)
-            .arg("analysis")
+        let out = common::piped(&["analysis"])
             .args(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .spawn()
             .and_then(|mut child| {
                 writeln!(child.stdin.take().unwrap(), "{EXAMPLE}")?;
@@ -269,4 +259,72 @@ fn the_root_policy_is_the_shipped_residual_net_unless_named() {
     assert!(named_ok && named == shipped);
     let (missing_ok, _, stderr) = policy(&["--root-policy", "no/such/net.safetensors"]);
     assert!(!missing_ok && stderr.contains("no/such/net.safetensors"), "{stderr}");
+}
+
+/// `go-train analysis` on `queries`, sent at once; returns the first
+/// `expected` responses and the engine's peak resident memory (VmHWM,
+/// bytes), read from /proc while it still runs.
+fn exchange_measured(queries: &[&str], expected: usize) -> (Vec<Value>, u64) {
+    let mut child = start();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for q in queries {
+        writeln!(stdin, "{q}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let responses = (0..expected)
+        .map(|_| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("one JSON object per line: {e}: {line}"))
+        })
+        .collect();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).expect("VmHWM in /proc/PID/status");
+    let peak_kb: u64 = peak.trim().trim_end_matches("kB").trim().parse().unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success(), "ends when its input does");
+    (responses, peak_kb * 1024)
+}
+
+/// A query of `passes` passes, alternating from Black, analysed at its end.
+fn passes(id: &str, passes: usize) -> String {
+    let moves: Vec<String> = (0..passes).map(|i| format!(r#"["{}","pass"]"#, ["B", "W"][i % 2])).collect();
+    format!(
+        r#"{{"id":"{id}","moves":[{}],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4}}"#,
+        moves.join(",")
+    )
+}
+
+#[test]
+fn an_oversized_query_is_refused_by_its_limit_and_the_next_is_answered() {
+    // Over the line limit (1 MiB), with its id last, as KaTrain writes
+    // its queries: the engine finds the id without holding the line.
+    let padding = "x".repeat(3 << 20);
+    let huge = format!(
+        r#"{{"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4,"note":"{padding}","id":"huge"}}"#
+    );
+    let after = r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4}"#;
+    let (responses, peak) = exchange_measured(&[&huge, after], 2);
+    assert_eq!(responses[0]["id"], "huge", "{}", responses[0]);
+    let error = responses[0]["error"].as_str().unwrap();
+    assert!(error.contains("1048576 bytes"), "the error names the limit: {error}");
+    assert_eq!(responses[1]["id"], "after");
+    assert_eq!(responses[1]["turnNumber"], 0, "the engine goes on: {}", responses[1]);
+    // The line was dropped as it was read, never held whole.
+    assert!(peak < 150 << 20, "peak resident memory {} MiB", peak >> 20);
+}
+
+#[test]
+fn a_query_of_many_passes_stays_within_a_memory_bound_and_more_moves_are_refused() {
+    // 10,000 moves are the most a query holds: once cost 1.6 GB (a game
+    // kept per turn, each with the whole history before it).
+    let (responses, peak) = exchange_measured(&[&passes("most", 10_000), &passes("over", 10_001)], 2);
+    let by_id = |id: &str| responses.iter().find(|r| r["id"] == id).unwrap();
+    assert_eq!(by_id("most")["turnNumber"], 10_000, "{}", by_id("most"));
+    assert!(by_id("most")["rootInfo"].is_object());
+    assert_eq!(by_id("over")["field"], "moves");
+    let error = by_id("over")["error"].as_str().unwrap();
+    assert!(error.contains("10001") && error.contains("10000"), "the error names the limit: {error}");
+    assert!(peak < 150 << 20, "peak resident memory {} MiB", peak >> 20);
 }

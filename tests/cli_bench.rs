@@ -3,29 +3,24 @@
 
 mod common;
 
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
-
 /// The default agents end with the search `go-train gtp` plays, the
 /// residual policy at its root, read from the shipped nets' folder even
 /// when its path holds a comma (agent specs are comma-separated: the path
-/// once went into the spec's text and split it).
+/// once went into the spec's text and split it); the one before it is the
+/// same search without the residual root, left out with a policy of one's
+/// own, which keeps its root.
 #[test]
 fn bench_search_times_what_gtp_plays_with_the_nets_on_any_path() {
-    let Some(datasets) = common::datasets() else { return };
-    let game = datasets.join("kgs-6d/kgs-19-2017-06-new/2017-06-01-13.sgf");
+    let Some(kgs) = common::collection("kgs-6d") else { return };
+    let game = kgs.join("kgs-19-2017-06-new/2017-06-01-13.sgf");
     let dir = tempfile::tempdir().unwrap();
     let nets = dir.path().join("nets,shipped");
     std::fs::create_dir(&nets).unwrap();
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("nets");
-    for file in
-        ["README.md", "policy.safetensors", "value.safetensors", "playout.safetensors", "resnet-policy.safetensors"]
-    {
+    for file in ["policy.safetensors", "value.safetensors", "playout.safetensors", "resnet-policy.safetensors"] {
         std::fs::copy(shipped.join(file), nets.join(file)).unwrap();
     }
-    let out = Command::new(BIN)
-        .args(["bench", "search", "--every", "150", "--sgf"])
+    let out = common::go_train(&["bench", "search", "--every", "150", "--sgf"])
         .arg(&game)
         .env("GO_TRAIN_NETS", &nets)
         .output()
@@ -33,18 +28,9 @@ fn bench_search_times_what_gtp_plays_with_the_nets_on_any_path() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let agents: Vec<&str> = stdout.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
-    assert_eq!(
-        agents,
-        [
-            "mcts:selection=puct",
-            "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1",
-            "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1,root-policy=resnet-policy.safetensors"
-        ],
-        "{stdout}"
-    );
+    assert_eq!(agents, ["mcts:preset=seed,selection=puct", "mcts:root-policy=none", "mcts"], "{stdout}");
     // A policy of one's own: no shipped root, as `go-train gtp --policy`.
-    let own = Command::new(BIN)
-        .args(["bench", "search", "--every", "150", "--sgf"])
+    let own = common::go_train(&["bench", "search", "--every", "150", "--sgf"])
         .arg(&game)
         .arg("--policy")
         .arg(nets.join("policy.safetensors"))

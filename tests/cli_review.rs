@@ -5,11 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
 use go_train::sgf::read_file;
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 
 /// A real 19x19 game of kgs-6d (its 2017 files are ordinary even games).
 fn real_game() -> Option<std::path::PathBuf> {
@@ -17,8 +13,9 @@ fn real_game() -> Option<std::path::PathBuf> {
     files.into_iter().find(|f| f.to_string_lossy().contains("2017-06-01-13"))
 }
 
-fn go_train(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(BIN).args(args).output().expect("run go-train");
+/// Whether `go-train args...` succeeded, and its stdout and stderr.
+fn outcome(args: &[&str]) -> (bool, String, String) {
+    let out = common::run(args);
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
@@ -29,7 +26,7 @@ fn a_review_annotates_every_move_and_draws_the_game() {
     // The plot's folder does not exist yet: it is made, as the SGF's would be.
     let (sgf, png) = (dir.path().join("r.sgf"), dir.path().join("plots/r.png"));
     let (ok, stdout, stderr) =
-        go_train(&["review", game.to_str().unwrap(), "--out", sgf.to_str().unwrap(), "--plot", png.to_str().unwrap()]);
+        outcome(&["review", game.to_str().unwrap(), "--out", sgf.to_str().unwrap(), "--plot", png.to_str().unwrap()]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("biggest swings") && stdout.contains("first choice"), "{stdout}");
 
@@ -41,7 +38,7 @@ fn a_review_annotates_every_move_and_draws_the_game() {
     assert_eq!(text.matches("Black wins").count(), original.moves.len());
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"), "the plot is a PNG");
 
-    let (ok, stdout, stderr) = go_train(&[
+    let (ok, stdout, stderr) = outcome(&[
         "review",
         game.to_str().unwrap(),
         "--out",
@@ -70,7 +67,7 @@ fn a_review_annotates_every_move_and_draws_the_game() {
 fn raw_output_is_a_distribution_over_the_legal_moves_in_every_symmetry() {
     let Some(game) = real_game() else { return };
     let (ok, stdout, stderr) =
-        go_train(&["raw-nn", game.to_str().unwrap(), "--move", "40", "--symmetry", "all", "--json"]);
+        outcome(&["raw-nn", game.to_str().unwrap(), "--move", "40", "--symmetry", "all", "--json"]);
     assert!(ok, "{stderr}");
     let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 8);
@@ -103,13 +100,16 @@ fn raw_output_is_a_distribution_over_the_legal_moves_in_every_symmetry() {
 
 #[test]
 fn bad_input_is_an_error_naming_the_file() {
-    let (ok, _, stderr) = go_train(&["review", "/no/such/game.sgf"]);
+    let (ok, _, stderr) = outcome(&["review", "/no/such/game.sgf"]);
     assert!(!ok && stderr.contains("/no/such/game.sgf"), "{stderr}");
     let Some(game) = real_game() else { return };
-    let (ok, _, stderr) = go_train(&["review", game.to_str().unwrap(), "--index", "5"]);
+    let (ok, _, stderr) = outcome(&["review", game.to_str().unwrap(), "--index", "5"]);
     assert!(!ok && stderr.contains("no game 5 (it holds 1)"), "{stderr}");
-    let (ok, _, stderr) = go_train(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);
+    let (ok, _, stderr) = outcome(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);
     assert!(!ok && stderr.contains("the game has"), "{stderr}");
-    let (ok, _, stderr) = go_train(&["raw-nn", game.to_str().unwrap(), "--symmetry", "9"]);
-    assert!(!ok && stderr.contains("give 0 to 7"), "{stderr}");
+    let (ok, _, stderr) = outcome(&["raw-nn", game.to_str().unwrap(), "--symmetry", "9"]);
+    assert!(
+        !ok && stderr.contains("--symmetry") && stderr.contains("give all or a whole number from 0 to 7"),
+        "{stderr}"
+    );
 }

@@ -3,16 +3,14 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
 
-fn go_train() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_go-train"))
-}
+use common::{go_train, run};
 
 #[test]
 fn show_json_reads_every_record_and_gives_each_bad_game_a_reason() {
-    let Some(datasets) = common::datasets() else { return };
-    let out = go_train().args(["show", "--json"]).arg(&datasets).output().unwrap();
+    let collections = ["kgs-6d", "pro-1941-1997", "kombilo-tests", "gnugo-regression"];
+    let Some(datasets) = common::datasets_holding(&collections) else { return };
+    let out = go_train(&["show", "--json"]).arg(&datasets).output().unwrap();
     // Every game is shown, and the exit code says that some could not be.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "unreadable files and bad games must fail the command");
@@ -57,7 +55,7 @@ fn show_json_reads_every_record_and_gives_each_bad_game_a_reason() {
 #[test]
 fn show_draws_the_board_after_n_moves() {
     let Some(files) = common::sgf_files("kgs-6d") else { return };
-    let out = go_train().args(["show", "--move", "10"]).arg(&files[0]).output().unwrap();
+    let out = go_train(&["show", "--move", "10"]).arg(&files[0]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("after 10 of"), "{text}");
@@ -66,7 +64,7 @@ fn show_draws_the_board_after_n_moves() {
     // The diagram shows the stones the JSON form lists.
     let board_rows = text.lines().filter(|l| l.len() > 3 && l[..2].trim().parse::<u32>().is_ok());
     let (x, o) = board_rows.fold((0, 0), |(x, o), l| (x + l.matches('X').count(), o + l.matches('O').count()));
-    let out = go_train().args(["show", "--json", "--move", "10"]).arg(&files[0]).output().unwrap();
+    let out = go_train(&["show", "--json", "--move", "10"]).arg(&files[0]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["moves"], 10);
     assert_eq!((x, o), (v["black"].as_array().unwrap().len(), v["white"].as_array().unwrap().len()), "{text}");
@@ -74,7 +72,7 @@ fn show_draws_the_board_after_n_moves() {
 
 #[test]
 fn a_missing_file_is_a_clear_error() {
-    let out = go_train().args(["show", "no/such/game.sgf"]).output().unwrap();
+    let out = run(&["show", "no/such/game.sgf"]);
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("no/such/game.sgf"), "{err}");
@@ -82,8 +80,8 @@ fn a_missing_file_is_a_clear_error() {
 
 #[test]
 fn help_has_examples_and_version_is_printed() {
-    let out = go_train().args(["show", "--help"]).output().unwrap();
+    let out = run(&["show", "--help"]);
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
-    let out = go_train().arg("--version").output().unwrap();
+    let out = run(&["--version"]);
     assert!(String::from_utf8(out.stdout).unwrap().starts_with("go-train "));
 }

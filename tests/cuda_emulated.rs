@@ -3,7 +3,9 @@
 //! threads, shared memory and `__syncthreads` (`tests/cuda_emulated/`), and
 //! run against the same arithmetic done plainly in double. What a GPU adds
 //! (memory coalescing, real concurrency between blocks) is left to the
-//! device tests (`GO_TRAIN_TEST_DEVICE=cuda`, docs/cuda.md).
+//! device tests (`GO_TRAIN_TEST_DEVICE=cuda`, docs/guide/gpu.md).
+
+mod common;
 
 use std::path::Path;
 use std::process::Command;
@@ -11,21 +13,19 @@ use std::process::Command;
 /// Builds `tests/cuda_emulated/NAME.cpp` with `c++` (C++20, for
 /// `std::barrier`) and runs it; skips, saying so, when there is no `c++`.
 fn run_emulated(name: &str) {
+    let Some(cxx) = common::cxx_compiler() else { return };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_emulated");
     let out = tempfile::tempdir().expect("temporary folder");
     let exe = out.path().join(name);
     let source = dir.join(format!("{name}.cpp"));
-    let build = Command::new("c++").args(["-std=c++20", "-O1", "-pthread", "-o"]).arg(&exe).arg(&source).output();
-    match build {
-        Err(e) => {
-            eprintln!("skipped: no C++ compiler to emulate the CUDA kernels ({e})");
-            return;
-        }
-        Ok(b) if !b.status.success() => {
-            panic!("{} does not compile:\n{}", source.display(), String::from_utf8_lossy(&b.stderr))
-        }
-        Ok(_) => {}
-    }
+    let build = Command::new(cxx).args(["-std=c++20", "-O1", "-pthread", "-o"]).arg(&exe).arg(&source).output();
+    let build = build.unwrap_or_else(|e| panic!("{cxx} did not run: {e}"));
+    assert!(
+        build.status.success(),
+        "{} does not compile:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&build.stderr)
+    );
     let run = Command::new(&exe).output().expect("running the emulated kernels");
     let report = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{name}: the kernels disagree with the plain arithmetic:\n{report}");

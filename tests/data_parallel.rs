@@ -101,4 +101,19 @@ fn two_ranks_train_the_weights_of_one_process() {
     assert!(apart < 1e-4 * largest_difference(&w1, &initial).max(1.0), "resumed with other ranks: {apart}");
     let lines = std::fs::read_to_string(three.join("metrics.jsonl")).unwrap().lines().count();
     assert_eq!(lines, 2, "rank 0 alone wrote one line per epoch");
+
+    // Rank 0 refuses to start over a run: every rank stops with it, none
+    // waits for it in a collective.
+    let refused = config(&data, &three, 1);
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = InProcess::group(2)
+            .into_iter()
+            .map(|member| {
+                let refused = &refused;
+                scope.spawn(move || format!("{:#}", train(refused, Start::Fresh, false, None, &member).unwrap_err()))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(errors[0].contains("already holds a run") && errors[1].contains("rank 0 refused"), "{errors:?}");
 }

@@ -1,24 +1,20 @@
 //! `go-train dataset info` and `dataset verify` on a small dataset of real
 //! games, intact and damaged.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use go_train::dataset::filter::GameList;
 use go_train::dataset::testkit::{self, FixtureRecord, Layout};
 use go_train::dataset::{BatchOptions, Dataset, Manifest, Shard, Split, NO_VALUE};
 
+use common::{path, text};
+
 /// Runs `go-train args... dir`.
-fn go_train(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).arg(dir).output().unwrap()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("temporary paths are UTF-8")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+fn run_on(args: &[&str], dir: &Path) -> Output {
+    common::go_train(args).arg(dir).output().unwrap()
 }
 
 /// A dataset of 10 real games in a temporary folder; `None` (skipped)
@@ -34,7 +30,7 @@ fn fixture() -> Option<(tempfile::TempDir, Vec<FixtureRecord>)> {
 #[test]
 fn info_counts_what_the_shards_hold() {
     let Some((dir, records)) = fixture() else { return };
-    let out = go_train(&["dataset", "info", "--json"], dir.path());
+    let out = run_on(&["dataset", "info", "--json"], dir.path());
     assert!(out.status.success(), "{}", text(&out));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(info["board_size"], 19);
@@ -54,14 +50,14 @@ fn info_counts_what_the_shards_hold() {
     assert_eq!(t["labels"]["moves"]["1-50"], early);
     assert!(t["bytes_per_position"].as_f64().unwrap() > 10.0);
 
-    let out = go_train(&["dataset", "info"], dir.path());
+    let out = run_on(&["dataset", "info"], dir.path());
     let shown = text(&out);
     assert!(out.status.success(), "{shown}");
     for expected in ["split", "train", "bytes/pos", "most played", "move number: 1-50", "labelled", "won"] {
         assert!(shown.contains(expected), "no `{expected}` in\n{shown}");
     }
     let quick: serde_json::Value =
-        serde_json::from_slice(&go_train(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();
+        serde_json::from_slice(&run_on(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();
     assert!(quick["splits"]["train"]["labels"].is_null());
     assert_eq!(quick["splits"]["train"]["positions"], train.len());
 }
@@ -71,7 +67,7 @@ fn verify_passes_an_intact_dataset_and_warns_of_stray_files() {
     let Some((dir, _)) = fixture() else { return };
     std::fs::write(dir.path().join("train-00009.shard.tmp"), b"partial").unwrap();
     std::fs::write(dir.path().join("old-00000.shard"), b"stale").unwrap();
-    let out = go_train(&["dataset", "verify"], dir.path());
+    let out = run_on(&["dataset", "verify"], dir.path());
     let shown = text(&out);
     assert!(out.status.success(), "{shown}");
     assert!(shown.contains("ok: "), "{shown}");
@@ -89,7 +85,7 @@ fn verify_names_a_corrupt_shard_and_its_block() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[block.offset as usize + block.length as usize / 2] ^= 0x20;
     std::fs::write(&path, &bytes).unwrap();
-    let out = go_train(&["dataset", "verify"], dir.path());
+    let out = run_on(&["dataset", "verify"], dir.path());
     let shown = text(&out);
     assert!(!out.status.success(), "{shown}");
     assert!(shown.contains(&format!("BAD {}", entry.file)), "{shown}");
@@ -104,12 +100,12 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     let mut manifest = Manifest::read(dir.path()).unwrap();
     let missing = manifest.shards[0].file.clone();
     std::fs::remove_file(dir.path().join(&missing)).unwrap();
-    let out = go_train(&["dataset", "verify"], dir.path());
+    let out = run_on(&["dataset", "verify"], dir.path());
     let shown = text(&out);
     assert!(!out.status.success());
     assert!(shown.contains(&format!("{missing}: missing")), "{shown}");
     // `info` cannot read labels from a missing shard: it says which.
-    let out = go_train(&["dataset", "info"], dir.path());
+    let out = run_on(&["dataset", "info"], dir.path());
     assert!(!out.status.success() && text(&out).contains(&missing), "{}", text(&out));
 
     // A manifest whose counts disagree with intact shards.
@@ -117,7 +113,7 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     manifest = Manifest::read(dir.path()).unwrap();
     manifest.splits.get_mut(&Split::Train).unwrap().value_positions += 1;
     manifest.write(dir.path()).unwrap();
-    let out = go_train(&["dataset", "verify"], dir.path());
+    let out = run_on(&["dataset", "verify"], dir.path());
     let shown = text(&out);
     assert!(!out.status.success());
     assert!(shown.contains("train has") && shown.contains("value positions, its shards hold"), "{shown}");
@@ -127,21 +123,21 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
 fn no_dataset_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     for command in ["info", "verify"] {
-        let out = go_train(&["dataset", command], dir.path());
+        let out = run_on(&["dataset", command], dir.path());
         assert!(!out.status.success());
         assert!(text(&out).contains("manifest.json: no dataset here"), "{}", text(&out));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_go-train")).args(["dataset", "--help"]).output().unwrap();
+    let out = common::run(&["dataset", "--help"]);
     assert!(text(&out).contains("Examples:"), "{}", text(&out));
 }
 
 /// A dataset written by `prepare` from 200 real games, with small blocks
 /// and shards; `None` (skipped) without the game records.
 fn prepared(dir: &Path) -> Option<std::path::PathBuf> {
-    let games = testkit::kgs_dir()?.join("KGS2001");
+    let games = common::collection("kgs-6d")?.join("KGS2001");
     let (all, list, data) = (dir.join("all.list"), dir.join("small.list"), dir.join("data"));
     let run = |args: &[&str], last: &Path| {
-        let out = go_train(args, last);
+        let out = run_on(args, last);
         assert!(out.status.success(), "{}", text(&out));
     };
     run(&["filter", path(&games), "--out"], &all);
@@ -168,7 +164,7 @@ fn prepared(dir: &Path) -> Option<std::path::PathBuf> {
 fn what_prepare_writes_verifies_and_reads_back_whole() {
     let dir = tempfile::tempdir().unwrap();
     let Some(data) = prepared(dir.path()) else { return };
-    let out = go_train(&["dataset", "verify"], &data);
+    let out = run_on(&["dataset", "verify"], &data);
     assert!(out.status.success(), "{}", text(&out));
     let dataset = Dataset::open(&data).unwrap();
     assert!(dataset.manifest().shards.len() > 3, "shards roll over");
@@ -196,7 +192,7 @@ fn what_prepare_writes_verifies_and_reads_back_whole() {
 #[test]
 fn odd_file_names_go_through_filter_and_prepare() {
     use std::os::unix::ffi::OsStrExt;
-    let Some(kgs) = testkit::kgs_dir() else { return };
+    let Some(kgs) = common::collection("kgs-6d") else { return };
     let dir = tempfile::tempdir().unwrap();
     let games = dir.path().join("games");
     std::fs::create_dir_all(&games).unwrap();
@@ -213,8 +209,7 @@ fn odd_file_names_go_through_filter_and_prepare() {
         copied += 1;
     }
     let list = dir.path().join("games.list");
-    let out = Command::new(env!("CARGO_BIN_EXE_go-train"))
-        .args(["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--out"])
+    let out = common::go_train(&["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--out"])
         .arg(&list)
         .arg(&games)
         .output()
@@ -226,9 +221,98 @@ fn odd_file_names_go_through_filter_and_prepare() {
     }
     assert!(!text(&out).contains("unreadable"), "{}", text(&out));
     let data = dir.path().join("data");
-    let out = go_train(&["prepare", path(&list), "--split", "1,1,1", "--out"], &data);
+    let out = run_on(&["prepare", path(&list), "--split", "1,1,1", "--out"], &data);
     assert!(out.status.success(), "{}", text(&out));
     let manifest = Manifest::read(&data).unwrap();
     let games: u64 = manifest.splits.values().map(|c| c.games).sum();
     assert_eq!((games, manifest.dropped.len()), (kept.0.len() as u64, 0), "every kept game of {copied} prepared");
+}
+
+/// What costs nothing to check is checked when a dataset opens, so that
+/// training and `eval` refuse what `verify` rejects: split totals that are
+/// not the shards' sums, a shard of another size than recorded.
+#[test]
+fn a_manifest_that_contradicts_its_shards_is_refused_on_open() {
+    let Some((dir, _)) = fixture() else { return };
+    let good = Manifest::read(dir.path()).unwrap();
+    let manifest = dir.path().join("manifest.json");
+    let damage = |change: &dyn Fn(&mut Manifest)| {
+        let mut m = good.clone();
+        change(&mut m);
+        m.write(dir.path()).unwrap();
+    };
+    let refusals = |expect: &str| {
+        let err = format!("{:#}", Dataset::open(dir.path()).err().expect("refused"));
+        assert!(err.contains(expect), "{err}");
+        let out_dir = dir.path().join("run");
+        for command in [
+            &["train-playout", "--device", "cpu", "--out", path(&out_dir), "--data"][..],
+            &["eval", "--playout", "no-such-net", "--device", "cpu", "--data"],
+        ] {
+            let out = run_on(command, dir.path());
+            assert!(!out.status.success() && text(&out).contains(expect), "{command:?}: {}", text(&out));
+        }
+        assert!(!out_dir.join("config.toml").exists());
+    };
+    damage(&|m| m.splits.get_mut(&Split::Train).unwrap().positions += 1);
+    let train: u64 = good.shards.iter().filter(|e| e.split == Split::Train).map(|e| e.records).sum();
+    refusals(&format!("{}: train has {} positions, its shards' entries {train}", manifest.display(), train + 1));
+    damage(&|m| m.shards[0].bytes += 1);
+    let shard = dir.path().join(&good.shards[0].file);
+    refusals(&format!(
+        "{}: {} bytes, the manifest says {}",
+        shard.display(),
+        good.shards[0].bytes,
+        good.shards[0].bytes + 1
+    ));
+    let out = run_on(&["dataset", "verify"], dir.path());
+    assert!(!out.status.success() && text(&out).contains(&shard.display().to_string()), "{}", text(&out));
+}
+
+/// A `prepare` that keeps no game writes no dataset: it fails, counting
+/// why the games were dropped.
+#[test]
+fn a_prepare_that_keeps_no_game_fails_and_writes_no_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(games) = common::collection("kgs-6d") else { return };
+    let list = dir.path().join("games.list");
+    let out = run_on(&["filter", "--out", path(&list)], &games.join("KGS2001"));
+    assert!(out.status.success(), "{}", text(&out));
+    let listed = GameList::read(&list).unwrap().0.len();
+    let data = dir.path().join("data");
+    let out = run_on(&["prepare", path(&list), "--size", "9", "--out"], &data);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("dropped: {listed} wrong board size")), "{}", text(&out));
+    assert!(!data.join("manifest.json").exists());
+}
+
+/// Numbers out of their range are refused naming the option, before
+/// anything is read or written.
+#[test]
+fn options_out_of_range_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("games.list");
+    std::fs::write(&list, "").unwrap();
+    let out_dir = dir.path().join("out");
+    let prepare = ["prepare", path(&list), "--out", path(&out_dir)];
+    let filter = ["filter", path(dir.path()), "--out", path(&list)];
+    let cases: [(&[&str], &[&str], &str); 12] = [
+        (&prepare, &["--size", "1"], "--size"),
+        (&prepare, &["--size", "26"], "--size"),
+        (&prepare, &["--block-records", "0"], "--block-records"),
+        (&prepare, &["--shard-records", "0"], "--shard-records"),
+        (&prepare, &["--shard-records", "10", "--block-records", "64"], "--shard-records 10"),
+        (&prepare, &["--threads", "0"], "--threads"),
+        (&prepare, &["--level", "99"], "--level"),
+        (&prepare, &["--split", "inf,1,1"], "split"),
+        (&filter, &["--size", "0"], "--size"),
+        (&filter, &["--min-komi", "nan"], "--min-komi"),
+        (&filter, &["--min-komi", "9", "--max-komi", "6"], "--max-komi"),
+        (&filter, &["--min-moves", "50", "--max-moves", "10"], "--max-moves"),
+    ];
+    for (command, options, named) in cases {
+        let out = common::run(&[command, options].concat());
+        assert!(!out.status.success() && text(&out).contains(named), "{options:?}: {}", text(&out));
+    }
+    assert!(!out_dir.exists() && std::fs::read(&list).unwrap().is_empty(), "nothing is written");
 }

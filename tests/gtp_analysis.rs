@@ -4,14 +4,14 @@
 //! garbled; `genmove_analyze`; the raw nets (`kata-raw-nn`); GoGui's,
 //! gomill's and KGS's extensions.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
 use go_train::go::{Move, Vertex};
-
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
 
 /// A live `go-train gtp` with its output read line by line on a thread.
 struct Session {
@@ -22,14 +22,7 @@ struct Session {
 
 impl Session {
     fn start(args: &[&str]) -> Session {
-        let mut child = Command::new(BIN)
-            .arg("gtp")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start go-train gtp");
+        let mut child = common::piped(&["gtp"]).args(args).stderr(Stdio::null()).spawn().expect("start go-train gtp");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let (send, lines) = channel();
@@ -277,11 +270,11 @@ fn raw_net_output_and_gui_extensions_answer_on_the_shipped_nets() {
 fn gtp_flags_reach_the_search_it_plays() {
     let mut tuned = Session::start(&[]);
     let shipped = tuned.answer("gomill-describe_engine");
-    assert!(shipped.contains("mixed with 8 random playouts (λ 1"), "{shipped}");
-    assert!(shipped.contains("the root's top-2 of") && shipped.contains("resnet-policy.safetensors"), "{shipped}");
+    assert!(shipped.contains("preset tuned:") && shipped.contains(" mix=1 mix-playouts=8 "), "{shipped}");
+    assert!(shipped.contains("root-policy=built-in resnet-policy.safetensors"), "{shipped}");
     let mut own_root = Session::start(&["--root-policy", "none"]);
     let described = own_root.answer("gomill-describe_engine");
-    assert!(described.contains("mixed with 8 random playouts") && !described.contains("root's"), "{described}");
+    assert!(described.contains(" mix=1 mix-playouts=8 ") && described.contains("root-policy=none"), "{described}");
     // The raw policy GUIs show is the one that chose the root's children.
     let policy = |s: &mut Session| {
         let raw = s.answer("kata-raw-nn 0");
@@ -290,5 +283,5 @@ fn gtp_flags_reach_the_search_it_plays() {
     assert_ne!(policy(&mut tuned), policy(&mut own_root));
     let mut tactical = Session::start(&["--mix-tactics", "on", "--mix-playouts", "4"]);
     let described = tactical.answer("gomill-describe_engine");
-    assert!(described.contains("mixed with 4 random playouts answering ataris"), "{described}");
+    assert!(described.contains(" mix-playouts=4 mix-tactics=on "), "{described}");
 }

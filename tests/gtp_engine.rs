@@ -5,11 +5,10 @@
 mod common;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
 
 use go_train::gtp::GtpClient;
 
-const BIN: &str = env!("CARGO_BIN_EXE_go-train");
+use common::BIN;
 
 /// Runs `go-train gtp ARGS` on `script` and returns the answers (each
 /// without its final empty line), and what it wrote to stderr.
@@ -17,15 +16,7 @@ fn session(args: &[&str], script: &str) -> (Vec<String>, String) {
     // The random engine unless a test names one: a bare `go-train gtp`
     // plays the shipped nets, 19x19 only.
     let engine: &[&str] = if args.contains(&"--engine") { &[] } else { &["--engine", "random"] };
-    let mut child = Command::new(BIN)
-        .arg("gtp")
-        .args(engine)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start go-train gtp");
+    let mut child = common::piped(&["gtp"]).args(engine).args(args).spawn().expect("start go-train gtp");
     child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "go-train gtp failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -200,13 +191,13 @@ fn loadsgf_list_stones_and_captures_agree_with_gnugo_on_real_games() {
 fn go_train_engines_play_complete_games_against_gnugo() {
     let Some(gnugo) = common::gnugo() else { return };
     let dir = tempfile::tempdir().unwrap();
-    // go-train's GTP engine (MCTS with random playouts, no nets) as the
-    // external engine A, against GnuGo at level 0 on 9x9: both go through
-    // the referee's GTP client, so this is the engine as Sabaki or gomill
-    // would drive it.
-    let a = format!("{BIN} gtp --engine mcts --iterations 150 --rollout-depth 200 --selection puct --seed 2");
-    let out = Command::new(BIN)
-        .args(["eval", "--match", &a, &format!("{gnugo} --mode gtp --level 0"), "--size", "9", "--games", "2"])
+    // go-train's GTP engine (MCTS with random playouts: no nets on a
+    // board the shipped ones cannot play) as the external engine A,
+    // against GnuGo at level 0 on 9x9: both go through the referee's GTP
+    // client, so this is the engine as Sabaki or gomill would drive it.
+    let a = format!("{BIN} gtp --engine mcts --size 9 --iterations 150 --rollout-depth 200 --seed 2");
+    let b = format!("{gnugo} --mode gtp --level 0");
+    let out = common::go_train(&["eval", "--match", &a, &b, "--size", "9", "--games", "2"])
         .args(["--parallel", "2", "--json", "--out"])
         .arg(dir.path())
         .args(["--cross-check", &format!("{gnugo} --mode gtp --chinese-rules")])
@@ -257,7 +248,10 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
     // random-playout ownership, GnuGo by its own life-and-death reading:
     // they should name the same winner on nearly every game.
     let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
-    let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp --chinese-rules")).unwrap();
+    // GnuGo's final_score reads the whole board: 256 s on one of these
+    // games on a quiet machine.
+    let hour = go_train::gtp::GtpTimeouts::for_commands(3600.0).unwrap();
+    let mut theirs = GtpClient::spawn_with(&format!("{gnugo} --mode gtp --chinese-rules"), hour).unwrap();
     let mut ours = GtpClient::spawn(&format!("{BIN} gtp --engine random")).unwrap();
     let counted = files.iter().step_by(61).filter(|path| {
         let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
@@ -286,7 +280,7 @@ fn final_score_names_gnugos_winner_on_most_finished_real_games() {
 /// playouts let White fill a shared liberty (an L of 4 stones in atari)
 /// and then rarely captured at once, so go-train counted the twenty dead
 /// and W+28.5 until the playouts that count games refused to put such a
-/// four in atari (docs/strength.md). In game 36 of seed 32, twelve Black
+/// four in atari (docs/results/strength.md). In game 36 of seed 32, twelve Black
 /// stones in the top-left corner with White's A19-C19 inside: here GnuGo
 /// is the one that counts them dead (W+60.5, `final_status_list seki`
 /// empty); alive, they and their 2 shared liberties take 26 points off
@@ -314,8 +308,7 @@ fn final_score_counts_a_seki_with_stones_inside_as_alive() {
 fn match_errors_name_the_player_and_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let run = |a: &str, b: &str| {
-        let out = Command::new(BIN)
-            .args(["eval", "--match", a, b, "--games", "1", "--size", "9", "--out"])
+        let out = common::go_train(&["eval", "--match", a, b, "--games", "1", "--size", "9", "--out"])
             .arg(dir.path())
             .output()
             .unwrap();
@@ -330,6 +323,20 @@ fn match_errors_name_the_player_and_what_is_missing() {
     assert!(err.contains("unknown agent setting \"depth\""), "{err}");
     // Nothing was written for a match that could not start.
     assert!(!dir.path().join("game-0000.sgf").exists());
+}
+
+#[test]
+fn a_command_line_over_the_limit_is_refused_unread_and_the_session_goes_on() {
+    // 64 kB is the most a line holds; the refusal keeps the command's id.
+    let script = format!("12 name {}\n13 name\n", "x".repeat(100_000));
+    let (answers, _) = session(&[], &script);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(
+        answers[0].starts_with("?12 ") && answers[0].contains("65536"),
+        "{}",
+        &answers[0][..80.min(answers[0].len())]
+    );
+    assert_eq!(answers[1], "=13 go-train");
 }
 
 #[test]
@@ -383,21 +390,12 @@ fn a_bare_engine_plays_the_shipped_nets() {
     use go_train::features::FeatureSet;
     use go_train::nn::{weights, Arch, Model};
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("README.md"), "test nets\n").unwrap();
     for (name, arch) in [("policy", Arch::Policy), ("playout", Arch::Playout)] {
         let model = Model::new(arch, FeatureSet::Extended, &candle_core::Device::Cpu, 1).unwrap();
         weights::save(&dir.path().join(format!("{name}.safetensors")), &model, None).unwrap();
     }
     let run = |args: &[&str]| {
-        let mut child = Command::new(BIN)
-            .arg("gtp")
-            .args(args)
-            .env("GO_TRAIN_NETS", dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = common::piped(&["gtp"]).args(args).env("GO_TRAIN_NETS", dir.path()).spawn().unwrap();
         // An engine that refuses its arguments may exit before reading a
         // line (a broken pipe here, under load): its exit status and
         // stderr are what the test reads then.
@@ -407,7 +405,9 @@ fn a_bare_engine_plays_the_shipped_nets() {
     let out = run(&["--iterations", "16"]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("mcts") && stderr.contains("Puct") && stderr.contains("policy.safetensors"), "{stderr}");
+    let named = stderr.lines().find(|l| l.starts_with("go-train gtp:")).unwrap_or_default();
+    assert!(named.contains("mcts, preset tuned: iterations=16 ") && named.contains("selection=puct"), "{stderr}");
+    assert!(named.contains(&format!("policy={}", dir.path().join("policy.safetensors").display())), "{stderr}");
     assert!(stdout.starts_with("= ") && !stdout.starts_with("= pass"), "{stdout}");
     // Naming one net keeps the shipped ones for the others: a value net
     // alone makes MCTS with the shipped policy and its value leaves.
@@ -443,12 +443,24 @@ fn a_stopped_match_resumes_with_the_missing_games_only() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("match");
     let run = |a: &str, extra: &[&str]| {
-        Command::new(BIN)
-            .args(["eval", "--match", a, "random", "--games", "6", "--size", "9", "--parallel", "2", "--json", "--out"])
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap()
+        common::go_train(&[
+            "eval",
+            "--match",
+            a,
+            "random",
+            "--games",
+            "6",
+            "--size",
+            "9",
+            "--parallel",
+            "2",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap()
     };
     let first = run("random", &[]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));

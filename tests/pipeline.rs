@@ -4,23 +4,13 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use go_train::dataset::filter::GameList;
 use go_train::dataset::{game_key, Manifest, Shard, Split, NO_VALUE};
 use go_train::features::FeatureSet;
-
 use go_train::sgf::read_file;
 
-fn go_train(args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap();
-    assert!(out.status.success(), "go-train {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{path, run_ok};
 
 fn report(list: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(format!("{}.report.json", list.display())).unwrap();
@@ -29,9 +19,9 @@ fn report(list: &Path) -> serde_json::Value {
 
 /// A list of the first `n` even kgs-6d games, written by `filter`.
 fn small_list(dir: &Path, n: usize) -> Option<PathBuf> {
-    let data = common::datasets()?.join("kgs-6d/KGS2001");
+    let data = common::collection("kgs-6d")?.join("KGS2001");
     let all = dir.join("all.list");
-    go_train(&["filter", path(&data), "--out", path(&all)]);
+    run_ok(&["filter", path(&data), "--out", path(&all)]);
     let list = GameList::read(&all).unwrap();
     let small = GameList(list.0.into_iter().take(n).collect());
     let out = dir.join("small.list");
@@ -41,10 +31,10 @@ fn small_list(dir: &Path, n: usize) -> Option<PathBuf> {
 
 #[test]
 fn filter_keeps_the_even_kgs_games_and_counts_every_rejection() {
-    let Some(data) = common::datasets() else { return };
+    let Some(kgs) = common::collection("kgs-6d") else { return };
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("kgs.list");
-    go_train(&["filter", path(&data.join("kgs-6d")), "--out", path(&list)]);
+    run_ok(&["filter", path(&kgs), "--out", path(&list)]);
     let games = GameList::read(&list).unwrap().0;
     // The datasets README: 12,118 even games with normal komi, 15,571 with
     // handicap, 8,905 without handicap but with komi 0.5.
@@ -62,17 +52,17 @@ fn filter_keeps_the_even_kgs_games_and_counts_every_rejection() {
     assert_eq!(rejected + 12_118, 36_692);
     // The same tree gives the same list.
     let again = dir.path().join("again.list");
-    go_train(&["filter", path(&data.join("kgs-6d")), "--out", path(&again)]);
+    run_ok(&["filter", path(&kgs), "--out", path(&again)]);
     assert_eq!(std::fs::read(&list).unwrap(), std::fs::read(&again).unwrap());
 }
 
 #[test]
 fn filter_reports_bad_input_by_reason_and_goes_on() {
-    let Some(data) = common::datasets() else { return };
+    let Some(data) = common::datasets_holding(&["gnugo-regression", "pro-1941-1997"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("bad.list");
     let (gnugo, pro) = (data.join("gnugo-regression"), data.join("pro-1941-1997"));
-    go_train(&[
+    run_ok(&[
         "filter",
         path(&gnugo),
         path(&pro),
@@ -96,7 +86,7 @@ fn filter_reports_bad_input_by_reason_and_goes_on() {
     assert!(examples.iter().all(|e| e.as_str().unwrap().contains("move ")), "{examples:?}");
     // With the default criteria every professional game is too old or undated.
     let old = dir.path().join("old.list");
-    go_train(&["filter", path(&pro), "--out", path(&old)]);
+    run_ok(&["filter", path(&pro), "--out", path(&old)]);
     let r = &report(&old)["report"];
     assert_eq!(r["kept"], 0);
     assert_eq!(
@@ -145,7 +135,7 @@ fn records_match_the_core(dir: &Path, list: &Path, features: FeatureSet) {
     let list = list.to_path_buf();
     let data = dir.join(format!("data-{features}"));
     // Small blocks and shards so that blocks and shards roll over.
-    go_train(&[
+    run_ok(&[
         "prepare",
         path(&list),
         "--out",
@@ -206,8 +196,8 @@ fn output_is_byte_identical_whatever_the_threads_and_duplicates_share_a_split() 
     }
     std::fs::write(&list, games.to_text()).unwrap();
     let (one, two) = (dir.path().join("one"), dir.path().join("two"));
-    go_train(&["prepare", path(&list), "--out", path(&one), "--threads", "1", "--block-records", "256"]);
-    go_train(&["prepare", path(&list), "--out", path(&two), "--threads", "2", "--block-records", "256"]);
+    run_ok(&["prepare", path(&list), "--out", path(&one), "--threads", "1", "--block-records", "256"]);
+    run_ok(&["prepare", path(&list), "--out", path(&two), "--threads", "2", "--block-records", "256"]);
     let files = |d: &Path| {
         let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
             .unwrap()
@@ -230,18 +220,18 @@ fn output_is_byte_identical_whatever_the_threads_and_duplicates_share_a_split() 
 
 #[test]
 fn a_killed_prepare_leaves_no_manifest_and_a_rerun_finishes_cleanly() {
-    let Some(data) = common::datasets() else { return };
+    let Some(kgs) = common::collection("kgs-6d") else { return };
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("kgs.list");
-    go_train(&["filter", path(&data.join("kgs-6d")), "--out", path(&list)]);
+    run_ok(&["filter", path(&kgs), "--out", path(&list)]);
     let out = dir.path().join("data");
     // Kill it mid-run, several times at different moments.
     for delay_ms in [300, 900] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_go-train"))
-            .args(["prepare", path(&list), "--out", path(&out), "--force", "--shard-records", "65536"])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child =
+            common::go_train(&["prepare", path(&list), "--out", path(&out), "--force", "--shard-records", "65536"])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let finished = child.try_wait().unwrap().is_some();
         child.kill().ok();
@@ -250,9 +240,9 @@ fn a_killed_prepare_leaves_no_manifest_and_a_rerun_finishes_cleanly() {
             assert!(!out.join("manifest.json").exists(), "a killed run must not leave a manifest");
         }
     }
-    go_train(&["prepare", path(&list), "--out", path(&out), "--shard-records", "65536"]);
+    run_ok(&["prepare", path(&list), "--out", path(&out), "--shard-records", "65536"]);
     let clean = dir.path().join("clean");
-    go_train(&["prepare", path(&list), "--out", path(&clean), "--shard-records", "65536"]);
+    run_ok(&["prepare", path(&list), "--out", path(&clean), "--shard-records", "65536"]);
     let a = Manifest::read(&out).unwrap();
     let b = Manifest::read(&clean).unwrap();
     assert_eq!(a.shards, b.shards, "the rerun equals a clean run, checksums included");
@@ -273,8 +263,8 @@ fn prepare_with_ownership_adds_final_ownership_that_agrees_with_the_results() {
     let dir = tempfile::tempdir().unwrap();
     let Some(list) = small_list(dir.path(), 60) else { return };
     let (plain, owned) = (dir.path().join("plain"), dir.path().join("owned"));
-    go_train(&["prepare", path(&list), "--out", path(&plain), "--value", "all"]);
-    go_train(&["prepare", path(&list), "--out", path(&owned), "--value", "all", "--ownership"]);
+    run_ok(&["prepare", path(&list), "--out", path(&plain), "--value", "all"]);
+    run_ok(&["prepare", path(&list), "--out", path(&owned), "--value", "all", "--ownership"]);
     let (plain, owned) = (Dataset::open(&plain).unwrap(), Dataset::open(&owned).unwrap());
     assert!(owned.layout().ownership && !plain.layout().ownership);
     let options = BatchOptions { batch_size: 512, symmetries: true, seed: 3, ..BatchOptions::default() };

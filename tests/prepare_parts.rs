@@ -10,34 +10,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::SystemTime;
 
-fn go_train(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_go-train"));
-    cmd.args(args).env_remove("SLURM_ARRAY_TASK_ID");
-    cmd
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("temporary paths are UTF-8")
-}
+use common::{path, text};
 
 /// A game list of real games: every 25th kgs-6d file, and the first 80
 /// games of a tygem collection (a file whose games fall into several
 /// parts).
 fn real_list(dir: &Path) -> Option<PathBuf> {
     let kgs = common::sgf_files("kgs-6d")?;
-    let tygem = common::datasets()?.join("tygem-9d-2010-2011/tygem-9d-2010-01.sgf");
+    let tygem = common::collection("tygem-9d-2010-2011")?.join("tygem-9d-2010-01.sgf");
     let mut list = String::from("# go-train game list: file<TAB>game index in file\n");
     for file in kgs.iter().step_by(25).take(140) {
         list += &format!("{}\t0\n", file.display());
     }
-    if tygem.is_file() {
-        for index in 0..80 {
-            list += &format!("{}\t{index}\n", tygem.display());
-        }
+    for index in 0..80 {
+        list += &format!("{}\t{index}\n", tygem.display());
     }
     let path = dir.join("games.list");
     std::fs::write(&path, list).unwrap();
@@ -46,13 +32,16 @@ fn real_list(dir: &Path) -> Option<PathBuf> {
 
 const SETTINGS: [&str; 6] = ["--value", "per-game:4", "--block-records", "64", "--shard-records", "1500"];
 
+/// `prepare` of `list` into `out`, not a task of a Slurm array job even
+/// when the tests run in one (a task's id picks its part).
 fn prepare(list: &Path, out: &Path, extra: &[&str]) -> Command {
-    let mut cmd = go_train(&["prepare", path(list), "--out", path(out), "--threads", "1"]);
-    cmd.args(SETTINGS).args(extra);
+    let mut cmd = common::go_train(&["prepare", path(list), "--out", path(out), "--threads", "1"]);
+    cmd.args(SETTINGS).args(extra).env_remove("SLURM_ARRAY_TASK_ID");
     cmd
 }
 
-fn run(mut cmd: Command) -> String {
+/// What `cmd` printed, failing the test unless it succeeds.
+fn succeeded(mut cmd: Command) -> String {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     text(&out)
@@ -60,7 +49,7 @@ fn run(mut cmd: Command) -> String {
 
 /// Positions and the records' checksum, per split, as `dataset info` reads them.
 fn records(dir: &Path) -> BTreeMap<String, (u64, String)> {
-    let out = go_train(&["dataset", "info", "--json", path(dir)]).output().unwrap();
+    let out = common::run(&["dataset", "info", "--json", path(dir)]);
     assert!(out.status.success(), "{}", text(&out));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let splits = info["splits"].as_object().unwrap();
@@ -85,7 +74,7 @@ fn parts_at_once_merge_into_the_one_process_dataset() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(list) = real_list(tmp.path()) else { return };
     let (one, parts) = (tmp.path().join("one"), tmp.path().join("parts"));
-    run(prepare(&list, &one, &[]));
+    succeeded(prepare(&list, &one, &[]));
 
     // Four parts at once, sharing the folder, as an array job runs them.
     let spawned: Vec<_> = (1..=4)
@@ -104,7 +93,7 @@ fn parts_at_once_merge_into_the_one_process_dataset() {
     let expected = records(&one);
     assert!(expected["train"].0 > 10_000, "{expected:?}");
     assert_eq!(records(&parts), expected, "the same records, split by split, in the same order");
-    let verified = go_train(&["dataset", "verify", path(&parts)]).output().unwrap();
+    let verified = common::run(&["dataset", "verify", path(&parts)]);
     assert!(verified.status.success() && !text(&verified).contains("warning"), "{}", text(&verified));
     let shards = modified(&parts).keys().filter(|name| name.ends_with(".shard")).count();
     assert!(shards > 4 * 3, "several shards a part and split: {shards}");
@@ -114,31 +103,33 @@ fn parts_at_once_merge_into_the_one_process_dataset() {
     std::fs::remove_file(parts.join("manifest.json")).unwrap();
     std::fs::remove_file(parts.join("part-0002-of-0004.json")).unwrap();
     std::fs::write(parts.join("train-p0002of0004-00000.shard.tmp"), b"half").unwrap();
-    let refused = go_train(&["dataset", "merge", path(&parts)]).output().unwrap();
+    let refused = common::run(&["dataset", "merge", path(&parts)]);
     assert!(!refused.status.success());
     assert!(text(&refused).contains("part 2 of 4 not finished"), "{}", text(&refused));
     let before = modified(&parts);
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let redone = run(prepare(&list, &parts, &["--part", "3/4"]));
+    let redone = succeeded(prepare(&list, &parts, &["--part", "3/4"]));
     assert!(redone.contains("is up to date"), "a finished part is not redone: {redone}");
     assert!(redone.contains("waiting for parts 2"), "{redone}");
-    let redone = run(prepare(&list, &parts, &["--part", "2/4"]));
+    let redone = succeeded(prepare(&list, &parts, &["--part", "2/4"]));
     assert!(redone.contains("dataset manifest written"), "{redone}");
     let after = modified(&parts);
     for (name, time) in &before {
-        if !name.contains("p0002of0004") {
+        // A lock file is written by each run that holds it (part 3's
+        // above): it holds no data.
+        if !name.contains("p0002of0004") && !name.ends_with(".lock") {
             assert_eq!(after.get(name), Some(time), "{name} of another part was touched");
         }
     }
     assert!(!after.contains_key("train-p0002of0004-00000.shard.tmp"));
     assert_eq!(records(&parts), expected);
-    let merged_again = go_train(&["dataset", "merge", path(&parts)]).output().unwrap();
+    let merged_again = common::run(&["dataset", "merge", path(&parts)]);
     assert!(merged_again.status.success(), "{}", text(&merged_again));
 
     // A part manifest lost after the merge: that part is redone, not
     // taken as done because the dataset's manifest is there.
     std::fs::remove_file(parts.join("part-0003-of-0004.json")).unwrap();
-    let redone = run(prepare(&list, &parts, &["--part", "3/4"]));
+    let redone = succeeded(prepare(&list, &parts, &["--part", "3/4"]));
     assert!(!redone.contains("up to date") && redone.contains("dataset manifest written"), "{redone}");
     assert_eq!(records(&parts), expected);
 }
@@ -148,7 +139,7 @@ fn parts_of_other_settings_are_refused_and_slurm_names_the_part() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(list) = real_list(tmp.path()) else { return };
     let parts = tmp.path().join("parts");
-    run(prepare(&list, &parts, &["--part", "1/3"]));
+    succeeded(prepare(&list, &parts, &["--part", "1/3"]));
     let other = prepare(&list, &parts, &["--part", "2/3", "--seed", "2"]).output().unwrap();
     assert!(!other.status.success());
     assert!(text(&other).contains("part-0001-of-0003.json"), "{}", text(&other));
@@ -156,8 +147,52 @@ fn parts_of_other_settings_are_refused_and_slurm_names_the_part() {
     // An array task with ids 0-2: task 1 is part 2/3.
     let mut task = prepare(&list, &parts, &[]);
     task.env("SLURM_ARRAY_TASK_ID", "1").env("SLURM_ARRAY_TASK_COUNT", "3").env("SLURM_ARRAY_TASK_MIN", "0");
-    let shown = run(task);
+    let shown = succeeded(task);
     assert!(shown.contains("part 2/3, from the Slurm array"), "{shown}");
     assert!(parts.join("part-0002-of-0003.json").is_file());
     assert!(shown.contains("waiting for parts 3"), "{shown}");
+}
+
+/// One writer of what must have one: a `prepare` of the whole list, or of
+/// one part, is refused at once while another process writes it, naming
+/// that process; parts share the folder. (This test's process holds the
+/// locks that a running `prepare` would.)
+#[test]
+fn a_second_writer_of_a_dataset_or_a_part_is_refused() {
+    use go_train::dataset::parts::Part;
+    use go_train::lock::Lock;
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(full) = real_list(tmp.path()) else { return };
+    let list = tmp.path().join("short.list");
+    let lines: String = std::fs::read_to_string(&full).unwrap().lines().take(21).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&list, lines).unwrap();
+    let out = tmp.path().join("data");
+    std::fs::create_dir(&out).unwrap();
+    let me = format!("{} is in use by pid {} on ", out.display(), std::process::id());
+    let refused = |cmd: Command| {
+        let mut cmd = cmd;
+        let shown = cmd.output().unwrap();
+        assert!(!shown.status.success(), "{}", text(&shown));
+        assert!(text(&shown).contains(&me), "{}", text(&shown));
+    };
+
+    let whole = Lock::folder(&out).unwrap();
+    refused(prepare(&list, &out, &[]));
+    refused(prepare(&list, &out, &["--force"]));
+    refused(prepare(&list, &out, &["--part", "1/2"]));
+    refused(common::go_train(&["dataset", "merge", path(&out)]));
+    drop(whole);
+
+    // Part 2 of 2 running: part 1 runs beside it, the same part or the
+    // whole list cannot.
+    let part_two =
+        (Lock::folder_shared(&out).unwrap(), Lock::own(&out, &Part::new(2, 2).unwrap().lock_name()).unwrap());
+    refused(prepare(&list, &out, &["--part", "2/2"]));
+    refused(prepare(&list, &out, &[]));
+    let shown = succeeded(prepare(&list, &out, &["--part", "1/2"]));
+    assert!(shown.contains("waiting for parts 2"), "{shown}");
+    drop(part_two);
+    let shown = succeeded(prepare(&list, &out, &["--part", "2/2"]));
+    assert!(shown.contains("dataset manifest written"), "{shown}");
+    succeeded(common::go_train(&["dataset", "verify", path(&out)]));
 }

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{fails, go_train, ok, s, text};
+use common::{fails, path, run, run_ok as ok, text};
 
 use go_train::dataset::{BatchOptions, Dataset, Split};
 use go_train::go::Color;
@@ -29,7 +29,7 @@ fn games(out: &Path) -> BTreeMap<String, Vec<u8>> {
 /// The shipped policy against itself, short games.
 fn policy_run(out: &Path, extra: &[&str]) -> std::process::Output {
     let policy = shipped("policy");
-    let mut args = vec!["selfplay", "--games", "6", "--max-moves", "40", "--seed", "5", "--out", s(out)];
+    let mut args = vec!["selfplay", "--games", "6", "--max-moves", "40", "--seed", "5", "--out", path(out)];
     args.extend(["--policy", policy.as_str()]);
     args.extend(extra);
     ok(&args)
@@ -53,11 +53,11 @@ fn the_same_seed_plays_the_same_games_whatever_the_batch_threads_or_a_kill() {
     std::fs::remove_file(c.join("games/game-000002.sgf")).unwrap();
     std::fs::remove_file(c.join("games/game-000004.sgf")).unwrap();
     std::fs::write(c.join("games/game-000004.sgf.tmp"), b"(;FF[4]GM[1]SZ[19];B[pd];W[d").unwrap();
-    let err = fails(&["selfplay", "--games", "6", "--out", s(&c)]);
+    let err = fails(&["selfplay", "--games", "6", "--out", path(&c)]);
     assert!(err.contains("--resume") && err.contains("--force"), "{err}");
     let policy = shipped("policy");
     let other_seed = ["selfplay", "--games", "6", "--max-moves", "40", "--seed", "6", "--policy", &policy];
-    let err = fails(&[&other_seed[..], &["--out", s(&c), "--resume"]].concat());
+    let err = fails(&[&other_seed[..], &["--out", path(&c), "--resume"]].concat());
     assert!(err.contains("another run"), "{err}");
     let resumed = policy_run(&c, &["--resume", "--json"]);
     assert_eq!(games(&c), first, "the resumed run's games are the uninterrupted run's");
@@ -97,10 +97,10 @@ fn alphagos_recipe_writes_one_labelled_position_a_game_into_a_dataset() {
     let out = dir.path().join("value");
     let policy = shipped("policy");
     let args = ["selfplay", "--games", "12", "--max-moves", "60", "--value-positions", "alphago", "--threads", "2"];
-    ok(&[&args[..], &["--sl-policy", &policy, "--rl-policy", &policy, "--out", s(&out)]].concat());
+    ok(&[&args[..], &["--sl-policy", &policy, "--rl-policy", &policy, "--out", path(&out)]].concat());
     let marks = marks(&out);
     assert!(marks.iter().any(|&(u, _)| u < 59), "U is drawn, not always the cap: {marks:?}");
-    let verified = go_train(&["dataset", "verify", s(&out.join("dataset"))]);
+    let verified = run(&["dataset", "verify", path(&out.join("dataset"))]);
     assert!(verified.status.success(), "{}", text(&verified));
 
     // Exactly the marked positions, labelled from the side to move's view.
@@ -127,7 +127,7 @@ fn alphagos_recipe_writes_one_labelled_position_a_game_into_a_dataset() {
     // `prepare --value marked` of the run's list is the same dataset.
     let again = dir.path().join("again");
     let list = out.join("games.list");
-    ok(&["prepare", s(&list), "--out", s(&again), "--value", "marked", "--features", "extended", "--seed", "1"]);
+    ok(&["prepare", path(&list), "--out", path(&again), "--value", "marked", "--features", "extended", "--seed", "1"]);
     let shard = |d: &Path| std::fs::read(d.join("train-00000.shard")).unwrap();
     assert_eq!(shard(&again), shard(&out.join("dataset")));
 }
@@ -138,7 +138,7 @@ fn per_game_sampling_writes_every_position_and_k_labels() {
     let out = dir.path().join("pg");
     let policy = shipped("policy");
     let args = ["selfplay", "--games", "4", "--max-moves", "30", "--value-positions", "per-game:2", "--features"];
-    ok(&[&args[..], &["seed", "--policy", &policy, "--out", s(&out)]].concat());
+    ok(&[&args[..], &["seed", "--policy", &policy, "--out", path(&out)]].concat());
     let manifest = Dataset::open(&out.join("dataset")).unwrap().manifest().clone();
     let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
     let labelled: u64 = manifest.splits.values().map(|c| c.value_positions).sum();
@@ -151,8 +151,8 @@ fn players_without_batched_nets_play_one_game_each_and_reproducibly() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     let args = ["selfplay", "--games", "4", "--size", "9", "--agent", "random", "--opponent", "mcts:iterations=16"];
-    let out = ok(&[&args[..], &["--out", s(&a), "--batch", "2", "--json"]].concat());
-    ok(&[&args[..], &["--out", s(&b), "--batch", "1", "--threads", "1"]].concat());
+    let out = ok(&[&args[..], &["--out", path(&a), "--batch", "2", "--json"]].concat());
+    ok(&[&args[..], &["--out", path(&b), "--batch", "1", "--threads", "1"]].concat());
     assert_eq!(games(&a), games(&b));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["games"], 4);
@@ -166,7 +166,7 @@ fn players_without_batched_nets_play_one_game_each_and_reproducibly() {
 fn bad_settings_and_a_failed_write_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
-    let o = s(&out);
+    let o = path(&out);
     let err = fails(&["selfplay", "--games", "0", "--out", o]);
     assert!(err.contains("--games"), "{err}");
     let err = fails(&["selfplay", "--games", "2", "--batch", "0", "--out", o]);

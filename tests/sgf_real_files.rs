@@ -17,19 +17,18 @@ use go_train::sgf::{
 };
 use rayon::prelude::*;
 
-/// Every `.sgf` file of `dataset`, read in parallel, keyed by its path
-/// relative to the dataset.
-fn read_dataset(root: &Path, dataset: &str) -> BTreeMap<String, Result<Vec<ParsedGame>, SgfError>> {
-    let dir = root.join(dataset);
-    let files: Vec<PathBuf> = walkdir::WalkDir::new(&dir)
+/// Every `.sgf` file of the collection in `dir`, read in parallel, keyed by
+/// its path relative to `dir`.
+fn read_collection(dir: &Path) -> BTreeMap<String, Result<Vec<ParsedGame>, SgfError>> {
+    let files: Vec<PathBuf> = walkdir::WalkDir::new(dir)
         .into_iter()
-        .map(|entry| entry.expect("dataset folder readable").into_path())
+        .map(|entry| entry.expect("collection folder readable").into_path())
         .filter(|path| path.extension().is_some_and(|e| e == "sgf"))
         .collect();
     files
         .into_par_iter()
         .map(|path| {
-            let name = path.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+            let name = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
             (name, read_file(&path))
         })
         .collect()
@@ -81,8 +80,8 @@ fn assert_illegal(found: &BTreeMap<String, ReplayError>, expected: &[(&str, &str
 
 #[test]
 fn kgs_6d() {
-    let Some(root) = common::datasets() else { return };
-    let files = read_dataset(&root, "kgs-6d");
+    let Some(dir) = common::collection("kgs-6d") else { return };
+    let files = read_collection(&dir);
     assert_eq!(files.len(), 36_692);
     for (name, games) in &files {
         let games = games.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -129,8 +128,8 @@ fn kgs_6d() {
 
 #[test]
 fn gnugo_regression() {
-    let Some(root) = common::datasets() else { return };
-    let files = read_dataset(&root, "gnugo-regression");
+    let Some(dir) = common::collection("gnugo-regression") else { return };
+    let files = read_collection(&dir);
     assert_eq!(files.len(), 1_761);
     let failed: BTreeMap<&str, String> =
         files.iter().filter_map(|(name, games)| games.as_ref().err().map(|e| (name.as_str(), e.to_string()))).collect();
@@ -188,8 +187,8 @@ fn gnugo_regression() {
 
 #[test]
 fn pro_1941_1997() {
-    let Some(root) = common::datasets() else { return };
-    let files = read_dataset(&root, "pro-1941-1997");
+    let Some(dir) = common::collection("pro-1941-1997") else { return };
+    let files = read_collection(&dir);
     assert_eq!(files.len(), 596);
     let records = records(&files, &[]);
     assert_eq!(records.len(), 596);
@@ -222,8 +221,8 @@ fn pro_1941_1997() {
 
 #[test]
 fn kombilo_tests() {
-    let Some(root) = common::datasets() else { return };
-    let files = read_dataset(&root, "kombilo-tests");
+    let Some(dir) = common::collection("kombilo-tests") else { return };
+    let files = read_collection(&dir);
     assert_eq!(files.len(), 37);
     let records = records(&files, &[]);
     assert_eq!(records.len(), 43);
@@ -237,7 +236,7 @@ fn kombilo_tests() {
 /// (the reader has no recursion; this keeps it so).
 #[test]
 fn longest_games_fit_a_worker_stack() {
-    let Some(root) = common::datasets() else { return };
+    let Some(root) = common::datasets_holding(&["kombilo-tests", "kgs-6d"]) else { return };
     let longest = ["kombilo-tests/tests-sgfs/under-the-stones.sgf", "kgs-6d/kgs-19-2017-04-new/2017-04-10-71.sgf"];
     let moves = std::thread::Builder::new()
         .stack_size(2 << 20)

@@ -13,14 +13,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn has_sgfmill() -> bool {
-    let ok = Command::new("python3").args(["-c", "import sgfmill"]).output().is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIPPED: python3 with sgfmill not found (pip install sgfmill)");
-    }
-    ok
-}
-
 /// The JSON lines of a run that succeeded, or (`bad_games_allowed`) that
 /// failed only because it reported games it could not read or replay.
 fn json_lines(out: std::process::Output, bad_games_allowed: bool) -> Vec<serde_json::Value> {
@@ -39,20 +31,15 @@ fn sorted(v: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn final_positions_match_sgfmill() {
-    if !has_sgfmill() {
-        return;
-    }
+    let Some(python) = common::sgfmill() else { return };
     let mut files: Vec<PathBuf> = Vec::new();
     for collection in ["pro-1941-1997", "gnugo-regression", "kombilo-tests"] {
         let Some(f) = common::sgf_files(collection) else { return };
         files.extend(f);
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sgfmill_positions.py");
-    let theirs = json_lines(Command::new("python3").arg(script).args(&files).output().unwrap(), false);
-    let ours = json_lines(
-        Command::new(env!("CARGO_BIN_EXE_go-train")).args(["show", "--json"]).args(&files).output().unwrap(),
-        true,
-    );
+    let theirs = json_lines(Command::new(python).arg(script).args(&files).output().unwrap(), false);
+    let ours = json_lines(common::go_train(&["show", "--json"]).args(&files).output().unwrap(), true);
     let ours: HashMap<&str, &serde_json::Value> = ours
         .iter()
         .filter(|o| o["game"].as_u64().unwrap_or(0) == 0)
@@ -100,9 +87,7 @@ fn sgf_move(color: char, gtp: &str) -> String {
 /// "extension" leaves as a string with liberties: a saved one.
 #[test]
 fn big_captures_counts_an_extension_into_the_last_eye_as_no_rescue() {
-    if !has_sgfmill() {
-        return;
-    }
+    let Some(python) = common::sgfmill() else { return };
     let dir = tempfile::tempdir().unwrap();
     // Game 0: Black's ring of 8 around E5, surrounded, E5 its one liberty;
     // Black plays elsewhere (B9) and White takes the ring at E5.
@@ -126,7 +111,7 @@ fn big_captures_counts_an_extension_into_the_last_eye_as_no_rescue() {
     }
     std::fs::write(dir.path().join("games.jsonl"), jsonl).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/big-captures.py");
-    let out = Command::new("python3").arg(script).arg(dir.path()).args(["--min-stones", "2"]).output().unwrap();
+    let out = Command::new(python).arg(script).arg(dir.path()).args(["--min-stones", "2"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("game 0 (W+R): B took 8 stones; in atari, extension is suicide"), "{text}");

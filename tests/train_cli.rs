@@ -5,33 +5,21 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn go_train(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_go-train")).args(args).output().unwrap()
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = go_train(args);
-    assert!(out.status.success(), "go-train {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{path, run, run_ok};
 
 /// A dataset of about 300 real 2001 KGS games (~60,000 positions), value
 /// labels on every position.
 fn dataset(dir: &Path) -> Option<PathBuf> {
-    let games = common::datasets()?.join("kgs-6d/KGS2001");
+    let games = common::collection("kgs-6d")?.join("KGS2001");
     let list = dir.join("games.list");
-    ok(&["filter", s(&games), "--out", s(&list)]);
+    run_ok(&["filter", path(&games), "--out", path(&list)]);
     let text = std::fs::read_to_string(&list).unwrap();
     let short: String = text.lines().take(301).map(|l| format!("{l}\n")).collect();
     std::fs::write(&list, short).unwrap();
     let data = dir.join("data");
-    ok(&["prepare", s(&list), "--out", s(&data)]);
+    run_ok(&["prepare", path(&list), "--out", path(&data)]);
     Some(data)
 }
 
@@ -52,14 +40,14 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let Some(data) = dataset(dir.path()) else { return };
     let device = common::test_device();
-    let common = |out: &Path, kind: &str| -> Vec<String> {
+    let flags = |out: &Path, kind: &str| -> Vec<String> {
         [
             "--config",
             &config(kind),
             "--data",
-            s(&data),
+            path(&data),
             "--out",
-            s(out),
+            path(out),
             "--device",
             &device,
             "--set",
@@ -69,17 +57,17 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
         .map(|x| x.to_string())
         .collect()
     };
-    let run = |out: &Path, kind: &str, extra: &[&str]| {
+    let train = |out: &Path, kind: &str, extra: &[&str]| {
         let mut args = vec![format!("train-{kind}")];
-        args.extend(common(out, kind));
+        args.extend(flags(out, kind));
         args.extend(extra.iter().map(|x| x.to_string()));
-        go_train(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
 
     // The policy net learns within a few hundred steps: the loss falls and
     // top-1 accuracy is far above chance (about 1/200 legal moves).
     let policy = dir.path().join("policy");
-    let out = run(&policy, "policy", &["--epochs", "3", "--steps-per-epoch", "80"]);
+    let out = train(&policy, "policy", &["--epochs", "3", "--steps-per-epoch", "80"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let m = metrics(&policy);
     assert_eq!(m.len(), 3);
@@ -102,8 +90,18 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(std::fs::read_to_string(policy.join("metrics.svg")).unwrap().contains("<polyline"));
 
     // `eval` scores the checkpoint on the test split, overall and by phase.
-    let out =
-        ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--device", &device, "--limit", "3000", "--json"]);
+    let out = run_ok(&[
+        "eval",
+        "--data",
+        path(&data),
+        "--policy",
+        path(&policy),
+        "--device",
+        &device,
+        "--limit",
+        "3000",
+        "--json",
+    ]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let overall = &report["report"]["overall"];
     assert!(overall["positions"].as_u64().unwrap() >= 3000);
@@ -116,12 +114,12 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     // Stopped after one epoch and resumed: the same weights as straight through.
     let straight = dir.path().join("straight");
     let resumed = dir.path().join("resumed");
-    assert!(run(&straight, "policy", &["--epochs", "2", "--steps-per-epoch", "15"]).status.success());
-    assert!(run(&resumed, "policy", &["--epochs", "1", "--steps-per-epoch", "15"]).status.success());
-    let again = run(&resumed, "policy", &["--epochs", "1", "--steps-per-epoch", "15"]);
+    assert!(train(&straight, "policy", &["--epochs", "2", "--steps-per-epoch", "15"]).status.success());
+    assert!(train(&resumed, "policy", &["--epochs", "1", "--steps-per-epoch", "15"]).status.success());
+    let again = train(&resumed, "policy", &["--epochs", "1", "--steps-per-epoch", "15"]);
     assert!(!again.status.success(), "a second fresh run must not overwrite a checkpoint");
     assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
-    assert!(run(&resumed, "policy", &["--epochs", "2", "--steps-per-epoch", "15", "--resume"]).status.success());
+    assert!(train(&resumed, "policy", &["--epochs", "2", "--steps-per-epoch", "15", "--resume"]).status.success());
     for f in ["last/weights.safetensors", "last/optimizer.safetensors"] {
         assert_eq!(std::fs::read(straight.join(f)).unwrap(), std::fs::read(resumed.join(f)).unwrap(), "{f}");
     }
@@ -129,13 +127,13 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     // --stop-after ends a run after the epoch that would pass the limit,
     // its checkpoint written; --resume finishes it.
     let segmented = dir.path().join("segmented");
-    let out = run(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--stop-after", "0.001"]);
+    let out = train(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--stop-after", "0.001"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopping after epoch 1 of 3"));
     assert_eq!(metrics(&segmented).len(), 1);
-    assert!(run(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--resume"]).status.success());
+    assert!(train(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--resume"]).status.success());
     assert_eq!(metrics(&segmented).len(), 3);
-    let bad = run(&segmented, "policy", &["--stop-after", "0", "--resume"]);
+    let bad = train(&segmented, "policy", &["--stop-after", "0", "--resume"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("positive number of seconds"));
 
     // A corrupted checkpoint is refused with its file named.
@@ -143,7 +141,7 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let mut bytes = std::fs::read(&weights).unwrap();
     bytes.truncate(bytes.len() / 2);
     std::fs::write(&weights, bytes).unwrap();
-    let out = run(&resumed, "policy", &["--epochs", "3", "--steps-per-epoch", "15", "--resume"]);
+    let out = train(&resumed, "policy", &["--epochs", "3", "--steps-per-epoch", "15", "--resume"]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("weights.safetensors"),
@@ -154,11 +152,11 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     // The playout and value nets train too; the value net reports its MSE
     // next to the constant-0.5 baseline of 0.25.
     let playout = dir.path().join("playout");
-    assert!(run(&playout, "playout", &["--epochs", "2", "--steps-per-epoch", "60"]).status.success());
+    assert!(train(&playout, "playout", &["--epochs", "2", "--steps-per-epoch", "60"]).status.success());
     let m = metrics(&playout);
     assert!(m[1]["train"]["loss"].as_f64().unwrap() < m[0]["train"]["loss"].as_f64().unwrap(), "{m:?}");
     let value = dir.path().join("value");
-    let out = run(&value, "value", &["--epochs", "1", "--steps-per-epoch", "60"]);
+    let out = train(&value, "value", &["--epochs", "1", "--steps-per-epoch", "60"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("baseline 0.25"));
     let m = metrics(&value);
@@ -167,31 +165,33 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(m[0]["validation"]["accuracy"].as_f64().is_some());
 
     // Averaged over the 8 symmetries, the policy net is scored too.
-    let out = ok(&["eval", "--data", s(&data), "--policy", s(&policy), "--limit", "500", "--symmetries", "--json"]);
+    let out =
+        run_ok(&["eval", "--data", path(&data), "--policy", path(&policy), "--limit", "500", "--symmetries", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["report"]["overall"]["top1"].as_f64().unwrap() > 0.10, "{report}");
 
     // The value net mixed with random playouts, as MCTS leaves mix them,
     // is scored on the same positions as the net alone; a weight outside
     // 0..=1 is refused.
-    let value_eval = ["eval", "--data", s(&data), "--value", s(&value), "--limit", "300", "--baseline-positions", "0"];
-    let out = ok(&[&value_eval[..], &["--mix", "1", "--mix-playouts", "4", "--json"]].concat());
+    let value_eval =
+        ["eval", "--data", path(&data), "--value", path(&value), "--limit", "300", "--baseline-positions", "0"];
+    let out = run_ok(&[&value_eval[..], &["--mix", "1", "--mix-playouts", "4", "--json"]].concat());
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (alone, mixed) = (&report["report"]["overall"], &report["mixed"]["report"]["overall"]);
     assert_eq!(alone["positions"], mixed["positions"], "{report}");
     let mse = mixed["loss"].as_f64().unwrap();
     assert!(mse > 0.0 && mse < 0.5 && mse != alone["loss"].as_f64().unwrap(), "{report}");
-    let bad = go_train(&[&value_eval[..], &["--mix", "1.5"]].concat());
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("between 0 and 1"));
-    let no_value = go_train(&["eval", "--data", s(&data), "--policy", s(&policy), "--mix", "1"]);
+    let bad = run(&[&value_eval[..], &["--mix", "1.5"]].concat());
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("give a number from 0 to 1"));
+    let no_value = run(&["eval", "--data", path(&data), "--policy", path(&policy), "--mix", "1"]);
     assert!(!no_value.status.success() && String::from_utf8_lossy(&no_value.stderr).contains("give --value"));
     // Tactical playouts score the same positions and name
     // themselves; without --mix they are refused.
-    let out = ok(&[&value_eval[..], &["--mix", "1", "--mix-playouts", "4", "--mix-tactics", "--json"]].concat());
+    let out = run_ok(&[&value_eval[..], &["--mix", "1", "--mix-playouts", "4", "--mix-tactics", "--json"]].concat());
     let tactical: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(tactical["mixed"]["tactics"], true, "{tactical}");
     assert_eq!(tactical["mixed"]["report"]["overall"]["positions"], mixed["positions"], "{tactical}");
-    let no_mix = go_train(&[&value_eval[..], &["--mix-tactics"]].concat());
+    let no_mix = run(&[&value_eval[..], &["--mix-tactics"]].concat());
     assert!(!no_mix.status.success() && String::from_utf8_lossy(&no_mix.stderr).contains("give --mix"));
 
     play_with_the_trained_nets(dir.path(), &policy, &playout, &value);
@@ -203,45 +203,45 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
 fn play_with_the_trained_nets(dir: &Path, policy: &Path, playout: &Path, value: &Path) {
     let summary = |out: &Output| -> serde_json::Value { serde_json::from_slice(&out.stdout).unwrap() };
     let games = dir.join("policy-vs-random");
-    let out = ok(&[
+    let out = run_ok(&[
         "eval",
         "--match",
         "policy",
         "random",
         "--policy",
-        s(policy),
+        path(policy),
         "--games",
         "4",
         "--out",
-        s(&games),
+        path(&games),
         "--json",
     ]);
     let m = summary(&out);
     assert!(m["a_wins"].as_u64().unwrap() >= 3, "{m}");
     assert_eq!(m["a_wins_by_color"].as_array().unwrap().len(), 2);
     // A second match into the same folder is refused without --force.
-    let again = go_train(&["eval", "--match", "policy", "random", "--policy", s(policy), "--out", s(&games)]);
+    let again = run(&["eval", "--match", "policy", "random", "--policy", path(policy), "--out", path(&games)]);
     assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("--force"));
 
     let games = dir.join("mcts-vs-policy");
     let mcts = "mcts:iterations=24,batch=4,leaf=value";
-    let out = ok(&[
+    let out = run_ok(&[
         "eval",
         "--match",
         mcts,
         "policy",
         "--policy",
-        s(policy),
+        path(policy),
         "--value",
-        s(value),
+        path(value),
         "--playout",
-        s(playout),
+        path(playout),
         "--games",
         "2",
         "--max-moves",
         "120",
         "--out",
-        s(&games),
+        path(&games),
         "--json",
     ]);
     let m = summary(&out);
@@ -256,10 +256,10 @@ fn play_with_the_trained_nets(dir: &Path, policy: &Path, playout: &Path, value: 
 
     let mut gtp = go_train::gtp::GtpClient::spawn(&format!(
         "{} gtp --engine mcts --iterations 16 --policy {} --value {} --playout {}",
-        env!("CARGO_BIN_EXE_go-train"),
-        s(policy),
-        s(value),
-        s(playout)
+        common::BIN,
+        path(policy),
+        path(value),
+        path(playout)
     ))
     .unwrap();
     assert!(gtp.send("boardsize 9").is_err(), "the nets play 19x19 only");
@@ -274,13 +274,13 @@ fn a_bad_config_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "net = \"policy\"\nepochs = [\n").unwrap();
-    let out = go_train(&["train-policy", "--config", s(&bad)]);
+    let out = run(&["train-policy", "--config", path(&bad)]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml"), "{err}");
-    let out = go_train(&["train-policy", "--config", &config("policy"), "--data", s(&dir.path().join("nothing"))]);
+    let out = run(&["train-policy", "--config", &config("policy"), "--data", path(&dir.path().join("nothing"))]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("manifest.json"), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = go_train(&["train-value", "--config", &config("policy-value-ownership"), "--set", "ownership_weight=-1"]);
+    let out = run(&["train-value", "--config", &config("policy-value-ownership"), "--set", "ownership_weight=-1"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("policy-value-ownership.toml") && err.contains("ownership_weight"),
@@ -299,11 +299,21 @@ fn runs_need_no_config_file_and_resume_with_their_own() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let out_dir = dir.path().join("run");
     let train = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_go-train")).current_dir(&elsewhere).args(args).output().unwrap();
+        let out = common::go_train(args).current_dir(&elsewhere).output().unwrap();
         assert!(out.status.success(), "{args:?}:\n{}", String::from_utf8_lossy(&out.stderr));
     };
-    train(&["train-playout", "--data", s(&data), "--out", s(&out_dir), "--epochs", "1", "--steps-per-epoch", "3"]);
-    train(&["train-playout", "--out", s(&out_dir), "--resume", "--epochs", "2"]);
+    train(&[
+        "train-playout",
+        "--data",
+        path(&data),
+        "--out",
+        path(&out_dir),
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "3",
+    ]);
+    train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "2"]);
     let m = metrics(&out_dir);
     assert_eq!(m.len(), 2);
     assert_eq!(m[1]["step"].as_u64(), Some(6), "the resumed epoch kept 3 steps: {m:?}");
@@ -323,9 +333,20 @@ fn small_dataset(dir: &Path, collection: &str, size: usize, games: usize, split:
     let list = dir.join(format!("games-{size}-{split}.list"));
     let size_arg = size.to_string();
     let criteria = ["--size", &size_arg, "--min-year", "0", "--any-komi", "--allow-handicap"];
-    ok(&[&["filter", s(&sgf), "--out", s(&list)][..], &criteria].concat());
+    run_ok(&[&["filter", path(&sgf), "--out", path(&list)][..], &criteria].concat());
     let data = dir.join(format!("data-{size}-{split}"));
-    ok(&["prepare", s(&list), "--out", s(&data), "--size", &size_arg, "--split", split, "--block-records", "16"]);
+    run_ok(&[
+        "prepare",
+        path(&list),
+        "--out",
+        path(&data),
+        "--size",
+        &size_arg,
+        "--split",
+        split,
+        "--block-records",
+        "16",
+    ]);
     Some(data)
 }
 
@@ -336,12 +357,12 @@ fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
         let out_dir = dir.path().join("out");
         let cfg = config("policy");
         let mut args =
-            vec!["train-policy", "--config", &cfg, "--data", s(data), "--out", s(&out_dir), "--device", "cpu"];
+            vec!["train-policy", "--config", &cfg, "--data", path(data), "--out", path(&out_dir), "--device", "cpu"];
         args.extend(extra);
-        let out = go_train(&args);
+        let out = run(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should fail");
-        assert!(err.contains(expect) && err.contains("manifest.json") && err.contains(s(data)), "{err}");
+        assert!(err.contains(expect) && err.contains("manifest.json") && err.contains(path(data)), "{err}");
         assert!(!out_dir.join("config.toml").exists(), "nothing is written");
     };
     // (a) A 9x9 dataset: the nets are 19x19.
@@ -363,14 +384,14 @@ fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
     let cfg = config("policy");
     let train = |extra: &[&str]| {
         let mut args =
-            vec!["train-policy", "--config", &cfg, "--data", s(&tiny), "--out", s(&out_dir), "--device", "cpu"];
+            vec!["train-policy", "--config", &cfg, "--data", path(&tiny), "--out", path(&out_dir), "--device", "cpu"];
         args.extend(["--set", "batch=4", "--epochs", "1"]);
         args.extend(extra);
-        go_train(&args)
+        run(&args)
     };
     let out = train(&[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let old = ["last", "metrics.jsonl", "metrics.svg", "best.safetensors"];
+    let old = ["last", "metrics.jsonl", "metrics.svg", "metrics.png", "best.safetensors"];
     assert!(old.iter().all(|f| out_dir.join(f).exists()));
     let out = train(&["--force", "--set", "optimizer.lr=1e30"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("loss became"));
@@ -396,17 +417,17 @@ fn several_ranks_need_nccl_and_one_srun_task_trains_alone() {
         "--config",
         &cfg,
         "--data",
-        s(&data),
+        path(&data),
         "--out",
-        s(&out_dir),
+        path(&out_dir),
         "--device",
         "cpu",
         "--epochs",
         "1",
     ];
     let launched = |vars: &[(&str, &str)]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_go-train"));
-        cmd.args(args).args(["--set", "batch=8", "--steps-per-epoch", "2"]);
+        let mut cmd = common::go_train(&args);
+        cmd.args(["--set", "batch=8", "--steps-per-epoch", "2"]);
         for var in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"] {
             cmd.env_remove(var);
         }

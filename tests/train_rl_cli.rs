@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fails, ok, s};
+use common::{fails, path, run_ok as ok};
 
 /// A tiny run of the shipped policy: 4 games of 24 moves an iteration, a
 /// snapshot and a match against the start every 2 iterations.
@@ -14,8 +14,8 @@ fn init() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/nets/policy.safetensors")
 }
 
-fn tiny(out: &Path, extra: &[&str]) {
-    let mut args = vec!["train-rl", "--init", init(), "--out", s(out), "--games", "4", "--max-moves", "24"];
+fn tiny(out: &Path, start: &str, extra: &[&str]) {
+    let mut args = vec!["train-rl", "--init", start, "--out", path(out), "--games", "4", "--max-moves", "24"];
     args.extend(["--pool-every", "2", "--eval-every", "2", "--eval-games", "4", "--lr", "0.01", "--momentum", "0.9"]);
     args.extend(extra);
     ok(&args);
@@ -38,12 +38,16 @@ fn metrics(out: &Path) -> Vec<serde_json::Value> {
 fn a_resumed_run_ends_as_one_that_never_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
-    tiny(&whole, &["--iterations", "3"]);
-    tiny(&parts, &["--iterations", "2"]);
-    let err = fails(&["train-rl", "--out", s(&parts), "--iterations", "3"]);
+    tiny(&whole, init(), &["--iterations", "3"]);
+    // The run keeps its start policy: the file it started from may go.
+    let copy = dir.path().join("sl.safetensors");
+    std::fs::copy(init(), &copy).unwrap();
+    tiny(&parts, path(&copy), &["--iterations", "2"]);
+    std::fs::remove_file(&copy).unwrap();
+    let err = fails(&["train-rl", "--out", path(&parts), "--iterations", "3"]);
     assert!(err.contains("--resume") && err.contains("--force"), "{err}");
     // The run's own settings come back; only the iterations are extended.
-    ok(&["train-rl", "--out", s(&parts), "--iterations", "3", "--resume"]);
+    ok(&["train-rl", "--out", path(&parts), "--iterations", "3", "--resume"]);
     let weights = |d: &Path| std::fs::read(d.join("last/weights.safetensors")).unwrap();
     assert_eq!(weights(&whole), weights(&parts), "the same weights, to the byte");
     assert_eq!(
@@ -56,14 +60,20 @@ fn a_resumed_run_ends_as_one_that_never_stopped() {
     assert!(m[1]["against_start"]["games"] == 4 && m[0]["against_start"].is_null());
     assert_eq!(m[2]["pool"], 2, "the snapshot of iteration 2 joined the pool");
     assert!(parts.join("pool/iteration-000002.safetensors").is_file() && parts.join("best.safetensors").is_file());
-    // The weights moved, all but the pass logit.
+    // The weights moved, all but the pass logit: the learner learns where
+    // to play, not when to pass.
     let tensors = |path: &Path| go_train::nn::weights::read_tensors(path, &candle_core::Device::Cpu).unwrap().tensors;
     let (start, trained) = (tensors(Path::new(init())), tensors(&whole.join("last/weights.safetensors")));
     let values = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    assert_eq!(values(&start["pass_logit"]), values(&trained["pass_logit"]));
+    assert!((values(&start["pass_logit"])[0] - values(&trained["pass_logit"])[0]).abs() < 1e-5);
     assert_ne!(values(&start["head.weight"]), values(&trained["head.weight"]));
     // Nothing left to do.
-    ok(&["train-rl", "--out", s(&parts), "--iterations", "3", "--resume"]);
+    ok(&["train-rl", "--out", path(&parts), "--iterations", "3", "--resume"]);
+    // A run that lost its checkpoint is not started again over its metrics.
+    std::fs::remove_dir_all(parts.join("last")).unwrap();
+    let err = fails(&["train-rl", "--out", path(&parts), "--iterations", "4", "--resume"]);
+    assert!(err.contains("state.json") && err.contains("missing"), "{err}");
+    assert_eq!(metrics(&parts).len(), 3, "the metrics stay");
 }
 
 #[test]
@@ -79,10 +89,10 @@ fn bad_settings_are_named() {
         ("--komi", "inf", "komi"),
         ("--move-fraction", "0", "move_fraction"),
     ] {
-        let err = fails(&["train-rl", "--out", s(&out), &format!("{flag}={value}")]);
+        let err = fails(&["train-rl", "--out", path(&out), &format!("{flag}={value}")]);
         assert!(err.contains(named), "{flag} {value}: {err}");
     }
-    let err = fails(&["train-rl", "--out", s(&out), "--init", "no/such/policy.safetensors"]);
+    let err = fails(&["train-rl", "--out", path(&out), "--init", "no/such/policy.safetensors"]);
     assert!(err.contains("no/such/policy.safetensors"), "{err}");
     assert!(!out.exists(), "a refused run leaves nothing behind");
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use go_train::bounds::{self, count_flag, real_flag, Domain};
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::dataset::prepare::{prepare as prepare_dataset, PrepareOptions};
 use go_train::dataset::{decode_rate, Dataset, DecodeRate, Split};
@@ -42,17 +43,17 @@ enum What {
   go-train bench playouts --playouts 2000   # a fixed amount of work, for profilers")]
     Playouts {
         /// Board size.
-        #[arg(long, default_value_t = 19)]
+        #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
         size: usize,
         /// How long to run.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
         /// Seed of the random agent.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
         seed: u64,
         /// Run exactly this many playouts instead of for a time (for
         /// instruction-count profiling, which must be repeatable).
-        #[arg(long)]
+        #[arg(long, value_parser = count_flag::<u64>(Domain::Count { min: 1, max: u64::MAX }))]
         playouts: Option<u64>,
     },
     /// filter + prepare over a whole collection, every game kept (handicap,
@@ -70,7 +71,7 @@ enum What {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Worker threads [default: all cores].
-        #[arg(long)]
+        #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
         threads: Option<usize>,
         /// Input planes: seed or extended.
         #[arg(long, default_value = "seed")]
@@ -89,10 +90,10 @@ enum What {
         #[arg(long, default_value = "train")]
         split: Split,
         /// Threads of the second run [default: all cores].
-        #[arg(long)]
+        #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
         threads: Option<usize>,
         /// How long each run lasts.
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
     },
     /// Training speed of the nets: forward, backward and optimizer step on
@@ -102,7 +103,9 @@ enum What {
   go-train bench train
   go-train bench train --net policy,resnet-policy:6x64 --batch 100,256 --seconds 10
   go-train bench train --net all --features extended
-  go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU")]
+  go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU
+  go-train bench train --net policy --steps 20   # a fixed amount of work, for profilers
+  GO_TRAIN_FUSED_OPTIM=0 go-train bench train    # without one fused path, to A/B it")]
     Train(TrainArgs),
     /// MCTS seconds per move and iterations/s with the nets it plays with,
     /// on positions of a real game (the settings interleaved): where the
@@ -121,7 +124,7 @@ struct TrainArgs {
     #[arg(long, default_value = "all")]
     net: String,
     /// Samples per training step; a comma-separated list runs each size.
-    #[arg(long, default_value = "100", value_delimiter = ',')]
+    #[arg(long, default_value = "100", value_delimiter = ',', value_parser = count_flag::<usize>(Domain::Count { min: 1, max: 1 << 20 }))]
     batch: Vec<usize>,
     /// On a GPU, TF32 tensor-core matrix products (PyTorch's default for
     /// convolutions); `--tf32 false` for full float32.
@@ -131,16 +134,20 @@ struct TrainArgs {
     #[arg(long, default_value = "seed")]
     features: FeatureSet,
     /// How long to train each net.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
     seconds: f64,
+    /// Train each net exactly this many timed steps instead of for a time
+    /// (a fixed amount of work, for instruction-count profilers).
+    #[arg(long, value_parser = count_flag::<usize>(Domain::Count { min: 1, max: 1 << 30 }))]
+    steps: Option<usize>,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// CPU threads (default: one per core).
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
     threads: Option<usize>,
     /// Seed of the weights and the data.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
 }
 
@@ -246,9 +253,6 @@ fn peak_memory_mib() -> Option<f64> {
 
 fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Result<()> {
     let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if threads == 0 {
-        bail!("--threads 0: give at least 1");
-    }
     let dataset = Dataset::open(data)?;
     let size = dataset.board_size();
     println!(
@@ -272,9 +276,9 @@ fn reader(data: &Path, split: Split, threads: Option<usize>, seconds: f64) -> Re
 /// shared machine the threads may not get a core each, and records per
 /// CPU-second still say what a core does.
 fn measured_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) -> Result<DecodeRate> {
-    let cpu_before = cpu_seconds();
+    let cpu_before = go_train::cpu_time::process_cpu_seconds();
     let rate = decode_rate(dataset, split, threads, seconds)?;
-    let cpu = cpu_before.zip(cpu_seconds()).map(|(before, after)| after - before);
+    let cpu = cpu_before.zip(go_train::cpu_time::process_cpu_seconds()).map(|(before, after)| after - before);
     let cpu_text = match cpu {
         Some(cpu) if cpu > 0.0 => {
             format!(", {:.2} cores busy, {:.0} records per CPU-second", cpu / rate.seconds, rate.records as f64 / cpu)
@@ -288,15 +292,4 @@ fn measured_rate(dataset: &Dataset, split: Split, threads: usize, seconds: f64) 
         rate.per_thread()
     );
     Ok(rate)
-}
-
-/// CPU time (user + system) of this process so far, from Linux's
-/// `/proc/self/stat` (in clock ticks of 1/100 s).
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which is in parentheses and may hold
-    // spaces: state is the first, utime the 12th, stime the 13th.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
 }

@@ -176,6 +176,8 @@ fn info_json(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> Value {
     };
     json!({
         "dir": dir.display().to_string(),
+        // What checkpoints and weights record of the dataset they trained on.
+        "identity": m.identity().to_string(),
         "dataset_version": m.dataset_version,
         "go_train_version": m.go_train_version,
         "feature_version": m.feature_version,
@@ -207,8 +209,9 @@ fn labels_json(l: &LabelStats) -> Value {
 fn info_text(dir: &Path, m: &Manifest, splits: &[SplitInfo]) -> String {
     let s = &m.settings;
     let mut out = format!(
-        "dataset {}\n  written by go-train {}, dataset version {}, features {} ({} planes), {}x{}\n",
+        "dataset {} (identity {})\n  written by go-train {}, dataset version {}, features {} ({} planes), {}x{}\n",
         dir.display(),
+        m.identity(),
         m.go_train_version,
         m.dataset_version,
         m.feature_version,

@@ -6,13 +6,17 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use go_train::bounds::{self, count_flag, real_flag, Domain};
 use go_train::dataset::{Dataset, Split};
-use go_train::eval::arena::{run_match, GameConfig, MatchConfig, MatchSummary, PlayerSpec};
+use go_train::eval::arena::{run_match, GameConfig, MatchConfig, MatchSummary};
 use go_train::eval::baseline::OwnershipBaseline;
 use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, mixed_by_phase, Report};
+use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
-use go_train::search::ownership::{LeafMix, Ownership};
+use go_train::search::ownership::LeafMix;
+
+use super::search_flags::setting_flag;
 
 /// Measure trained nets on held-out positions or in games.
 ///
@@ -22,9 +26,14 @@ use go_train::search::ownership::{LeafMix, Ownership};
 ///
 /// With --match A B: games between two players, colours alternating. A
 /// player is a go-train agent (random, policy, playout, mcts, optionally
-/// with settings: `mcts:iterations=400,selection=puct`, `policy:temperature=1`;
-/// nets come from --policy/--value/--playout unless the spec names them) or
-/// any GTP engine's command line (`gnugo --mode gtp --level 10`). Games are
+/// with settings: `mcts:iterations=400`, `mcts:preset=seed,selection=puct`,
+/// `mcts:config=search.toml`, `policy:temperature=1`; MCTS plays the tuned
+/// search unless the spec says otherwise, as `go-train gtp` does; nets come
+/// from --policy/--value/--playout unless the spec names them, and from the
+/// shipped ones for the rest, with the residual policy at MCTS's root where
+/// the policy is the shipped one; the settings' keys are the names of `go-train
+/// gtp`'s search flags) or any GTP engine's command line (`gnugo --mode gtp
+/// --level 10`). Games are
 /// refereed under Chinese rules and scored by area, dead stones found by
 /// random-playout ownership. Every game is saved as SGF in --out; the
 /// summary gives wins, the win rate with a 95% interval and the Elo
@@ -34,8 +43,9 @@ use go_train::search::ownership::{LeafMix, Ownership};
   go-train eval --data datasets/kgs --policy checkpoints/policy
   go-train eval --data datasets/kgs-value --value checkpoints/value --split validation
   go-train eval --data datasets/kgs --playout checkpoints/playout/last/weights.safetensors --json
-  go-train eval --match mcts:selection=puct '/usr/games/gnugo --mode gtp --level 10' --games 40   # shipped nets
-  go-train eval --match mcts:selection=puct '/usr/games/gnugo --mode gtp --level 10' --games 40 --resume   # after a kill
+  go-train eval --match mcts '/usr/games/gnugo --mode gtp --level 10' --games 40   # as go-train gtp plays
+  go-train eval --match mcts '/usr/games/gnugo --mode gtp --level 10' --games 40 --resume   # after a kill
+  go-train eval --match mcts:iterations=400 mcts:preset=seed --games 20
   go-train eval --match policy random --policy checkpoints/policy --games 100
   go-train eval --match mcts policy --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
   go-train eval --match policy 'gnugo --mode gtp --level 10' --policy checkpoints/policy --games 20
@@ -48,19 +58,19 @@ pub struct Args {
     #[arg(long = "match", num_args = 2, value_names = ["A", "B"], id = "players")]
     players: Option<Vec<String>>,
     /// Match: games to play.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = count_flag::<usize>(GAMES))]
     games: usize,
     /// Match: board size (nets play 19x19 only).
-    #[arg(long, default_value_t = 19)]
+    #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
     size: usize,
     /// Match: komi.
-    #[arg(long, default_value_t = 7.5)]
+    #[arg(long, default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
     komi: f32,
     /// Match: moves after which a game is scored as it stands [default: 3 x size²].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]
     max_moves: Option<usize>,
     /// Match: games played at once [default: one per core].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::PARALLEL))]
     parallel: Option<usize>,
     /// Match: folder for the SGF files, games.jsonl and summary.json.
     #[arg(long, default_value = "matches/latest")]
@@ -73,22 +83,26 @@ pub struct Args {
     #[arg(long)]
     resume: bool,
     /// Match: seeds the agents and the scoring.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
     /// Match: compare our score of each counted game with this engine's
     /// final_score, e.g. '/usr/games/gnugo --mode gtp --chinese-rules'.
     #[arg(long)]
     cross_check: Option<String>,
+    /// Match: seconds a GTP engine has to answer a command; one that does
+    /// not forfeits the game. A game's setup gets at least the default.
+    #[arg(long, value_name = "SECONDS", default_value_t = GtpTimeouts::DEFAULT_SECONDS)]
+    gtp_timeout: f64,
     /// Which split.
     #[arg(long, default_value = "test")]
     split: Split,
     #[command(flatten)]
-    nets: super::NetPaths,
+    nets: super::nets::NetPaths,
     /// Positions at most (0: the whole split).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = count_flag::<u64>(Domain::Count { min: 0, max: u64::MAX }))]
     limit: u64,
     /// Positions per batch.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_parser = count_flag::<usize>(BATCH))]
     batch: usize,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
@@ -96,14 +110,15 @@ pub struct Args {
     /// Value nets: fit the ownership baseline (random-playout area margin
     /// through a logistic) on this many train positions and score it on the
     /// same positions as the net; 0 leaves it out.
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 4000, value_parser = count_flag::<usize>(BASELINE_POSITIONS))]
     baseline_positions: usize,
     /// Value nets: also score the net mixed with random playouts as MCTS
-    /// leaves mix them (`mix=λ`): (1 − λ)·net + λ·(share of playouts won).
-    #[arg(long, value_name = "λ")]
+    /// leaves mix them (`mix=λ`): (1 − λ)·net + λ·(share of playouts won),
+    /// λ from 0 to 1.
+    #[arg(long, value_name = "λ", value_parser = setting_flag::<f32>("mix"))]
     mix: Option<f32>,
     /// Random playouts per position for --mix.
-    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 8, value_parser = setting_flag::<usize>("mix-playouts"))]
     mix_playouts: usize,
     /// Random playouts for --mix that answer ataris (`mix-tactics=on`).
     #[arg(long)]
@@ -115,6 +130,14 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 }
+
+/// Games a match plays at most.
+const GAMES: Domain = Domain::Count { min: 1, max: 1_000_000 };
+/// A game's move limit.
+/// Positions a forward pass evaluates.
+const BATCH: Domain = Domain::Count { min: 1, max: 1_000_000 };
+/// Train positions the ownership baseline is fitted on.
+const BASELINE_POSITIONS: Domain = Domain::Count { min: 0, max: 100_000_000 };
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(players) = &args.players {
@@ -129,8 +152,7 @@ pub fn run(args: Args) -> Result<()> {
     if nets.is_empty() {
         bail!("name at least one net: --policy, --value or --playout");
     }
-    if let Some(lambda) = args.mix {
-        Ownership::check_mix(lambda).context("--mix")?;
+    if args.mix.is_some() {
         if n.value.is_none() {
             bail!("--mix mixes a value net's predictions with random playouts: give --value");
         }
@@ -143,6 +165,9 @@ pub fn run(args: Args) -> Result<()> {
     for (role, path) in nets {
         let file = weights::resolve(path)?;
         let model = weights::load(&file, &device)?;
+        if let Some(note) = go_train::eval::positions::trained_on_note(&file, &dataset, args.split)? {
+            eprintln!("{note}");
+        }
         let wanted = if role == "value" { nn::Output::WinProb } else { nn::Output::MoveLogProbs };
         if model.output() != wanted {
             bail!("{}: a {} net, which --{role} cannot take", file.display(), model.arch());
@@ -232,23 +257,8 @@ fn print_report(what: &str, source: &str, split: Split, r: &Report) {
 fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     // Agents without nets take the named ones, and for those not named
     // the shipped ones on the board those play.
-    let nets = args.nets.clone().or_shipped(args.size);
-    let spec = |text: &str| -> Result<PlayerSpec> {
-        Ok(match PlayerSpec::parse(text)? {
-            PlayerSpec::Agent(agent) => PlayerSpec::Agent(agent.with_default_nets(
-                nets.policy.as_ref(),
-                nets.value.as_ref(),
-                nets.playout.as_ref(),
-            )),
-            gtp => gtp,
-        })
-    };
-    if args.games == 0 {
-        bail!("--games must be at least 1");
-    }
-    if !go_train::go::Board::valid_size(args.size) {
-        bail!("--size {}: boards are 2 to 25 points a side", args.size);
-    }
+    let nets = args.nets.defaults(args.size, None, true);
+    let spec = |text: &str| super::nets::player_spec(text, &nets);
     let has_games = std::fs::read_dir(&args.out)
         .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sgf")))
         .unwrap_or(false);
@@ -267,7 +277,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
         }
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let parallel = args.parallel.unwrap_or(cores).max(1);
+    let parallel = args.parallel.unwrap_or(cores);
     // Each game's nets run on one thread: games, not layers, are the
     // parallel work here.
     go_train::nn::init_threads(Some(1))?;
@@ -287,6 +297,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
         seed: args.seed,
         cross_check: args.cross_check.clone(),
         resume: args.resume,
+        gtp_timeouts: GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?,
     };
     eprintln!(
         "match: A = {}, B = {}, {} games on {}x{}, komi {}, {} at once",

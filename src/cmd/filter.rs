@@ -30,8 +30,8 @@ pub struct Args {
     /// Where to write the JSON report [default: <OUT>.report.json].
     #[arg(long)]
     report: Option<PathBuf>,
-    /// Board size to keep.
-    #[arg(long, default_value_t = 19)]
+    /// Board size to keep (2 to 25).
+    #[arg(long, default_value_t = 19, value_parser = super::board_sizes())]
     size: usize,
     /// Oldest year to keep; 0 keeps every game, dated or not.
     #[arg(long, default_value_t = 2000)]
@@ -45,14 +45,15 @@ pub struct Args {
     /// Fewest moves a game must have.
     #[arg(long, default_value_t = 0)]
     min_moves: usize,
-    /// Most moves a game may have (a game of endless passes is no game).
+    /// Most moves a game may have (a game of endless passes is no game);
+    /// at least --min-moves.
     #[arg(long, default_value_t = 1000)]
     max_moves: usize,
     /// Lowest komi kept.
-    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = super::finite_f32)]
     min_komi: f32,
-    /// Highest komi kept.
-    #[arg(long, default_value_t = 8.0, allow_negative_numbers = true)]
+    /// Highest komi kept (at least --min-komi).
+    #[arg(long, default_value_t = 8.0, allow_negative_numbers = true, value_parser = super::finite_f32)]
     max_komi: f32,
     /// Keep games with any komi, or none.
     #[arg(long, conflicts_with_all = ["min_komi", "max_komi"])]
@@ -63,6 +64,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.max_moves < args.min_moves {
+        bail!("--max-moves {} is less than --min-moves {}: no game would be kept", args.max_moves, args.min_moves);
+    }
+    if args.max_komi < args.min_komi {
+        bail!("--max-komi {} is less than --min-komi {}: no game would be kept", args.max_komi, args.min_komi);
+    }
     for root in &args.roots {
         if !root.exists() {
             bail!("{}: no such file or folder", root.display());

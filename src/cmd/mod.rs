@@ -6,9 +6,11 @@ mod dataset;
 mod eval;
 mod filter;
 mod gtp;
+mod nets;
 mod prepare;
 mod raw_nn;
 mod review;
+mod search_flags;
 mod selfplay;
 mod show;
 mod train;
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use go_train::eval::arena::PlayerSpec;
+use go_train::bounds::Domain;
 use go_train::go::{Event, Game, Move};
 
 /// Teach a computer to play Go the way AlphaGo's supervised stage did.
@@ -27,10 +29,14 @@ use go_train::go::{Event, Game, Move};
 /// Data flows one way: SGF game records → positions → feature planes →
 /// shards → batches → nets.
 #[derive(Parser)]
-#[command(name = "go-train", version, about, long_about)]
+#[command(name = "go-train", version, about, long_about, arg_required_else_help = true)]
 pub struct Cli {
+    /// Print every subcommand's options as markdown: docs/reference/cli.md
+    /// is this output, and tests/cli_reference.rs keeps it so.
+    #[arg(long, hide = true, exclusive = true)]
+    markdown_help: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -56,7 +62,14 @@ enum Command {
 }
 
 pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        if !cli.markdown_help {
+            bail!("no subcommand given: see go-train --help");
+        }
+        print!("{}", markdown_help());
+        return Ok(());
+    };
+    match command {
         Command::Filter(args) => filter::run(args),
         Command::Prepare(args) => prepare::run(args),
         Command::Eval(args) => eval::run(args),
@@ -75,94 +88,69 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The three nets' checkpoints, as `eval` and `gtp` take them: each a
-/// checkpoint folder or a weights file in one.
-#[derive(clap::Args, Clone, Default)]
-pub struct NetPaths {
-    /// Policy net.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// Value net (MCTS leaf evaluation).
-    #[arg(long)]
-    pub value: Option<PathBuf>,
-    /// Fast playout net (playout agent; MCTS rollouts).
-    #[arg(long)]
-    pub playout: Option<PathBuf>,
+/// The command-line reference: every subcommand's usage, arguments and
+/// options, from the same clap definitions that parse them.
+fn markdown_help() -> String {
+    let options =
+        clap_markdown::MarkdownOptions::new().title("go-train command-line reference".to_string()).show_footer(false);
+    let body = fence_examples(&clap_markdown::help_markdown_custom::<Cli>(&options));
+    format!(
+        "<!-- Generated from the clap definitions by `go-train --markdown-help`; do not edit.\n     \
+         Regenerate: cargo run --release -- --markdown-help > docs/reference/cli.md -->\n\n{}\n",
+        body.trim_end()
+    )
 }
 
-impl NetPaths {
-    /// Whether no net is named.
-    pub fn is_empty(&self) -> bool {
-        self.policy.is_none() && self.value.is_none() && self.playout.is_none()
-    }
-
-    /// The nets go-train ships (`nets/`, see [`shipped_nets_dir`]), those
-    /// of its three files that exist.
-    pub fn shipped() -> NetPaths {
-        NetPaths { policy: shipped_net("policy"), value: shipped_net("value"), playout: shipped_net("playout") }
-    }
-
-    /// Each net not named taken from the shipped ones, on the board those
-    /// play (`size`): naming one net (`--value`) keeps the others.
-    pub fn or_shipped(self, size: usize) -> NetPaths {
-        if size != go_train::nn::BOARD {
-            return self;
+/// Each command's "Examples:" block (its after-help, which clap-markdown
+/// copies as text and markdown would run into one paragraph) as a fenced
+/// shell block.
+fn fence_examples(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut in_examples = false;
+    for line in markdown.lines() {
+        if in_examples && !line.starts_with("  ") {
+            out.push_str("```\n");
+            in_examples = false;
         }
-        let shipped = NetPaths::shipped();
-        NetPaths {
-            policy: self.policy.or(shipped.policy),
-            value: self.value.or(shipped.value),
-            playout: self.playout.or(shipped.playout),
+        out.push_str(if in_examples { &line[2..] } else { line });
+        out.push('\n');
+        if line == "Examples:" {
+            out.push_str("\n```sh\n");
+            in_examples = true;
         }
     }
-}
-
-/// A player named on the command line (an agent spec or a GTP engine's
-/// command line), its agent given the nets its spec does not name from
-/// `nets`.
-fn player_spec(text: &str, nets: &NetPaths) -> Result<PlayerSpec> {
-    Ok(match PlayerSpec::parse(text)? {
-        PlayerSpec::Agent(agent) => {
-            PlayerSpec::Agent(agent.with_default_nets(nets.policy.as_ref(), nets.value.as_ref(), nets.playout.as_ref()))
-        }
-        gtp => gtp,
-    })
-}
-
-/// The shipped net `nets/{name}.safetensors`, when it is there.
-fn shipped_net(name: &str) -> Option<PathBuf> {
-    shipped_nets_dir().map(|dir| dir.join(format!("{name}.safetensors"))).filter(|p| p.is_file())
-}
-
-/// The net that chooses MCTS's root children (`--root-policy`): the one
-/// named, none for `none`, else, where the search plays the shipped policy
-/// (`shipped_policy`), the shipped residual policy: it won more games
-/// against GnuGo than the policy's own root (docs/strength.md, *The best
-/// policy at the root*).
-pub fn root_policy(named: Option<PathBuf>, shipped_policy: bool) -> Option<PathBuf> {
-    match named {
-        Some(path) if path.as_os_str() == "none" => None,
-        Some(path) => Some(path),
-        None if shipped_policy => shipped_net("resnet-policy"),
-        None => None,
+    if in_examples {
+        out.push_str("```\n");
     }
+    out
 }
 
-/// The folder of shipped nets: `GO_TRAIN_NETS` when set (empty: none),
-/// else the first `nets/` holding a README in the working folder or above
-/// the executable (a checkout's `target/release/go-train` finds the
-/// checkout's `nets/`).
-pub fn shipped_nets_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("GO_TRAIN_NETS") {
-        return (!dir.is_empty()).then(|| PathBuf::from(dir));
-    }
-    let exe = std::env::current_exe().ok();
-    let above_exe = exe.iter().flat_map(|e| e.ancestors().skip(1)).map(|d| d.join("nets"));
-    std::iter::once(PathBuf::from("nets")).chain(above_exe).find(|d| d.join("README.md").is_file())
-}
+/// A game's place in a collection.
+const INDEX: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
+/// A number of moves into a game.
+const MOVES: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
 
 /// Sets the size of rayon's global pool (once, before any parallel work)
 /// when `--threads` asks for one.
+/// Board sides a dataset may have: what go-train plays.
+fn board_sizes() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(2..=go_train::go::MAX_SIZE as u64)
+}
+
+/// Worker threads a `--threads` may ask for: at least one (leaving the
+/// option out takes every core), at most a machine's worth.
+fn thread_counts() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=4096)
+}
+
+/// A number that must be finite (`nan` and `inf` parse as numbers).
+fn finite_f32(text: &str) -> Result<f32, String> {
+    match text.trim().parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a finite number")),
+    }
+}
+
 fn set_threads(threads: Option<usize>) -> Result<()> {
     if threads.is_some() {
         go_train::nn::init_threads(threads).context("setting --threads")?;

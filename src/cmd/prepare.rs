@@ -25,7 +25,7 @@ use go_train::progress::Progress;
 /// SLURM_ARRAY_* variables) prepares the I-th of N contiguous slices of the
 /// list into the shared folder; the last part to finish, or `go-train
 /// dataset merge DIR`, writes the dataset's manifest. The merged dataset
-/// holds the records of a one-process run, in the same order (docs/cluster.md).
+/// holds the records of a one-process run, in the same order (docs/guide/datasets.md).
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train prepare datasets/kgs.list --out datasets/kgs
@@ -57,8 +57,8 @@ pub struct Args {
     /// records are what a server accepted).
     #[arg(long, default_value = "japanese")]
     rules: String,
-    /// Board size of the dataset.
-    #[arg(long, default_value_t = 19)]
+    /// Board size of the dataset (2 to 25).
+    #[arg(long, default_value_t = 19, value_parser = super::board_sizes())]
     size: usize,
     /// Input planes: seed (the seed design's 15) or extended (52: the seed's
     /// plus colour to play, ko, stone ages, liberties after the move,
@@ -66,17 +66,18 @@ pub struct Args {
     /// dataset read the same planes.
     #[arg(long, default_value = "seed")]
     features: FeatureSet,
-    /// Most records per shard file.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Most records per shard file (at least --block-records).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     shard_records: u64,
-    /// Records per compressed block (the unit a reader fetches).
-    #[arg(long, default_value_t = 1024)]
+    /// Records per compressed block (the unit a reader fetches and decodes
+    /// whole: 1 to 65,536).
+    #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     block_records: usize,
-    /// zstd compression level.
-    #[arg(long, default_value_t = 3)]
+    /// zstd compression level (1 to 22, or zstd's fast levels below 0).
+    #[arg(long, default_value_t = 3, value_parser = zstd_levels())]
     level: i32,
-    /// Worker threads [default: all cores].
-    #[arg(long)]
+    /// Worker threads, 1 to 4096 [default: all cores].
+    #[arg(long, value_parser = super::thread_counts())]
     threads: Option<usize>,
     /// Replace a dataset made from other inputs or settings.
     #[arg(long)]
@@ -91,6 +92,12 @@ pub struct Args {
     /// that `policy-value-ownership` nets learn beside the result.
     #[arg(long)]
     ownership: bool,
+}
+
+/// The levels this build's zstd compresses at.
+fn zstd_levels() -> clap::builder::RangedI64ValueParser<i32> {
+    let levels = zstd::compression_level_range();
+    clap::builder::RangedI64ValueParser::new().range(*levels.start() as i64..=*levels.end() as i64)
 }
 
 pub fn run(args: Args) -> Result<()> {

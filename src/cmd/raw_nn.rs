@@ -6,10 +6,11 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde_json::json;
 
+use go_train::bounds::{count_flag, Domain};
 use go_train::features::Symmetry;
 use go_train::nn::{self, Output};
 use go_train::search::nets::raw_output;
-use go_train::search::NetEval;
+use go_train::search::{NetEval, NetSource};
 
 /// Print the nets' raw output (policy, value) for one position of a game.
 ///
@@ -29,16 +30,16 @@ pub struct Args {
     /// The SGF file.
     game: PathBuf,
     /// Which game of a collection (0 for the first).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = count_flag::<usize>(super::INDEX))]
     index: usize,
     /// The position after this many moves [default: the end].
-    #[arg(long = "move", value_name = "N")]
+    #[arg(long = "move", value_name = "N", value_parser = count_flag::<usize>(super::MOVES))]
     moves: Option<usize>,
     /// 0 to 7, or all.
-    #[arg(long, default_value = "0")]
-    symmetry: String,
+    #[arg(long, default_value = "0", value_parser = symmetries)]
+    symmetry: Symmetries,
     #[command(flatten)]
-    nets: super::NetPaths,
+    nets: super::nets::NetPaths,
     /// One JSON object per symmetry on stdout (otherwise KataGo's
     /// `kata-raw-nn` text).
     #[arg(long)]
@@ -49,13 +50,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let symmetries: Vec<Symmetry> = match args.symmetry.as_str() {
-        "all" => Symmetry::all().collect(),
-        n => match n.parse::<u8>() {
-            Ok(n) if n < 8 => vec![Symmetry::new(n)],
-            _ => bail!("--symmetry {n}: give 0 to 7, or all"),
-        },
-    };
     let record = super::review::read_game(&args.game, args.index)?;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
@@ -65,23 +59,23 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{}: --move {moves}, but the game has {} moves", args.game.display(), record.moves.len());
     }
     let game = record.replay_until(record.rules(), moves).with_context(|| format!("{}", args.game.display()))?;
-    let nets = args.nets.clone().or_shipped(nn::BOARD);
+    let nets = args.nets.defaults(nn::BOARD, None, true);
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
-    let load = |path: &Option<PathBuf>, want| path.as_deref().map(|p| NetEval::load(p, &device, want)).transpose();
+    let load = |net: &Option<NetSource>, want| net.as_ref().map(|n| NetEval::load_source(n, &device, want)).transpose();
     let (policy, value) = (load(&nets.policy, Output::MoveLogProbs)?, load(&nets.value, Output::WinProb)?);
     if policy.is_none() && value.is_none() {
         bail!("no nets: give --policy and/or --value (no shipped nets were found)");
     }
-    for symmetry in symmetries {
+    for &symmetry in &args.symmetry.0 {
         let raw = raw_output(&game, policy.as_ref(), value.as_ref(), symmetry)?;
         if args.json {
             let line = json!({
                 "file": args.game.display().to_string(), "game": args.index, "move": moves,
                 "to_move": game.to_move().to_string(), "symmetry": symmetry.number(),
                 "policy": raw.policy, "value": raw.value,
-                "policy_net": nets.policy.as_ref().map(|p| p.display().to_string()),
-                "value_net": nets.value.as_ref().map(|p| p.display().to_string()),
+                "policy_net": nets.policy.as_ref().map(NetSource::to_string),
+                "value_net": nets.value.as_ref().map(NetSource::to_string),
             });
             println!("{line}");
         } else {
@@ -89,4 +83,20 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The symmetries `--symmetry` names.
+#[derive(Clone)]
+struct Symmetries(Vec<Symmetry>);
+
+/// `--symmetry`: one of the 8 (0 to 7), or all of them.
+fn symmetries(text: &str) -> Result<Symmetries, String> {
+    const ONE: Domain = Domain::Count { min: 0, max: 7 };
+    match text.trim() {
+        "all" => Ok(Symmetries(Symmetry::all().collect())),
+        n => ONE
+            .count(n)
+            .map(|n| Symmetries(vec![Symmetry::new(n as u8)]))
+            .map_err(|_| Domain::Or { word: "all", domain: &ONE }.refusal()),
+    }
 }

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use go_train::bounds::{count_flag, Domain};
 use go_train::eval::review::{biggest_swings, plot_win_rate, review_game, MoveReview};
 use go_train::nn::{self, Output};
-use go_train::search::NetEval;
+use go_train::search::{NetEval, NetSource};
 use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, PartialGame};
 
 /// Review a game with the nets: each move's policy rank and win rate.
@@ -28,10 +29,10 @@ pub struct Args {
     /// The SGF file.
     game: PathBuf,
     /// Which game of a collection (0 for the first).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = count_flag::<usize>(super::INDEX))]
     index: usize,
     #[command(flatten)]
-    nets: super::NetPaths,
+    nets: super::nets::NetPaths,
     /// The reviewed SGF [default: GAME's name with .review.sgf, in the
     /// current folder].
     #[arg(long)]
@@ -40,7 +41,7 @@ pub struct Args {
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Moves listed as the biggest swings.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = count_flag::<usize>(Domain::Count { min: 0, max: 1000 }))]
     swings: usize,
     /// One JSON object per move on stdout instead of the summary.
     #[arg(long)]
@@ -55,13 +56,13 @@ pub fn run(args: Args) -> Result<()> {
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
-    let nets = args.nets.clone().or_shipped(nn::BOARD);
+    let nets = args.nets.defaults(nn::BOARD, None, true);
     if nets.policy.is_none() && nets.value.is_none() {
         bail!("no nets: give --policy and/or --value (no shipped nets were found)");
     }
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
-    let load = |path: &Option<PathBuf>, want| path.as_deref().map(|p| NetEval::load(p, &device, want)).transpose();
+    let load = |net: &Option<NetSource>, want| net.as_ref().map(|n| NetEval::load_source(n, &device, want)).transpose();
     let policy = load(&nets.policy, Output::MoveLogProbs)?;
     let value = load(&nets.value, Output::WinProb)?;
     let reviews = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())

@@ -7,13 +7,15 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use go_train::bounds::{self, count_flag, real_flag};
 use go_train::dataset::prepare::PrepareOptions;
 use go_train::dataset::{Split, SplitFractions, ValueSampling};
 use go_train::eval::arena::GameConfig;
 use go_train::features::FeatureSet;
+use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, Output};
 use go_train::search::ownership::DEFAULT_PLAYOUTS;
-use go_train::search::NetEval;
+use go_train::search::{DefaultNets, NetEval, NetSource};
 use go_train::selfplay::{selfplay, Plan, PlayConfig, SelfPlayOptions, SelfPlaySummary, Side};
 
 /// Play games between two players (or one against itself), many at once,
@@ -56,7 +58,7 @@ use go_train::selfplay::{selfplay, Plan, PlayConfig, SelfPlayOptions, SelfPlaySu
   go-train selfplay --games 4096 --out selfplay/gpu --device cuda --batch 512 --threads 1   # a CUDA build")]
 pub struct Args {
     /// Games to play (a resumed run plays those its folder lacks).
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::GAMES))]
     games: usize,
     /// Folder for the games, the list, the dataset and summary.json.
     #[arg(long)]
@@ -68,7 +70,7 @@ pub struct Args {
     #[arg(long)]
     opponent: Option<String>,
     #[command(flatten)]
-    nets: super::NetPaths,
+    nets: super::nets::NetPaths,
     /// Write a dataset of the games' positions (DIR/dataset): alphago (the
     /// recipe above, one labelled position a game), or per-game:K, all or
     /// final (every position, those labelled with the outcome).
@@ -93,31 +95,35 @@ pub struct Args {
     #[arg(long, default_value = "0.8,0.1,0.1")]
     split: SplitFractions,
     /// Board size (the nets play 19x19 only).
-    #[arg(long, default_value_t = 19)]
+    #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
     size: usize,
     /// Komi (area scoring).
-    #[arg(long, default_value_t = 7.5)]
+    #[arg(long, default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
     komi: f32,
     /// Moves after which a game is scored as it stands.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]
     max_moves: usize,
     /// Random playouts that judge the dead stones of a counted game.
-    #[arg(long, default_value_t = DEFAULT_PLAYOUTS)]
+    #[arg(long, default_value_t = DEFAULT_PLAYOUTS, value_parser = count_flag::<usize>(bounds::SCORING_PLAYOUTS))]
     scoring_playouts: usize,
     /// Seeds every game (its moves, its players, its scoring) and the
     /// dataset's split.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
     /// Games each thread keeps going at once: the batch of a net's forward
     /// pass.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = count_flag::<usize>(bounds::GAMES))]
     batch: usize,
     /// Worker threads, each with its own games [default: one per core].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
     threads: Option<usize>,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Seconds a GTP engine has to answer a command; one that does not
+    /// forfeits the game. A game's setup gets at least the default.
+    #[arg(long, value_name = "SECONDS", default_value_t = GtpTimeouts::DEFAULT_SECONDS)]
+    gtp_timeout: f64,
     /// Keep the games a stopped run (same players and settings) wrote to
     /// --out, and play only the others.
     #[arg(long, conflicts_with = "force")]
@@ -151,14 +157,13 @@ impl std::str::FromStr for ValuePositions {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    check(&args)?;
     let value_positions: Option<ValuePositions> = args.value_positions.as_deref().map(str::parse).transpose()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // The global pool prepares the dataset; each self-play worker runs its
     // nets on a pool of its own.
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
-    let nets = args.nets.clone().or_shipped(args.size);
+    let nets = args.nets.defaults(args.size, None, true);
     let (sides, players, plan) = match value_positions {
         Some(ValuePositions::AlphaGo) => alphago_sides(&args, &nets, &device)?,
         _ => match_sides(&args, &nets, &device)?,
@@ -217,33 +222,10 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Every numeric setting in range, named when it is not.
-fn check(args: &Args) -> Result<()> {
-    let at_least_one = [
-        ("--games", args.games),
-        ("--batch", args.batch),
-        ("--max-moves", args.max_moves),
-        ("--scoring-playouts", args.scoring_playouts),
-        ("--threads", args.threads.unwrap_or(1)),
-    ];
-    for (flag, value) in at_least_one {
-        if value == 0 {
-            bail!("{flag} 0: give at least 1");
-        }
-    }
-    if !go_train::go::Board::valid_size(args.size) {
-        bail!("--size {}: boards are 2 to 25 points a side", args.size);
-    }
-    if !(args.komi.is_finite() && args.komi.abs() <= (args.size * args.size) as f32) {
-        bail!("--komi {}: give a finite number no larger than the board's {} points", args.komi, args.size * args.size);
-    }
-    Ok(())
-}
-
 type Sides = (Vec<Side>, Vec<String>, Plan);
 
 /// --agent against --opponent (itself when not given).
-fn match_sides(args: &Args, nets: &super::NetPaths, device: &candle_core::Device) -> Result<Sides> {
+fn match_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) -> Result<Sides> {
     if args.sl_policy.is_some() || args.rl_policy.is_some() {
         bail!("--sl-policy and --rl-policy name the policies of --value-positions alphago");
     }
@@ -251,38 +233,41 @@ fn match_sides(args: &Args, nets: &super::NetPaths, device: &candle_core::Device
         Some(opponent) if *opponent != args.agent => vec![&args.agent, opponent],
         _ => vec![&args.agent],
     };
+    let timeouts = GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?;
     let mut sides = Vec::new();
     let mut players = Vec::new();
     for (text, flag) in texts.iter().zip(["--agent", "--opponent"]) {
-        let spec = super::player_spec(text, nets).with_context(|| format!("{flag} {text:?}"))?;
+        let spec = super::nets::player_spec(text, nets).with_context(|| format!("{flag} {text:?}"))?;
         players.push(match spec.settings() {
             Some(settings) => format!("{}:{settings}", spec.label()),
             None => spec.label(),
         });
-        sides.push(Side::build(spec, device).with_context(|| format!("{flag} {text:?}"))?);
+        sides.push(Side::build(spec, device, timeouts).with_context(|| format!("{flag} {text:?}"))?);
     }
     let plan = Plan::Alternate { a: 0, b: sides.len() - 1 };
     Ok((sides, players, plan))
 }
 
 /// AlphaGo's recipe: the SL and RL policies, sampled at temperature 1.
-fn alphago_sides(args: &Args, nets: &super::NetPaths, device: &candle_core::Device) -> Result<Sides> {
+fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) -> Result<Sides> {
     if args.opponent.is_some() || args.agent != "policy:temperature=1" {
         bail!("--value-positions alphago plays --sl-policy and --rl-policy, not --agent or --opponent");
     }
-    let policy = |named: &Option<PathBuf>, flag: &str| -> Result<PathBuf> {
-        named.clone().or_else(|| nets.policy.clone()).with_context(|| format!("give {flag} (no shipped policy here)"))
+    let policy = |named: &Option<PathBuf>, flag: &str| -> Result<NetSource> {
+        (named.clone().map(NetSource::File).or_else(|| nets.policy.clone()))
+            .with_context(|| format!("give {flag} (no shipped policy here)"))
     };
-    let paths = [policy(&args.sl_policy, "--sl-policy")?, policy(&args.rl_policy, "--rl-policy")?];
+    let sources = [policy(&args.sl_policy, "--sl-policy")?, policy(&args.rl_policy, "--rl-policy")?];
     let mut sides = Vec::new();
     let mut players = Vec::new();
-    for (path, role) in paths.iter().zip(["SL", "RL"]) {
-        if role == "RL" && *path == paths[0] {
+    for (source, role) in sources.iter().zip(["SL", "RL"]) {
+        if role == "RL" && *source == sources[0] {
             break;
         }
-        let net = NetEval::load(path, device, Output::MoveLogProbs).with_context(|| format!("the {role} policy"))?;
-        players.push(format!("{role} policy {}", path.display()));
-        sides.push(Side::net(format!("{role} policy {} (temperature 1)", path.display()), Arc::new(net), 1.0));
+        let net =
+            NetEval::load_source(source, device, Output::MoveLogProbs).with_context(|| format!("the {role} policy"))?;
+        players.push(format!("{role} policy {source}"));
+        sides.push(Side::net(format!("{role} policy {source} (temperature 1)"), Arc::new(net), 1.0));
     }
     let plan = Plan::AlphaGoValue { sl: 0, rl: sides.len() - 1 };
     Ok((sides, players, plan))

@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use clap::Parser;
 use serde_json::json;
 
+use go_train::bounds::count_flag;
 use go_train::go::{Color, Game};
 use go_train::sgf::{read_file_up_to_damage, GameError, GameRecord, PartialGame, ReplayError};
 
@@ -21,7 +22,7 @@ pub struct Args {
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Show the position after this many moves (default: the end).
-    #[arg(long = "move", value_name = "N")]
+    #[arg(long = "move", value_name = "N", value_parser = count_flag::<usize>(super::MOVES))]
     moves: Option<usize>,
     /// One JSON object per game, one per line.
     #[arg(long)]

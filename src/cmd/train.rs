@@ -12,6 +12,7 @@ use go_train::train::config::TrainConfig;
 use go_train::train::distributed::World;
 use go_train::train::launch::join;
 use go_train::train::run::{train, Start};
+use go_train::train::run_folder::config_path;
 
 /// Which of the three nets a command trains by default.
 #[derive(Clone, Copy)]
@@ -38,14 +39,17 @@ impl Kind {
 /// text), or a TOML file given with --config, and any of them can be
 /// overridden with --set key=value. A checkpoint is written after every
 /// epoch; --resume continues a stopped run exactly where it stopped, with
-/// the settings saved in its folder (config.toml) unless --config is given.
+/// the settings saved in its folder (config.toml) unless --config is given,
+/// on the dataset it trained on. Nothing a run wrote is replaced without
+/// --force, and one process at a time writes a folder.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train train-policy --data datasets/kgs --out checkpoints/policy
   go-train train-policy --set optimizer.lr=0.02 --set epochs=5 --device cpu
   go-train train-policy --config configs/resnet-policy.toml --resume
   go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000
-  go-train train-policy --config configs/resnet-policy.toml --resume --stop-after 540")]
+  go-train train-policy --config configs/resnet-policy.toml --resume --stop-after 540
+  go-train train-policy --config configs/resnet-policy.toml --resume-or-start --stop-after 540   a requeued job")]
 pub struct Args {
     /// Training configuration [default: the seed's settings for the net,
     /// or with --resume the run's own config.toml].
@@ -69,10 +73,16 @@ pub struct Args {
     /// Batches per epoch at most (the config's `steps_per_epoch`).
     #[arg(long)]
     steps_per_epoch: Option<u64>,
-    /// Continue from the last checkpoint in the output folder.
-    #[arg(long, conflicts_with = "force")]
+    /// Continue the run in the output folder from its last checkpoint;
+    /// refuses a folder without one, or whose run cannot be continued
+    /// exactly (its settings, checkpoint or dataset gone or changed).
+    #[arg(long, conflicts_with_all = ["force", "resume_or_start"])]
     resume: bool,
-    /// Start over, replacing the checkpoint in the output folder.
+    /// --resume, or start a run when the output folder holds none: for a
+    /// job that may run again from its start (a requeued batch job).
+    #[arg(long, conflicts_with = "force")]
+    resume_or_start: bool,
+    /// Start over, deleting the run in the output folder.
     #[arg(long)]
     force: bool,
     /// Stop cleanly, after a checkpoint, before an epoch that would end
@@ -102,9 +112,10 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
         Some(path) => TrainConfig::load(&path, &overrides)?,
         None => {
             let built_in = TrainConfig::built_in(kind.net(), &overrides)?;
-            // A resumed run goes on with the settings it was started with.
-            let saved = built_in.out.join("config.toml");
-            if args.resume && saved.is_file() {
+            // A resumed run goes on with the settings it was started with
+            // (which `train` checks are there when it resumes).
+            let saved = config_path(&built_in.out);
+            if (args.resume || args.resume_or_start) && saved.is_file() {
                 TrainConfig::load(&saved, &overrides)?
             } else {
                 built_in
@@ -115,6 +126,8 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     go_train::nn::init_threads(threads)?;
     let start = if args.resume {
         Start::Resume
+    } else if args.resume_or_start {
+        Start::ResumeOrStart
     } else if args.force {
         Start::Overwrite
     } else {

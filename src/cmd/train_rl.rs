@@ -6,9 +6,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use go_train::search::NetSource;
 use go_train::train::optim::OptimizerConfig;
 use go_train::train::rl::reinforce::Baseline;
-use go_train::train::rl::{saved_config, train_rl, RlConfig};
+use go_train::train::rl::{saved_config, train_rl, RlConfig, CONFIG_FILE};
 use go_train::train::run::Start;
 
 /// Improve a policy by playing: AlphaGo's second stage.
@@ -94,7 +95,7 @@ pub struct Args {
     #[arg(long)]
     chunk: Option<usize>,
     #[command(flatten)]
-    nets: super::NetPaths,
+    nets: super::nets::NetPaths,
     /// Continue the run in --out.
     #[arg(long, conflicts_with = "force")]
     resume: bool,
@@ -109,12 +110,19 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let saved = if args.resume { saved_config(&args.out)? } else { None };
+    if args.resume && saved.is_none() {
+        bail!("{}: no train-rl run to resume here ({} is missing)", args.out.display(), CONFIG_FILE);
+    }
+    // A resumed run plays from the copy of its start policy it keeps.
+    let start_policy = match &args.init {
+        Some(path) => Some(NetSource::File(path.clone())),
+        None => args.nets.defaults(go_train::nn::BOARD, None, true).policy,
+    };
     let mut config = match saved {
         Some(saved) => saved,
         None => {
-            let nets = args.nets.clone().or_shipped(go_train::nn::BOARD);
-            let init = args.init.clone().or(nets.policy).context("give --init (no shipped policy here)")?;
-            RlConfig::new(init, args.out.clone())
+            let init = start_policy.as_ref().context("give --init (no shipped policy here)")?;
+            RlConfig::new(PathBuf::from(init.to_string()), args.out.clone())
         }
     };
     if args.resume && args.init.as_ref().is_some_and(|i| *i != config.init) {
@@ -162,7 +170,8 @@ pub fn run(args: Args) -> Result<()> {
         (_, true) => Start::Overwrite,
         _ => Start::Fresh,
     };
-    let summary = train_rl(&config, start, args.stop_after)?;
+    let start_policy = start_policy.unwrap_or_else(|| NetSource::File(config.init.clone()));
+    let summary = train_rl(&config, &start_policy, start, args.stop_after)?;
     if summary.already_done {
         eprintln!("{}: all {} iterations are done", config.out.display(), config.iterations);
     }

@@ -163,4 +163,133 @@ impl Manifest {
     pub fn shard_paths(&self, dir: &Path, split: Split) -> Vec<PathBuf> {
         self.shards.iter().filter(|s| s.split == split).map(|s| dir.join(&s.file)).collect()
     }
+
+    /// What tells this dataset's records from any other's: a CRC-32 of its
+    /// shard list (each shard's name, split, counts, size and CRC-32, in
+    /// order). The same wherever the folder is copied, and for the same
+    /// list prepared again with the same settings; another list, other
+    /// settings, or the same games prepared in parts (cut into other
+    /// blocks, so read in another order) give another.
+    pub fn identity(&self) -> DatasetId {
+        let mut crc = crc32fast::Hasher::new();
+        for s in &self.shards {
+            let line = format!("{}\t{}\t{}\t{}\t{}\t{}\n", s.file, s.split, s.records, s.blocks, s.bytes, s.crc32);
+            crc.update(line.as_bytes());
+        }
+        DatasetId(crc.finalize())
+    }
+
+    /// Games kept in all splits.
+    pub fn games(&self) -> u64 {
+        self.splits.values().map(|c| c.games).sum()
+    }
+
+    /// Refuses a dataset that kept no game of its list, naming why each
+    /// was dropped: `prepare` writes no such dataset.
+    pub fn check_not_empty(&self, dir: &Path) -> Result<()> {
+        if self.games() > 0 {
+            return Ok(());
+        }
+        let why: Vec<String> = self.dropped.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+        let why = if why.is_empty() { String::new() } else { format!(" (dropped: {})", why.join(", ")) };
+        bail!(
+            "{}: no game of the {} that {} lists was kept{why}, so no dataset was written: check the list and \
+             --size ({}x{} here)",
+            dir.display(),
+            self.input.games_listed,
+            self.input.list,
+            self.board_size,
+            self.board_size
+        )
+    }
+
+    /// What the manifest says that contradicts itself, each naming
+    /// `dir`'s manifest: split totals against the shards', counts that
+    /// cannot be, a shard named twice. Costs nothing to check (the shards'
+    /// own records and sizes are checked against their entries as they
+    /// are opened).
+    pub fn inconsistencies(&self, dir: &Path) -> Vec<String> {
+        let path = dir.join(MANIFEST);
+        let mut errors = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for entry in self.shards.iter().filter(|e| !seen.insert(&e.file)) {
+            errors.push(format!("{}: {} is named more than once", path.display(), entry.file));
+        }
+        for split in Split::ALL {
+            let counts = self.splits.get(&split).cloned().unwrap_or_default();
+            let records: u64 = self.shards.iter().filter(|e| e.split == split).map(|e| e.records).sum();
+            if counts.positions != records {
+                errors.push(format!(
+                    "{}: {split} has {} positions, its shards' entries {records}",
+                    path.display(),
+                    counts.positions
+                ));
+            }
+            if counts.value_positions > counts.positions || counts.games > counts.positions {
+                errors.push(format!(
+                    "{}: {split} has {} games, {} positions and {} value positions: more games or value positions \
+                     than positions",
+                    path.display(),
+                    counts.games,
+                    counts.positions,
+                    counts.value_positions
+                ));
+            }
+        }
+        errors
+    }
+}
+
+/// A dataset's identity ([`Manifest::identity`]), written as 8 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct DatasetId(pub u32);
+
+impl std::fmt::Display for DatasetId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
+impl From<DatasetId> for String {
+    fn from(id: DatasetId) -> String {
+        id.to_string()
+    }
+}
+
+impl TryFrom<String> for DatasetId {
+    type Error = String;
+    fn try_from(text: String) -> Result<DatasetId, String> {
+        u32::from_str_radix(&text, 16).map(DatasetId).map_err(|_| format!("`{text}` is no dataset identity"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::testkit::{self, Layout};
+
+    /// The identity follows the records, not where the folder is or which
+    /// go-train wrote it; it reads back from its text.
+    #[test]
+    fn the_identity_is_the_records_not_the_folder() {
+        let Some(games) = testkit::kgs_games(4) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        testkit::write_dataset(dir.path(), &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+        let manifest = Manifest::read(dir.path()).unwrap();
+        let id = manifest.identity();
+        let moved = Manifest {
+            go_train_version: "0.0.1".into(),
+            input: Input { list: "elsewhere/games.list".into(), ..manifest.input.clone() },
+            ..manifest.clone()
+        };
+        assert_eq!(moved.identity(), id);
+        let mut other = manifest.clone();
+        other.shards[0].crc32 = "00000000".into();
+        assert_ne!(other.identity(), id);
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(text, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<DatasetId>(&text).unwrap(), id);
+        assert!(serde_json::from_str::<DatasetId>("\"not hex\"").is_err());
+    }
 }

@@ -20,6 +20,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::manifest::{Input, Manifest};
+use crate::lock::Lock;
 
 /// One of N parts of a game list (`index` from 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +82,11 @@ impl Part {
     /// File name of the part's manifest.
     pub fn manifest_name(self) -> String {
         format!("part-{:04}-of-{:04}.json", self.index, self.count)
+    }
+
+    /// File name of the lock a running part holds ([`crate::lock`]).
+    pub fn lock_name(self) -> String {
+        format!(".p{:04}of{:04}.lock", self.index, self.count)
     }
 }
 
@@ -171,13 +177,10 @@ pub fn part_manifests(dir: &Path) -> Result<BTreeMap<PathBuf, PartManifest>> {
 
 /// Joins the parts in `dir` into the dataset's manifest and writes it.
 /// Refuses, naming them, when parts are missing or were made from another
-/// list, settings or part count.
+/// list, settings or part count, and when they kept no game.
 pub fn merge(dir: &Path) -> Result<Manifest> {
-    match merged(dir)? {
-        Merged::Complete(manifest) => {
-            manifest.write_shared(dir)?;
-            Ok(*manifest)
-        }
+    match write_merged(dir)? {
+        Merged::Complete(manifest) => Ok(*manifest),
         Merged::Missing { parts, missing } => {
             let names: Vec<String> = missing.iter().map(|i| i.to_string()).collect();
             bail!(
@@ -193,18 +196,29 @@ pub fn merge(dir: &Path) -> Result<Manifest> {
 /// Writes the dataset's manifest if every part is finished: what the
 /// last part to finish does. Returns it, or the parts still missing.
 pub fn merge_if_complete(dir: &Path) -> Result<Result<Manifest, Vec<usize>>> {
-    match merged(dir)? {
-        Merged::Complete(manifest) => {
-            manifest.write_shared(dir)?;
-            Ok(Ok(*manifest))
-        }
-        Merged::Missing { missing, .. } => Ok(Err(missing)),
-    }
+    Ok(match write_merged(dir)? {
+        Merged::Complete(manifest) => Ok(*manifest),
+        Merged::Missing { missing, .. } => Err(missing),
+    })
 }
 
 enum Merged {
     Complete(Box<Manifest>),
     Missing { parts: usize, missing: Vec<usize> },
+}
+
+/// Merges the parts and, when all are there, writes the dataset's
+/// manifest. Parts that finish together may both write it, the same
+/// bytes; a `prepare` of the whole list into the folder keeps both out
+/// ([`crate::lock`]).
+fn write_merged(dir: &Path) -> Result<Merged> {
+    let _shared = Lock::folder_shared(dir)?;
+    let merged = merged(dir)?;
+    if let Merged::Complete(manifest) = &merged {
+        manifest.check_not_empty(dir)?;
+        manifest.write_shared(dir)?;
+    }
+    Ok(merged)
 }
 
 fn merged(dir: &Path) -> Result<Merged> {

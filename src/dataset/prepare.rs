@@ -17,6 +17,14 @@
 //! the list and writes a part manifest instead ([`super::parts`]); it
 //! touches only its own files, so parts may run at once into one folder,
 //! and a killed part is redone alone.
+//!
+//! Two writers: a run over the whole list holds the folder's lock alone
+//! ([`crate::lock`]); a part shares it with the other parts and holds a
+//! lock of its own, so that the same part cannot run twice at once and
+//! no part runs beside a whole-list run.
+//!
+//! A list of which no game is kept writes no dataset: `prepare` fails,
+//! counting why the games were dropped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -32,6 +40,7 @@ use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
 use crate::features::{FeatureSet, PackedPlanes};
 use crate::go::Rules;
+use crate::lock::Lock;
 use crate::progress::Progress;
 use crate::sgf::{read_file, GameRecord, ParsedGame};
 
@@ -110,7 +119,11 @@ pub fn prepare(
         format!("unknown rules `{}` (chinese, japanese, aga, nz, tromp-taylor)", options.default_rules)
     })?;
     if options.block_records == 0 || options.shard_records < options.block_records as u64 {
-        bail!("a shard must hold at least one block ({} records)", options.block_records);
+        bail!(
+            "--shard-records {} is less than --block-records {}: a shard must hold at least one block",
+            options.shard_records,
+            options.block_records
+        );
     }
     let input = Input {
         list: list_path.display().to_string(),
@@ -129,6 +142,12 @@ pub fn prepare(
     };
 
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // One writer of the whole folder, or parts that each write their own
+    // files (and share the folder with the other parts).
+    let _locks = match options.part {
+        None => [Some(Lock::folder(out)?), None],
+        Some(part) => [Some(Lock::folder_shared(out)?), Some(Lock::own(out, &part.lock_name())?)],
+    };
     if let Ok(existing) = Manifest::read(out) {
         let same = same_list(&existing.input, &input)
             && existing.settings == settings
@@ -194,7 +213,11 @@ pub fn prepare(
         shards,
     };
     match options.part {
-        None => manifest.write(out)?,
+        None => {
+            // A dataset of nothing would only fail later, in training.
+            manifest.check_not_empty(out)?;
+            manifest.write(out)?
+        }
         Some(part) => {
             let first_game = part.range(list.0.len()).start as u64;
             let games = games.len() as u64;

@@ -68,9 +68,11 @@ pub(crate) struct BlockRef {
 }
 
 impl Dataset {
-    /// Opens the dataset in `dir`: reads the manifest and opens every shard
-    /// it names, checking each against its manifest entry. Errors name the
-    /// file.
+    /// Opens the dataset in `dir`: reads the manifest, checks what costs
+    /// nothing to check ([`Manifest::inconsistencies`]), and opens every
+    /// shard it names, checking each against its manifest entry (size,
+    /// board, planes, records, blocks; not the data's checksums, which
+    /// `dataset verify` reads). Errors name the file.
     pub fn open(dir: &Path) -> Result<Dataset> {
         let manifest = Manifest::read(dir)?;
         if !Board::valid_size(manifest.board_size) {
@@ -80,11 +82,15 @@ impl Dataset {
                 manifest.board_size
             );
         }
+        let wrong = manifest.inconsistencies(dir);
+        if !wrong.is_empty() {
+            bail!("{} (go-train dataset verify {} checks it all)", wrong.join("; "), dir.display());
+        }
         let shards = manifest
             .shards
             .iter()
             .map(|entry| {
-                let shard = Shard::open(&dir.join(&entry.file))?;
+                let shard = open_entry(dir, entry)?;
                 check_against_manifest(&shard, entry, manifest.layout())?;
                 Ok(shard)
             })
@@ -160,9 +166,23 @@ impl Dataset {
     }
 }
 
-/// Whether `shard` holds what its manifest entry says: board size, planes,
-/// records and blocks (a shard swapped for another, or a stale manifest).
+/// Opens the shard a manifest entry names; one that is not there is
+/// called missing, not an I/O error.
+pub(crate) fn open_entry(dir: &Path, entry: &ShardEntry) -> Result<Shard> {
+    let path = dir.join(&entry.file);
+    if let Ok(false) = path.try_exists() {
+        bail!("{}: missing (the manifest names it)", path.display());
+    }
+    Ok(Shard::open(&path)?)
+}
+
+/// Whether `shard` holds what its manifest entry says: size, board size,
+/// planes, records and blocks (a shard swapped for another, cut short, or
+/// a stale manifest).
 pub(crate) fn check_against_manifest(shard: &Shard, entry: &ShardEntry, layout: Layout) -> Result<()> {
+    if shard.bytes() != entry.bytes {
+        bail!("{}: {} bytes, the manifest says {}", shard.path().display(), shard.bytes(), entry.bytes);
+    }
     let found = (shard.board_size(), shard.layout().stored_planes(), shard.records(), shard.blocks().len());
     let expected = (layout.board_size, layout.stored_planes(), entry.records, entry.blocks as usize);
     if found != expected {

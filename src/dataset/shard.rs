@@ -478,6 +478,11 @@ impl Shard {
         Ok(block)
     }
 
+    /// Size of the file.
+    pub fn bytes(&self) -> u64 {
+        self.map.len() as u64
+    }
+
     /// CRC-32 of the whole file (what the manifest records).
     pub fn crc32(&self) -> u32 {
         crc32fast::hash(&self.map)

@@ -99,8 +99,9 @@ impl FromStr for SplitFractions {
         let parts: Result<Vec<f64>, _> = s.split(',').map(|p| p.trim().parse::<f64>()).collect();
         let parts = parts.map_err(|e| format!("split `{s}`: {e}"))?;
         let total: f64 = parts.iter().sum();
-        // `is_nan` checks keep NaN out, which plain comparisons would let through.
-        if parts.len() != 3 || parts.iter().any(|p| p.is_nan() || *p < 0.0) || total.is_nan() || total <= 0.0 {
+        // Finite: NaN passes plain comparisons, and an infinite part
+        // would make the fractions NaN.
+        if parts.len() != 3 || parts.iter().any(|p| !p.is_finite() || *p < 0.0) || !total.is_finite() || total <= 0.0 {
             return Err(format!("split `{s}`: give three non-negative fractions, e.g. 0.8,0.1,0.1"));
         }
         Ok(SplitFractions([parts[0] / total, parts[1] / total, parts[2] / total]))

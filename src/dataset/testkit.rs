@@ -7,7 +7,7 @@
 //! the reader's tests check the reader against the format, not against
 //! another reader of the same code.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -46,32 +46,11 @@ pub struct Layout {
     pub shard_records: usize,
 }
 
-/// The folder `kgs-6d` of the real game records (`GO_TRAIN_DATASETS`, else
-/// `../shared/datasets` beside the checkout), or `None` with a message.
-pub fn kgs_dir() -> Option<PathBuf> {
-    let root = std::env::var_os("GO_TRAIN_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
-    let dir = root.join("kgs-6d");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("SKIPPED: no real game records at {} (set GO_TRAIN_DATASETS)", dir.display());
-        None
-    }
-}
-
 /// The first `n` games of `kgs-6d` with at least 50 moves (files in name
 /// order), or `None` when the records are not at hand.
+#[track_caller]
 pub fn kgs_games(n: usize) -> Option<Vec<GameRecord>> {
-    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(kgs_dir()?)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "sgf"))
-        .map(|e| e.into_path())
-        .collect();
-    files.sort();
-    let games = files
+    let games = crate::test_references::sgf_files("kgs-6d")?
         .iter()
         .filter_map(|f| read_file(f).ok())
         .flat_map(|games| games.into_iter().filter_map(Result::ok))

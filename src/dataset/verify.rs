@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 
 use super::manifest::{Manifest, ShardEntry};
-use super::reader::{check_against_manifest, check_labels};
+use super::reader::{check_against_manifest, check_labels, open_entry};
 use super::shard::{Layout, Shard, NO_VALUE};
 use super::split::Split;
 use crate::progress::Progress;
@@ -60,7 +60,7 @@ impl VerifyReport {
 
 /// Checks every shard the manifest of `dir` names (file size, CRC-32, board
 /// size and counts, index, every block's zstd checksum, record count and
-/// labels), the totals per split, and looks for stray files. `progress`
+/// labels), the manifest's totals per split, and looks for stray files. `progress`
 /// counts blocks checked (all of a shard's at once when the file cannot be
 /// read). Fails only when there is no readable
 /// manifest; everything else is in the report.
@@ -68,25 +68,20 @@ pub fn verify(dir: &Path, progress: &Progress) -> Result<VerifyReport> {
     let manifest = Manifest::read(dir)?;
     let shards: Vec<ShardReport> =
         manifest.shards.iter().map(|entry| verify_shard(dir, manifest.layout(), entry, progress)).collect();
-    let mut errors = duplicate_names(&manifest);
-    errors.extend(split_totals(dir, &manifest, &shards));
+    let mut errors = manifest.inconsistencies(dir);
+    errors.extend(value_totals(dir, &manifest, &shards));
     let warnings = stray_files(dir, &manifest)?;
     Ok(VerifyReport { shards, errors, warnings })
 }
 
 fn verify_shard(dir: &Path, layout: Layout, entry: &ShardEntry, progress: &Progress) -> ShardReport {
-    let path = dir.join(&entry.file);
     let mut report =
         ShardReport { file: entry.file.clone(), split: entry.split, records: 0, value_records: 0, errors: Vec::new() };
-    let shard = match path.try_exists() {
-        Ok(false) => Err(format!("{}: missing (the manifest names it)", path.display())),
-        _ => Shard::open(&path).map_err(|e| e.to_string()),
-    };
-    let shard = match shard {
+    let shard = match open_entry(dir, entry) {
         Ok(shard) => shard,
         Err(e) => {
             progress.inc(entry.blocks as u64);
-            report.errors.push(e);
+            report.errors.push(format!("{e:#}"));
             return report;
         }
     };
@@ -95,18 +90,11 @@ fn verify_shard(dir: &Path, layout: Layout, entry: &ShardEntry, progress: &Progr
     report
 }
 
-/// The checks of a whole file: size and CRC-32 against the manifest, board
-/// size and counts, blocks in order and apart.
+/// The checks of a whole file: CRC-32, size, board size and counts
+/// against the manifest, blocks in order and apart.
 fn check_file(shard: &Shard, entry: &ShardEntry, layout: Layout) -> Vec<String> {
     let path = shard.path().display();
     let mut errors = Vec::new();
-    match std::fs::metadata(shard.path()) {
-        Ok(m) if m.len() != entry.bytes => {
-            errors.push(format!("{path}: {} bytes, the manifest says {}", m.len(), entry.bytes))
-        }
-        Ok(_) => {}
-        Err(e) => errors.push(format!("{path}: {e}")),
-    }
     match u32::from_str_radix(entry.crc32.trim_start_matches("0x"), 16) {
         Ok(expected) if shard.crc32() != expected => {
             errors.push(format!("{path}: CRC-32 is {:08x}, the manifest says {}", shard.crc32(), entry.crc32))
@@ -152,43 +140,27 @@ fn check_blocks(shard: &Shard, report: &mut ShardReport, progress: &Progress) {
     }
 }
 
-/// Files the manifest names more than once (their records would be read
-/// twice per epoch).
-fn duplicate_names(manifest: &Manifest) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    manifest
-        .shards
-        .iter()
-        .filter(|e| !seen.insert(&e.file))
-        .map(|e| format!("manifest: {} is named more than once", e.file))
-        .collect()
-}
-
-/// Whether the records and value labels read from each split's shards add
-/// up to the manifest's counts. A split with a bad shard is left out: its
-/// shard's errors say more.
-fn split_totals(dir: &Path, manifest: &Manifest, shards: &[ShardReport]) -> Vec<String> {
-    let mut read: BTreeMap<Split, (u64, u64, bool)> = manifest.splits.keys().map(|&s| (s, (0, 0, true))).collect();
+/// Whether the value labels read from each split's shards add up to the
+/// manifest's counts (its positions are checked against the shards'
+/// entries by [`Manifest::inconsistencies`], and the entries against the
+/// files). A split with a bad shard is left out: its shard's errors say
+/// more.
+fn value_totals(dir: &Path, manifest: &Manifest, shards: &[ShardReport]) -> Vec<String> {
+    let mut read: BTreeMap<Split, (u64, bool)> = manifest.splits.keys().map(|&s| (s, (0, true))).collect();
     for s in shards {
-        let t = read.entry(s.split).or_insert((0, 0, true));
-        *t = (t.0 + s.records, t.1 + s.value_records, t.2 && s.errors.is_empty());
+        let t = read.entry(s.split).or_insert((0, true));
+        *t = (t.0 + s.value_records, t.1 && s.errors.is_empty());
     }
     let manifest_path = dir.join(super::MANIFEST);
-    let mut errors = Vec::new();
-    for (split, (records, values, all_good)) in read {
-        if !all_good {
-            continue;
-        }
-        let counts = manifest.splits.get(&split).cloned().unwrap_or_default();
-        for (what, said, found) in
-            [("positions", counts.positions, records), ("value positions", counts.value_positions, values)]
-        {
-            if said != found {
-                errors.push(format!("{}: {split} has {said} {what}, its shards hold {found}", manifest_path.display()));
-            }
-        }
-    }
-    errors
+    read.into_iter()
+        .filter(|(_, (_, all_good))| *all_good)
+        .filter_map(|(split, (found, _))| {
+            let said = manifest.splits.get(&split).map_or(0, |c| c.value_positions);
+            (said != found).then(|| {
+                format!("{}: {split} has {said} value positions, its shards hold {found}", manifest_path.display())
+            })
+        })
+        .collect()
 }
 
 /// Temporary files (a run killed while writing) and shard files the

@@ -1,11 +1,14 @@
 //! Measuring a net on a split: loss and top-1/top-5 accuracy for move
 //! nets, mean squared error and accuracy for value nets.
 
+use std::path::Path;
+
 use anyhow::{bail, Result};
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use super::baseline::{mix_with_playouts, OwnershipBaseline};
+use crate::dataset::manifest::DatasetId;
 use crate::dataset::MANIFEST;
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
 use crate::features::Symmetry;
@@ -313,6 +316,24 @@ pub fn check_inputs(model: &Model, dataset: &Dataset) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// What to say of the dataset the net in `weights` was trained on, when
+/// it matters to its scores on `split` of `dataset`: another dataset
+/// (evaluating on it is legitimate, but the reader should know), or the
+/// train split of the same one (positions the net learned). `None` for
+/// nets whose files name no dataset (written before files did).
+pub fn trained_on_note(weights: &Path, dataset: &Dataset, split: Split) -> Result<Option<String>> {
+    let Some(trained) = crate::nn::weights::read_meta(weights)?.dataset.map(DatasetId) else { return Ok(None) };
+    let here = dataset.manifest().identity();
+    let (file, dir) = (weights.display(), dataset.dir().display());
+    Ok(if trained != here {
+        Some(format!("note: {file} was trained on dataset {trained}, not on {dir} (dataset {here})"))
+    } else if split == Split::Train {
+        Some(format!("note: {file} was trained on this split of {dir}: its scores here are not held-out scores"))
+    } else {
+        None
+    })
 }
 
 /// Scores `model` on up to `limit` positions of `split` (0: all), in file

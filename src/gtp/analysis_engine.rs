@@ -21,6 +21,11 @@
 //! the default, `WHITE` or `SIDETOMOVE`; other override settings are
 //! ignored); actions `query_version` and `terminate`. `maxVisits` caps the
 //! root's visits, a tree kept from the last query counted.
+//! A query is one line of at most [`MAX_QUERY_BYTES`] bytes, with at most
+//! [`MAX_QUERY_MOVES`] moves; a longer line is dropped as it is read and
+//! answered with an error (under its id where the scan of its bytes finds
+//! one), and the engine goes on. Queries waiting their turn are held as
+//! their text; a query searched holds one game, replayed turn by turn.
 //! Responses hold `moveInfos` (move, visits, winrate, prior, lcb, order,
 //! pv), `rootInfo` (winrate, visits, currentPlayer, rawWinrate with a value
 //! net), `ownership` (random-playout ownership: the nets have no ownership
@@ -38,11 +43,21 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::input::{read_lines, Incoming};
+use super::json_id::JsonId;
 use crate::features::Symmetry;
-use crate::go::{Color, Game, KoRule, Move, Rules, Scoring};
+use crate::go::{Color, Game, IllegalMove, KoRule, Move, Rules, Scoring};
 use crate::search::nets::{raw_output, RawOutput};
 use crate::search::ownership::judge_default;
 use crate::search::{Agent, Mcts, MoveFilter, Ownership};
+
+/// The longest query line read, newline left out. A query of the most
+/// moves, written with spaces, takes under a fifth of it.
+pub const MAX_QUERY_BYTES: usize = 1 << 20;
+
+/// The most moves a query holds. A game rarely passes 1,000 moves (the
+/// match referee stops 19x19 games at 1,083), but records of long runs of
+/// passes exist; searching a position costs time in its history's length.
+pub const MAX_QUERY_MOVES: usize = 10_000;
 
 /// A query refused: the message, and the field at fault when one is.
 #[derive(Debug)]
@@ -63,11 +78,11 @@ enum Perspective {
     SideToMove,
 }
 
-/// A query read and checked: the game, and what to report.
+/// A query read and checked: what to search and report.
 struct Analysis {
     id: String,
-    /// The game after each turn: `turns[t]` is turn `t` (0: the start).
-    turns: Vec<Game>,
+    /// Board side.
+    size: usize,
     analyze: Vec<usize>,
     visits: Option<u32>,
     ownership: bool,
@@ -83,11 +98,51 @@ struct Analysis {
     report_every: Option<Duration>,
 }
 
+/// A query's game at the turns asked for: the start and the moves, and
+/// one game walked through them, forward, or again from the start for an
+/// earlier turn. (A game kept for every turn, each with the whole history
+/// before it, grew with the square of the moves: 1.8 GB for 10,000.)
+struct Replay {
+    start: Game,
+    moves: Vec<(Color, Move)>,
+    game: Game,
+    /// The turn `game` is at.
+    turn: usize,
+}
+
+impl Replay {
+    fn new(start: Game, moves: Vec<(Color, Move)>) -> Replay {
+        Replay { game: start.clone(), start, moves, turn: 0 }
+    }
+
+    /// The game at `turn` (0: the start), or the move that could not be
+    /// played on the way (its index) and why.
+    fn at(&mut self, turn: usize) -> Result<&Game, (usize, IllegalMove)> {
+        if turn < self.turn {
+            self.game = self.start.clone();
+            self.turn = 0;
+        }
+        while self.turn < turn {
+            let (color, mv) = self.moves[self.turn];
+            self.game.play(color, mv).map_err(|e| (self.turn, e))?;
+            self.turn += 1;
+        }
+        Ok(&self.game)
+    }
+}
+
+/// A query waiting its turn: its text (parsed again when searched, since
+/// parsed JSON takes many times the room) and its priority.
+struct Queued {
+    text: String,
+    priority: i64,
+}
+
 /// The analysis engine over one search.
 pub struct AnalysisEngine {
     search: Mcts,
     /// Queries read but not yet searched.
-    queue: VecDeque<Value>,
+    queue: VecDeque<Queued>,
     /// Ids whose queries a `terminate` stopped.
     terminated: HashSet<String>,
 }
@@ -100,7 +155,7 @@ impl AnalysisEngine {
     /// Answers queries from `input` on `output` until the input ends (the
     /// queries already read are answered first).
     pub fn run(&mut self, input: impl BufRead + Send + 'static, mut output: impl Write) -> io::Result<()> {
-        let lines = read_lines(input);
+        let lines = read_lines::<JsonId>(input, MAX_QUERY_BYTES);
         let mut input_open = true;
         loop {
             let query = match self.next_query() {
@@ -120,9 +175,8 @@ impl AnalysisEngine {
 
     /// The queued query to search next: the highest `priority` (0 when
     /// not given), the first to come among equals.
-    fn next_query(&mut self) -> Option<Value> {
-        let priority = |q: &Value| q.get("priority").and_then(Value::as_i64).unwrap_or(0);
-        let best = (0..self.queue.len()).rev().max_by_key(|&i| priority(&self.queue[i]))?;
+    fn next_query(&mut self) -> Option<Queued> {
+        let best = (0..self.queue.len()).rev().max_by_key(|&i| self.queue[i].priority)?;
         self.queue.remove(best)
     }
 
@@ -131,6 +185,15 @@ impl AnalysisEngine {
     fn take(&mut self, incoming: Incoming, out: &mut impl Write) -> io::Result<bool> {
         let bytes = match incoming {
             Incoming::Line(bytes) => bytes,
+            Incoming::TooLong { bytes, id } => {
+                let mut error = Map::new();
+                if let Some(id) = id {
+                    error.insert("id".into(), id.into());
+                }
+                let message = format!("a query of {bytes} bytes: the most is {MAX_QUERY_BYTES} bytes a line; not read");
+                error.insert("error".into(), message.into());
+                return respond(out, Value::Object(error)).map(|_| true);
+            }
             Incoming::End => return Ok(false),
             Incoming::Failed(e) => return Err(e),
         };
@@ -147,7 +210,10 @@ impl AnalysisEngine {
         };
         let id = query.get("id").cloned().unwrap_or(Value::Null);
         match query.get("action").and_then(Value::as_str) {
-            None => self.queue.push_back(query),
+            None => {
+                let priority = query.get("priority").and_then(Value::as_i64).unwrap_or(0);
+                self.queue.push_back(Queued { text: text.trim().to_string(), priority });
+            }
             Some("query_version") => respond(
                 out,
                 json!({"id": id, "action": "query_version", "version": env!("CARGO_PKG_VERSION"), "git_hash": ""}),
@@ -171,13 +237,15 @@ impl AnalysisEngine {
     /// Searches and answers every turn a query asks for.
     fn answer(
         &mut self,
-        query: &Value,
+        queued: &Queued,
         out: &mut impl Write,
         lines: &Receiver<Incoming>,
         input_open: &mut bool,
     ) -> io::Result<()> {
-        let analysis = match read_query(query) {
-            Ok(analysis) => analysis,
+        // Parsed when it came, so it parses again.
+        let query: Value = serde_json::from_str(&queued.text).unwrap_or_default();
+        let (analysis, mut replay) = match read_query(&query) {
+            Ok(read) => read,
             Err(e) => {
                 let mut error = Map::new();
                 error.insert("id".into(), query.get("id").cloned().unwrap_or(Value::Null));
@@ -188,7 +256,8 @@ impl AnalysisEngine {
                 return respond(out, Value::Object(error));
             }
         };
-        if !self.search.supports_size(analysis.turns[0].size()) {
+        drop(query);
+        if !self.search.supports_size(analysis.size) {
             let b = crate::nn::BOARD;
             return respond(
                 out,
@@ -212,7 +281,15 @@ impl AnalysisEngine {
                 )?;
                 continue;
             }
-            let game = &analysis.turns[turn];
+            let game = match replay.at(turn) {
+                Ok(game) => game,
+                Err((i, e)) => {
+                    // read_query played every move: this cannot fail.
+                    let message = format!("move {}: {e}", i + 1);
+                    respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": message}))?;
+                    continue;
+                }
+            };
             self.search.restrict(analysis.filters.clone());
             // `maxVisits` caps the root's visits, those of a tree kept from
             // an earlier query included, as KataGo's does.
@@ -234,7 +311,7 @@ impl AnalysisEngine {
             let mut stop = |search: &Mcts| {
                 if analysis.report_every.is_some_and(|every| last_report.elapsed() >= every) {
                     last_report = Instant::now();
-                    if let Ok(partial) = response(search, &analysis, turn, true, &mut facts) {
+                    if let Ok(partial) = response(search, &analysis, game, turn, true, &mut facts) {
                         if let Err(e) = respond(out, partial) {
                             write_failed = Some(e);
                             return ControlFlow::Break(());
@@ -261,7 +338,7 @@ impl AnalysisEngine {
                 *input_open = self.take(incoming, out)? && *input_open;
             }
             let response = match searched {
-                Ok(_) => response(&self.search, &analysis, turn, false, &mut facts),
+                Ok(_) => response(&self.search, &analysis, game, turn, false, &mut facts),
                 Err(e) => Err(format!("{e:#}")),
             };
             match response {
@@ -304,16 +381,16 @@ impl TurnFacts {
     }
 }
 
-/// The response for `turn` from `search`, run on it: final, or the search
-/// as it stands (`during`).
+/// The response for `turn` (`game`) from `search`, run on it: final, or
+/// the search as it stands (`during`).
 fn response(
     search: &Mcts,
     analysis: &Analysis,
+    game: &Game,
     turn: usize,
     during: bool,
     facts: &mut TurnFacts,
 ) -> Result<Value, String> {
-    let game = &analysis.turns[turn];
     let size = game.size();
     let to_move = game.to_move();
     let view = search.analysis().ok_or("no search ran")?;
@@ -385,8 +462,8 @@ fn respond(out: &mut impl Write, value: Value) -> io::Result<()> {
     out.flush()
 }
 
-/// Reads and checks a query, replaying its game turn by turn.
-fn read_query(query: &Value) -> Result<Analysis, QueryError> {
+/// Reads and checks a query, replaying its game to the end.
+fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
     let id = match query.get("id") {
         Some(Value::String(id)) => id.clone(),
         _ => return Err(refuse("id", "a query needs an id string")),
@@ -425,8 +502,9 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
             _ => return Err(refuse("komi", "komi is a number from -400 to 400")),
         },
     };
-    let stones = colored_moves(query, "initialStones", size)?;
-    let moves = colored_moves(query, "moves", size)?;
+    // More stones than points must name some twice.
+    let stones = colored_moves(query, "initialStones", size, size * size)?;
+    let moves = colored_moves(query, "moves", size, MAX_QUERY_MOVES)?;
     let mut game = Game::new(size, rules);
     let setup: Vec<_> = stones
         .iter()
@@ -443,11 +521,13 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
         None => moves.first().map_or(Color::Black, |m| m.0),
     };
     game.set_to_move(first);
-    let mut turns = vec![game.clone()];
-    for (i, &(color, mv)) in moves.iter().enumerate() {
-        game.play(color, mv).map_err(|e| refuse("moves", format!("move {} ({}): {e}", i + 1, mv.to_gtp(size))))?;
-        turns.push(game.clone());
+    let mut replay = Replay::new(game, moves);
+    let last = replay.moves.len();
+    if let Err((i, e)) = replay.at(last) {
+        let mv = replay.moves[i].1;
+        return Err(refuse("moves", format!("move {} ({}): {e}", i + 1, mv.to_gtp(size))));
     }
+    let moves = &replay.moves;
     let analyze = match query.get("analyzeTurns") {
         None => vec![moves.len()],
         Some(Value::Array(turns)) => turns
@@ -498,9 +578,9 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
     }
     let mut filters = move_filters(query, "avoidMoves", size)?;
     filters.extend(move_filters(query, "allowMoves", size)?);
-    Ok(Analysis {
+    let analysis = Analysis {
         id,
-        turns,
+        size,
         analyze,
         visits,
         ownership: flag("includeOwnership")?,
@@ -510,7 +590,8 @@ fn read_query(query: &Value) -> Result<Analysis, QueryError> {
         max_time,
         filters,
         report_every,
-    })
+    };
+    Ok((analysis, replay))
 }
 
 /// Rules given as KataGo's object: each field maps onto go-train's rules
@@ -606,8 +687,14 @@ fn move_filters(query: &Value, field: &'static str, size: usize) -> Result<Vec<M
         .collect()
 }
 
-/// A list of `[player, location]` pairs (`moves`, `initialStones`).
-fn colored_moves(query: &Value, field: &'static str, size: usize) -> Result<Vec<(Color, Move)>, QueryError> {
+/// A list of `[player, location]` pairs (`moves`, `initialStones`), of
+/// `most` pairs at most.
+fn colored_moves(
+    query: &Value,
+    field: &'static str,
+    size: usize,
+    most: usize,
+) -> Result<Vec<(Color, Move)>, QueryError> {
     let Some(list) = query.get(field) else {
         return if field == "moves" {
             Err(refuse(field, "moves are required (an empty list for none)"))
@@ -616,6 +703,9 @@ fn colored_moves(query: &Value, field: &'static str, size: usize) -> Result<Vec<
         };
     };
     let list = list.as_array().ok_or_else(|| refuse(field, "a list of [player, location] pairs"))?;
+    if list.len() > most {
+        return Err(refuse(field, format!("{} entries: a query holds at most {most}", list.len())));
+    }
     list.iter()
         .enumerate()
         .map(|(i, pair)| {

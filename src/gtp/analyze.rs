@@ -171,7 +171,9 @@ pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ow
 
 /// Who owns each point at the end, from `color`'s side: 1 surely
 /// `color`'s, −1 surely the opponent's, from the random playouts that
-/// score games (the nets have no ownership head).
+/// score games, not from the ownership head that `nets/value.safetensors`
+/// carries (an auxiliary training target; in play only MCTS `score=W`
+/// reads it).
 pub fn ownership_for(game: &Game, color: Color) -> Vec<f32> {
     judge_default(game).balance(color)
 }

@@ -1,10 +1,21 @@
 //! A GTP client: runs an engine as a child process and talks to it over its
-//! standard input and output.
+//! standard input and output, waiting a bounded time for each answer.
+//!
+//! An engine is never left behind: it runs in a process group of its own,
+//! killed whole when the client is dropped (a `sh` wrapper's engine goes
+//! too), and on Linux the kernel kills it when the thread that started it
+//! ends, so that a controller killed with SIGKILL takes its engines along.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::{BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
+use anyhow::bail;
 use thiserror::Error;
+
+use super::input::{read_lines, Incoming, NoId};
+use super::protocol::MAX_LINE_BYTES;
 
 /// What can go wrong talking to an engine.
 #[derive(Debug, Error)]
@@ -17,6 +28,46 @@ pub enum GtpError {
     Refused { engine: String, command: String, message: String },
     #[error("engine `{engine}` stopped answering during `{command}`{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     Io { engine: String, command: String, detail: Option<String> },
+    #[error("engine `{engine}` did not answer `{command}` within {seconds} s ({setting})")]
+    Timeout { engine: String, command: String, seconds: f64, setting: String },
+}
+
+/// How long a client waits for an engine's answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GtpTimeouts {
+    /// For a command of a game under way (`play`, `genmove`, `final_score`).
+    pub command: Duration,
+    /// For a command that sets a game up (`boardsize`, `clear_board`,
+    /// `komi`), the first an engine gets: it may still be loading its nets.
+    pub startup: Duration,
+}
+
+impl GtpTimeouts {
+    /// The default wait for a command, in seconds (`--gtp-timeout`).
+    /// Matches send no `time_settings`, so engines think with no clock:
+    /// GnuGo at level 10 and `go-train gtp` take seconds a move, but
+    /// GnuGo's `final_score` (the cross-check) reads the whole board and
+    /// took 256 s on one finished kgs-6d game. An engine set to think
+    /// longer needs more.
+    pub const DEFAULT_SECONDS: f64 = 300.0;
+    /// The least wait for a game's setup commands: the default, however
+    /// short `--gtp-timeout` is, since an engine may be loading its nets.
+    pub const STARTUP: Duration = Duration::from_secs(GtpTimeouts::DEFAULT_SECONDS as u64);
+
+    /// `seconds` for a command, and for the setup commands the larger of
+    /// that and [`GtpTimeouts::STARTUP`].
+    pub fn for_commands(seconds: f64) -> anyhow::Result<GtpTimeouts> {
+        let Some(command) = Duration::try_from_secs_f64(seconds).ok().filter(|_| seconds > 0.0) else {
+            bail!("{seconds}: give a number of seconds above 0");
+        };
+        Ok(GtpTimeouts { command, startup: command.max(GtpTimeouts::STARTUP) })
+    }
+}
+
+impl Default for GtpTimeouts {
+    fn default() -> GtpTimeouts {
+        GtpTimeouts::for_commands(GtpTimeouts::DEFAULT_SECONDS).expect("a valid default")
+    }
 }
 
 /// A running GTP engine.
@@ -25,43 +76,92 @@ pub struct GtpClient {
     engine: String,
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// Its output, line by line, read on a thread of its own.
+    answers: Receiver<Incoming>,
+    timeouts: GtpTimeouts,
+    /// Why the engine can no longer be trusted to answer in step with the
+    /// commands (a late answer would be taken for the next command's).
+    failed: Option<String>,
 }
 
 impl GtpClient {
     /// Starts `command_line` (program and arguments separated by spaces,
-    /// e.g. `gnugo --mode gtp --level 10`). The engine's stderr is dropped.
+    /// e.g. `gnugo --mode gtp --level 10`) with the default timeouts. The
+    /// engine's stderr is dropped.
     pub fn spawn(command_line: &str) -> Result<GtpClient, GtpError> {
-        let mut words = command_line.split_whitespace();
-        let program = words.next().ok_or(GtpError::EmptyCommand)?;
-        let mut child = Command::new(program)
-            .args(words)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|source| GtpError::Spawn { command: command_line.to_string(), source })?;
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        Ok(GtpClient { engine: command_line.to_string(), child, stdin, stdout })
+        GtpClient::spawn_with(command_line, GtpTimeouts::default())
     }
 
-    /// Sends one command and returns the text of a successful answer
-    /// (without the leading `=`), or the engine's `?` message as an error.
+    /// Starts `command_line`, waiting for answers as `timeouts` say. Use
+    /// the client on the thread that starts it: the engine dies with that
+    /// thread (see the module's comment).
+    pub fn spawn_with(command_line: &str, timeouts: GtpTimeouts) -> Result<GtpClient, GtpError> {
+        let mut words = command_line.split_whitespace();
+        let program = words.next().ok_or(GtpError::EmptyCommand)?;
+        let mut command = Command::new(program);
+        command.args(words).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        die_with_this_thread(&mut command);
+        let mut child =
+            command.spawn().map_err(|source| GtpError::Spawn { command: command_line.to_string(), source })?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let answers = read_lines::<NoId>(BufReader::new(child.stdout.take().expect("piped stdout")), MAX_LINE_BYTES);
+        Ok(GtpClient { engine: command_line.to_string(), child, stdin, answers, timeouts, failed: None })
+    }
+
+    /// Sends one command of a game under way and returns the text of a
+    /// successful answer (without the leading `=`), or the engine's `?`
+    /// message as an error.
     pub fn send(&mut self, command: &str) -> Result<String, GtpError> {
-        let io_error =
-            |detail: Option<String>| GtpError::Io { engine: self.engine.clone(), command: command.to_string(), detail };
+        self.send_within(command, self.timeouts.command, "--gtp-timeout".into())
+    }
+
+    /// [`GtpClient::send`] for a command that sets a game up, which gets
+    /// the startup timeout.
+    pub fn send_setup(&mut self, command: &str) -> Result<String, GtpError> {
+        let setting = format!("a game's setup gets {} s, or --gtp-timeout if more", GtpTimeouts::STARTUP.as_secs());
+        self.send_within(command, self.timeouts.startup, setting)
+    }
+
+    fn send_within(&mut self, command: &str, limit: Duration, setting: String) -> Result<String, GtpError> {
+        let result = match &self.failed {
+            Some(why) => Err(self.io_error(command, Some(format!("not sent, the engine failed before: {why}")))),
+            None => self.exchange(command, limit, setting),
+        };
+        if let Err(e) = &result {
+            if !matches!(e, GtpError::Refused { .. }) {
+                self.failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+        result
+    }
+
+    fn exchange(&mut self, command: &str, limit: Duration, setting: String) -> Result<String, GtpError> {
+        // Each command waits for its answer before the next is written, so
+        // the pipe holds a command at most and this write cannot block.
         writeln!(self.stdin, "{command}")
             .and_then(|_| self.stdin.flush())
-            .map_err(|e| io_error(Some(e.to_string())))?;
+            .map_err(|e| self.io_error(command, Some(e.to_string())))?;
+        let deadline = Instant::now() + limit;
         // An answer is `=` or `?`, text, and ends with an empty line.
         let mut answer = String::new();
         loop {
-            let mut line = String::new();
-            let n = self.stdout.read_line(&mut line).map_err(|e| io_error(Some(e.to_string())))?;
-            if n == 0 {
-                return Err(io_error(None));
-            }
+            let line = match self.answers.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Incoming::Line(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                Ok(Incoming::TooLong { bytes, .. }) => {
+                    let detail = format!("a line of {bytes} bytes, over the {MAX_LINE_BYTES} a GTP line may have");
+                    return Err(self.io_error(command, Some(detail)));
+                }
+                Ok(Incoming::Failed(e)) => return Err(self.io_error(command, Some(e.to_string()))),
+                Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => return Err(self.io_error(command, None)),
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(GtpError::Timeout {
+                        engine: self.engine.clone(),
+                        command: command.to_string(),
+                        seconds: limit.as_secs_f64(),
+                        setting,
+                    })
+                }
+            };
             let line = line.trim_end_matches(['\r', '\n']);
             if line.is_empty() {
                 if answer.is_empty() {
@@ -80,28 +180,90 @@ impl GtpClient {
         match status {
             '=' => Ok(text),
             '?' => Err(GtpError::Refused { engine: self.engine.clone(), command: command.to_string(), message: text }),
-            _ => Err(io_error(Some(format!("not a GTP answer: {answer:?}")))),
+            _ => Err(self.io_error(command, Some(format!("not a GTP answer: {answer:?}")))),
         }
+    }
+
+    fn io_error(&self, command: &str, detail: Option<String>) -> GtpError {
+        GtpError::Io { engine: self.engine.clone(), command: command.to_string(), detail }
     }
 
     /// The engine's command line.
     pub fn engine(&self) -> &str {
         &self.engine
     }
+
+    /// Whether the engine's process has ended; it stays unreaped (a
+    /// zombie), so that its id still names its process group.
+    fn has_exited(&self) -> bool {
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        // SAFETY: `info` is a valid siginfo_t for waitid to fill.
+        let found = unsafe { libc::waitid(libc::P_PID, self.child.id(), &mut info, flags) };
+        // SAFETY: waitid filled `info` (si_pid stays 0 while it runs).
+        found == 0 && unsafe { info.si_pid() } != 0
+    }
 }
 
 impl Drop for GtpClient {
     fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        // Give it a moment to leave on its own, then make sure it is gone.
-        for _ in 0..50 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        if self.failed.is_none() {
+            let _ = writeln!(self.stdin, "quit");
+            let _ = self.stdin.flush();
+            // Give it a moment to leave on its own.
+            for _ in 0..50 {
+                if self.has_exited() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
             }
-            std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        let _ = self.child.kill();
+        // Then its group goes, with whatever the engine left running.
+        // SAFETY: kill has no memory effects; the group is the engine's,
+        // its leader not yet reaped.
+        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+}
+
+/// Starts `command` in a process group of its own and, on Linux, has the
+/// kernel kill it when the thread that starts it ends.
+fn die_with_this_thread(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: between fork and exec the closure calls only prctl,
+        // getppid and _exit, which are async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent died before the line above: nothing will
+                // signal its death now.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_come_from_seconds_above_zero() {
+        let t = GtpTimeouts::for_commands(2.5).unwrap();
+        assert_eq!((t.command, t.startup), (Duration::from_millis(2500), GtpTimeouts::STARTUP));
+        assert_eq!(GtpTimeouts::for_commands(900.0).unwrap().startup, Duration::from_secs(900));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = GtpTimeouts::for_commands(bad).unwrap_err().to_string();
+            assert!(e.contains("seconds above 0"), "{bad}: {e}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::input::{read_lines, Incoming};
-use super::protocol::{format_answer, parse_line, Command};
+use super::protocol::{format_answer, parse_line, Command, GtpId, MAX_LINE_BYTES};
 use crate::go::{fixed_handicap, Board, Color, Game, Move, Point, Rules, Vertex};
 use crate::search::ownership::{judge_default, Ownership};
 use crate::search::{acceptable_points, Agent, Mcts};
@@ -121,6 +121,9 @@ pub struct Engine {
     pub(super) clock: Clock,
     /// Whether to describe each move choice on stderr.
     pub(super) verbose: bool,
+    /// What `gomill-describe_engine` says besides the version: the agent's
+    /// settings as its command gave them, else its name.
+    pub(super) description: Option<String>,
 }
 
 impl Engine {
@@ -133,6 +136,7 @@ impl Engine {
             analysis_search: None,
             clock: Clock::default(),
             verbose: false,
+            description: None,
         }
     }
 
@@ -151,6 +155,12 @@ impl Engine {
         }
     }
 
+    /// Describes the engine to `gomill-describe_engine` (the agent's name
+    /// by default).
+    pub fn set_description(&mut self, description: String) {
+        self.description = Some(description);
+    }
+
     /// Logs each generated move and its time to stderr.
     pub fn set_verbose(&mut self, verbose: bool) {
         self.verbose = verbose;
@@ -166,32 +176,43 @@ impl Engine {
     ///
     /// A thread reads `input` line by line, so that a command arriving
     /// during live analysis (`lz-analyze`, which runs until interrupted)
-    /// stops it and is then answered like any other.
+    /// stops it and is then answered like any other. A line longer than
+    /// [`MAX_LINE_BYTES`] is dropped as it is read and refused under its
+    /// id: no controller can make the engine hold more.
     pub fn run(&mut self, input: impl BufRead + Send + 'static, mut output: impl Write) -> io::Result<()> {
-        let lines = read_lines(input);
+        let lines = read_lines::<GtpId>(input, MAX_LINE_BYTES);
         let mut pending = None;
         loop {
-            let bytes = match pending.take().map_or_else(|| lines.recv(), Ok) {
-                Ok(Incoming::Line(bytes)) => bytes,
+            let line = match pending.take().map_or_else(|| lines.recv(), Ok) {
+                Ok(Incoming::Line(bytes)) => Ok(bytes),
+                Ok(Incoming::TooLong { bytes, id }) => {
+                    Err((id, format!("a command line of {bytes} bytes: the most is {MAX_LINE_BYTES}")))
+                }
                 Ok(Incoming::Failed(e)) => return Err(e),
                 Ok(Incoming::End) | Err(_) => return Ok(()),
             };
-            // Bytes that are not UTF-8 cannot be part of a valid command;
-            // they become U+FFFD and the command is refused normally.
-            let line = String::from_utf8_lossy(&bytes);
-            let (id, answer, flow) = match parse_line(&line) {
-                None => continue,
-                Some(Err(id)) => (id, Err("missing command".to_string()), Flow::Continue),
-                Some(Ok(command)) => match self.analyze_if_asked(&command, &mut output, &lines)? {
-                    Some(stopped_by) => {
-                        pending = stopped_by;
-                        continue;
+            let (id, answer, flow) = match line {
+                Err((id, refusal)) => (id, Err(refusal), Flow::Continue),
+                Ok(bytes) => {
+                    // Bytes that are not UTF-8 cannot be part of a valid
+                    // command; they become U+FFFD and the command is
+                    // refused normally.
+                    let line = String::from_utf8_lossy(&bytes);
+                    match parse_line(&line) {
+                        None => continue,
+                        Some(Err(id)) => (id, Err("missing command".to_string()), Flow::Continue),
+                        Some(Ok(command)) => match self.analyze_if_asked(&command, &mut output, &lines)? {
+                            Some(stopped_by) => {
+                                pending = stopped_by;
+                                continue;
+                            }
+                            None => {
+                                let (answer, flow) = self.handle_guarded(&command);
+                                (command.id, answer, flow)
+                            }
+                        },
                     }
-                    None => {
-                        let (answer, flow) = self.handle_guarded(&command);
-                        (command.id, answer, flow)
-                    }
-                },
+                }
             };
             output.write_all(format_answer(id.as_deref(), &answer).as_bytes())?;
             output.flush()?;

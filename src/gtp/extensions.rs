@@ -25,8 +25,11 @@ impl Engine {
             "kata-set-rules" | "kgs-rules" => self.set_rules(args),
             // KGS tells the engine a game ended; nothing here outlives it.
             "kgs-game_over" => Ok(String::new()),
-            "gomill-describe_engine" => Ok(format!("go-train {}\n{}", env!("CARGO_PKG_VERSION"), self.agent.name())),
-            "gomill-cpu_time" => Ok(format!("{:.3}", cpu_seconds())),
+            "gomill-describe_engine" => {
+                let description = self.description.clone().unwrap_or_else(|| self.agent.name());
+                Ok(format!("go-train {}\n{description}", env!("CARGO_PKG_VERSION")))
+            }
+            "gomill-cpu_time" => Ok(format!("{:.3}", crate::cpu_time::process_cpu_seconds().unwrap_or(0.0))),
             "gogui-analyze_commands" => Ok(GOGUI_ANALYZE.to_string()),
             "gogui-policy_heatmap" => self.policy_heatmap(),
             "gogui-value" => self.value_text(),
@@ -153,16 +156,4 @@ pub fn raw_nn_text(raw: &RawOutput, color: Color, size: usize) -> String {
         text.push_str(&format!("policyPass {}\n", number(policy[size * size])));
     }
     text
-}
-
-/// CPU time this process has used, user and system, in seconds (gomill
-/// asks for the total over all CPUs).
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0.0;
-    }
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

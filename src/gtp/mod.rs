@@ -7,7 +7,8 @@ pub mod client;
 pub mod engine;
 pub mod extensions;
 pub mod input;
+pub mod json_id;
 pub mod protocol;
 
-pub use client::{GtpClient, GtpError};
+pub use client::{GtpClient, GtpError, GtpTimeouts};
 pub use engine::{Engine, Flow, COMMANDS};

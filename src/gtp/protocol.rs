@@ -1,6 +1,13 @@
 //! GTP version 2 framing: reading command lines and writing answers
 //! (specification sections 2.2–2.11 and 3.1).
 
+use super::input::LineId;
+
+/// The longest line read, commands and answers alike, newline left out:
+/// GTP's longest lines (`set_free_handicap` with every point) take a few
+/// kB, and a longer one is dropped unread, never held.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// One command as sent by a controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Command {
@@ -38,6 +45,31 @@ pub fn parse_line(line: &str) -> Option<Result<Command, Option<String>>> {
     Some(Ok(Command { id, name: name.to_string(), args: words.map(str::to_string).collect() }))
 }
 
+/// The id of a command line too long to read: its first word, when it
+/// is all digits and ends within the line's first bytes.
+#[derive(Default)]
+pub struct GtpId {
+    head: Vec<u8>,
+}
+
+/// Digits enough for any id a controller numbers its commands with.
+const MAX_ID_DIGITS: usize = 64;
+
+impl LineId for GtpId {
+    fn feed(&mut self, bytes: &[u8]) {
+        let room = (MAX_ID_DIGITS + 2).saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
+    }
+
+    fn id(self) -> Option<String> {
+        let text = String::from_utf8_lossy(&self.head);
+        let text = text.trim_start_matches([' ', '\t']);
+        let (first, rest) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+        let ends = rest.starts_with([' ', '\t', '\r', '\n']);
+        (ends && !first.is_empty()).then(|| first.to_string())
+    }
+}
+
 /// The text of an answer: `=` or `?`, the id, the message, and the empty
 /// line that ends every answer. A message of several lines keeps them
 /// (with empty lines removed, since one would end the answer early).
@@ -69,6 +101,20 @@ mod tests {
         let big = parse_line("123456789012345678901234 name").unwrap().unwrap();
         assert_eq!((big.id.as_deref(), big.name.as_str()), (Some("123456789012345678901234"), "name"));
         assert_eq!(parse_line("name").unwrap().unwrap().id, None);
+    }
+
+    #[test]
+    fn an_overlong_lines_id_is_its_leading_number() {
+        let id = |line: &str| {
+            let mut id = GtpId::default();
+            line.as_bytes().chunks(5).for_each(|piece| id.feed(piece));
+            id.id()
+        };
+        assert_eq!(id(&format!("12 play b {}", "x".repeat(1000))).as_deref(), Some("12"));
+        assert_eq!(id(&format!("  7\tname{}", " ".repeat(1000))).as_deref(), Some("7"));
+        assert_eq!(id(&format!("play b {}", "x".repeat(1000))), None);
+        assert_eq!(id(&format!("12x play{}", "x".repeat(1000))), None);
+        assert_eq!(id(&"1".repeat(1000)), None, "an id cut off is no id");
     }
 
     #[test]

@@ -393,17 +393,29 @@ impl Planes {
 }
 
 /// Per-channel `(Σ a, Σ a·b)` over all planes of the channel, in f64 so
-/// that 36,100 values per channel lose nothing. `b` defaults to `a`.
-fn channel_sums(p: &Planes, a: &[f32], b: Option<&[f32]>) -> Vec<(f64, f64)> {
+/// that 36,100 values per channel lose nothing. `b` defaults to `a`; with
+/// `relu_out`, `a` counts only where it is positive (`a` is the gradient
+/// after a ReLU whose output that was).
+fn channel_sums(p: &Planes, a: &[f32], b: Option<&[f32]>, relu_out: Option<&[f32]>) -> Vec<(f64, f64)> {
     (0..p.channels)
         .into_par_iter()
         .map(|c| {
             let bs = p.channel(b.unwrap_or(a), c);
-            p.channel(a, c).zip(bs).fold((0.0, 0.0), |(s, sp), (ra, rb)| {
+            // Without a mask, `a` masks itself: the same planes, no cost.
+            let ms = p.channel(relu_out.unwrap_or(a), c);
+            p.channel(a, c).zip(bs).zip(ms).fold((0.0, 0.0), |(s, sp), ((ra, rb), rm)| {
                 let (mut s1, mut s2) = (0.0f32, 0.0f32);
-                for (&va, &vb) in ra.iter().zip(rb) {
-                    s1 += va;
-                    s2 += va * vb;
+                if relu_out.is_some() {
+                    for ((&va, &vb), &vm) in ra.iter().zip(rb).zip(rm) {
+                        let va = if vm > 0.0 { va } else { 0.0 };
+                        s1 += va;
+                        s2 += va * vb;
+                    }
+                } else {
+                    for (&va, &vb) in ra.iter().zip(rb) {
+                        s1 += va;
+                        s2 += va * vb;
+                    }
                 }
                 (s + s1 as f64, sp + s2 as f64)
             })
@@ -415,7 +427,7 @@ fn channel_sums(p: &Planes, a: &[f32], b: Option<&[f32]>) -> Vec<(f64, f64)> {
 pub fn channel_stats(p: &Planes, x: &[f32]) -> (Vec<f32>, Vec<f32>) {
     assert_eq!(x.len(), p.len(), "batch-norm input has the wrong size");
     let n = p.per_channel() as f64;
-    channel_sums(p, x, None)
+    channel_sums(p, x, None, None)
         .into_iter()
         .map(|(s, sq)| {
             let mean = s / n;
@@ -467,31 +479,35 @@ pub struct NormGrads {
 /// `dx = γ/σ · (dy − mean(dy) − x̂·mean(dy·x̂))`; otherwise `dx = γ/σ · dy`.
 pub fn batch_norm_backward(p: &Planes, x: &[f32], dy: &[f32], relu_out: Option<&[f32]>, n: &Norm) -> NormGrads {
     assert!(x.len() == p.len() && dy.len() == p.len(), "batch-norm gradient has the wrong size");
-    let masked = relu_out.map(|y| relu_backward(dy, y));
-    let dy = masked.as_deref().unwrap_or(dy);
-    // Σ dy·x̂ = σ⁻¹·(Σ dy·x − μ·Σ dy): one pass over dy and x.
-    let sums = channel_sums(p, dy, Some(x));
+    assert!(relu_out.is_none_or(|y| y.len() == p.len()), "batch-norm output has the wrong size");
+    // Σ dy·x̂ = σ⁻¹·(Σ dy·x − μ·Σ dy): one pass over dy and x. The ReLU's
+    // mask is applied as dy is read, here and below, rather than to a
+    // masked copy (a pass and an activation-sized buffer more).
+    let sums = channel_sums(p, dy, Some(x), relu_out);
     let dbeta: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     let dgamma: Vec<f32> =
         sums.iter().enumerate().map(|(c, s)| ((s.1 - n.mean[c] as f64 * s.0) * n.invstd[c] as f64) as f32).collect();
     let m = p.per_channel() as f32;
     let mut dx = vec![0.0f32; p.len()];
+    // Without a ReLU the mask is dy itself, never read.
+    let mask = relu_out.unwrap_or(dy);
     dx.par_chunks_mut(p.points)
-        .zip(dy.par_chunks(p.points).zip(x.par_chunks(p.points)))
+        .zip(dy.par_chunks(p.points).zip(x.par_chunks(p.points)).zip(mask.par_chunks(p.points)))
         .enumerate()
         .with_min_len(64)
-        .for_each(|(i, (o, (d, xr)))| {
+        .for_each(|(i, (o, ((d, xr), yr)))| {
             let c = i % p.channels;
             let k = n.gamma[c] * n.invstd[c];
             let (mu, is) = (n.mean[c], n.invstd[c]);
+            let passed = |d: f32, y: f32| if relu_out.is_none() || y > 0.0 { d } else { 0.0 };
             if n.batch_stats {
                 let (mdy, mdyx) = (dbeta[c] / m, dgamma[c] / m);
-                for ((o, &d), &v) in o.iter_mut().zip(d).zip(xr) {
-                    *o = k * (d - mdy - (v - mu) * is * mdyx);
+                for (((o, &d), &v), &y) in o.iter_mut().zip(d).zip(xr).zip(yr) {
+                    *o = k * (passed(d, y) - mdy - (v - mu) * is * mdyx);
                 }
             } else {
-                for (o, &d) in o.iter_mut().zip(d) {
-                    *o = k * d;
+                for ((o, &d), &y) in o.iter_mut().zip(d).zip(yr) {
+                    *o = k * passed(d, y);
                 }
             }
         });
@@ -560,6 +576,24 @@ mod tests {
         let g = ConvGeom { batch: 1, c_in: 1, c_out: 2, k: 1, h: 1, w: 2 };
         let y = conv_forward(&g, &[1.0, -1.0], &[1.0, 2.0], Some(&[0.5, -0.5]), true);
         assert_eq!(y, vec![1.5, 0.0, 1.5, 0.0]);
+    }
+
+    /// Batch norm's backward pass masks the gradient by the ReLU as it
+    /// reads it, with the results of masking a copy first, bit for bit.
+    #[test]
+    fn batch_norm_backward_masks_as_a_masked_copy_would() {
+        let p = Planes { batch: 3, channels: 4, points: 10 };
+        let (x, dy, y) = (pseudo_random(p.len(), 1), pseudo_random(p.len(), 2), pseudo_random(p.len(), 3));
+        let (mean, invstd, gamma) = ([0.1, -0.2, 0.3, 0.0], [1.5, 0.7, 2.0, 1.0], [0.9, 1.1, -0.4, 2.0]);
+        for batch_stats in [true, false] {
+            let n = Norm { mean: &mean, invstd: &invstd, gamma: &gamma, batch_stats };
+            let fused = batch_norm_backward(&p, &x, &dy, Some(&y), &n);
+            let copied = batch_norm_backward(&p, &x, &relu_backward(&dy, &y), None, &n);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fused.dx), bits(&copied.dx), "batch_stats={batch_stats}");
+            assert_eq!(bits(&fused.dgamma), bits(&copied.dgamma));
+            assert_eq!(bits(&fused.dbeta), bits(&copied.dbeta));
+        }
     }
 
     #[test]

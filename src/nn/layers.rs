@@ -8,11 +8,13 @@
 //! candle's ops are also the reference the fused ops are tested against.
 
 use candle_core::{
-    CpuStorage, CustomOp2, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, Var, D,
+    CpuStorage, CustomOp2, CustomOp3, DType, Device, InplaceOp1, Layout, Result, Shape, Storage, StorageRef, Tensor,
+    Var,
 };
 use candle_nn::{Init, Module, VarBuilder};
 
 use super::kernels::{self, ConvGeom, Norm, Planes};
+use super::switches::Fused;
 
 /// Whether the fused CPU kernels can run on `x`.
 fn fused(x: &Tensor) -> bool {
@@ -295,7 +297,11 @@ impl BatchNorm {
         let p = planes(&x)?;
         let (mean, var) = if train {
             let (mean, var) = kernels::channel_stats(&p, CpuView::new(&x).slice("batch-norm input")?);
-            self.update_running(&cpu_tensor(mean.clone(), p.channels)?, &cpu_tensor(var.clone(), p.channels)?, &p)?;
+            if Fused::RunningStats.enabled() {
+                self.update_running_in_place(&mean, &var, &p)?;
+            } else {
+                self.update_running(&cpu_tensor(mean.clone(), p.channels)?, &cpu_tensor(var.clone(), p.channels)?, &p)?;
+            }
             (mean, var)
         } else {
             (self.running_mean.as_tensor().to_vec1()?, self.running_var.as_tensor().to_vec1()?)
@@ -306,13 +312,22 @@ impl BatchNorm {
 
     /// Folds a batch's mean and biased variance into the running averages.
     fn update_running(&self, mean: &Tensor, var: &Tensor, p: &Planes) -> Result<()> {
-        let n = p.per_channel() as f64;
-        let unbiased = if n > 1.0 { n / (n - 1.0) } else { 1.0 };
         let blend = |old: &Var, new: &Tensor, scale: f64| -> Result<()> {
             old.set(&((old.as_tensor() * (1.0 - BN_MOMENTUM))? + (new * (BN_MOMENTUM * scale))?)?)
         };
         blend(&self.running_mean, mean, 1.0)?;
-        blend(&self.running_var, var, unbiased)
+        blend(&self.running_var, var, unbiased_scale(p))
+    }
+
+    /// The same on the CPU, in place: one pass over each average where
+    /// candle's ops take four and two new tensors, with the same f32
+    /// arithmetic.
+    fn update_running_in_place(&self, mean: &[f32], var: &[f32], p: &Planes) -> Result<()> {
+        for (old, new, scale) in [(&self.running_mean, mean, 1.0), (&self.running_var, var, unbiased_scale(p))] {
+            let blend = Blend { new, keep: (1.0 - BN_MOMENTUM) as f32, take: (BN_MOMENTUM * scale) as f32 };
+            old.as_tensor().inplace_op1(&blend)?;
+        }
+        Ok(())
     }
 
     /// On a GPU, by the kernels of `nn::cuda::norm`.
@@ -352,6 +367,45 @@ impl BatchNorm {
         } else {
             Ok(y)
         }
+    }
+}
+
+/// The factor from the biased variance of a batch to the unbiased one
+/// that the running average keeps.
+fn unbiased_scale(p: &Planes) -> f64 {
+    let n = p.per_channel() as f64;
+    if n > 1.0 {
+        n / (n - 1.0)
+    } else {
+        1.0
+    }
+}
+
+/// `old ← old·keep + new·take` in place, as candle's `old * keep + new *
+/// take` rounds it (`Tensor * f64` is `x·s + 0` in f32).
+struct Blend<'a> {
+    new: &'a [f32],
+    keep: f32,
+    take: f32,
+}
+
+impl InplaceOp1 for Blend<'_> {
+    fn name(&self) -> &'static str {
+        "go-train-running-average"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> Result<()> {
+        let old = match (storage, layout.contiguous_offsets()) {
+            (CpuStorage::F32(v), Some((start, end))) => &mut v[start..end],
+            _ => candle_core::bail!("batch norm: the running average is not contiguous f32 data"),
+        };
+        if old.len() != self.new.len() {
+            candle_core::bail!("batch norm: {} running values for {} channels", old.len(), self.new.len());
+        }
+        for (o, &n) in old.iter_mut().zip(self.new) {
+            *o = (*o * self.keep + 0.0) + (n * self.take + 0.0);
+        }
+        Ok(())
     }
 }
 
@@ -508,11 +562,6 @@ pub fn flatten(x: &Tensor) -> Result<Tensor> {
     x.flatten_from(1)
 }
 
-/// Log-softmax over the last dimension.
-pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
-    candle_nn::ops::log_softmax(x, D::Minus1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -610,6 +659,27 @@ mod tests {
         assert!(positive > 0.3 && positive < 0.7, "both sides of the ReLU tested: {positive}");
         assert!(grad_diff(&gf, x.as_tensor(), &gr, x.as_tensor()) == 0.0, "input gradient");
         assert!(grad_diff(&gf, skip.as_tensor(), &gr, skip.as_tensor()) == 0.0, "skip gradient");
+    }
+
+    /// The running averages updated in place hold what candle's ops give
+    /// them, bit for bit, over several batches.
+    #[test]
+    fn running_averages_in_place_match_candle_ops() {
+        let make = || {
+            let vm = VarMap::new();
+            BatchNorm::new(VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu).pp("bn"), 5, false).unwrap()
+        };
+        let (in_place, by_ops) = (make(), make());
+        let p = Planes { batch: 3, channels: 5, points: 7 };
+        for step in 0..4 {
+            let mean: Vec<f32> = (0..5).map(|c| (c as f32 - 2.1) * 0.37 + step as f32 * 0.011).collect();
+            let var: Vec<f32> = (0..5).map(|c| 0.3 + c as f32 * 1.7 + step as f32 * 0.13).collect();
+            in_place.update_running_in_place(&mean, &var, &p).unwrap();
+            by_ops.update_running(&cpu_tensor(mean, 5).unwrap(), &cpu_tensor(var, 5).unwrap(), &p).unwrap();
+        }
+        let bits = |v: &Var| v.as_tensor().to_vec1::<f32>().unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(&in_place.running_mean), bits(&by_ops.running_mean));
+        assert_eq!(bits(&in_place.running_var), bits(&by_ops.running_var));
     }
 
     /// Batch norm as the nets run it on the test device (the fused

@@ -32,11 +32,14 @@ mod conv_grad;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod direct;
+pub mod instruments;
 mod kernels;
 pub mod layers;
+pub mod loss;
 pub mod playout;
 pub mod policy;
 pub mod resnet;
+pub mod switches;
 pub mod value;
 pub mod weights;
 
@@ -86,8 +89,8 @@ impl Output {
     /// error for win probabilities (as in the seed).
     pub fn loss(self, pred: &Tensor, target: &Tensor) -> Result<Tensor> {
         match self {
-            Output::MoveLogProbs => candle_nn::loss::nll(pred, target),
-            Output::WinProb => candle_nn::loss::mse(pred, target),
+            Output::MoveLogProbs => loss::nll(pred, target),
+            Output::WinProb => loss::mse(pred, target),
         }
     }
 }
@@ -417,25 +420,37 @@ pub fn init_threads(threads: Option<usize>) -> anyhow::Result<usize> {
 }
 
 /// Every training step allocates and frees the same few-megabyte
-/// activation buffers. glibc serves such sizes with fresh `mmap`s, so each
-/// step paid for page faults and zeroing pages (a tenth of the playout
-/// net's time); raising the thresholds lets freed memory be reused.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// activation buffers. An allocator that hands freed memory back to the
+/// system makes each step pay for page faults and the kernel's zeroing of
+/// fresh pages (a tenth of the policy net's time in a profile), so keep it:
+///
+/// - mimalloc, the `go-train` binary's allocator, purges freed memory
+///   after a delay, shorter than a training step: purging is turned off
+///   (`bench train --net policy`, 3 s: 12,100 page faults, some 700 a
+///   step, down to 320, all at start-up);
+/// - glibc's malloc, which C libraries use, serves such sizes with fresh
+///   `mmap`s: its thresholds are raised so that freed memory is reused.
 fn keep_freed_memory() {
-    // glibc's ceiling for the mmap threshold on 64-bit systems; larger
-    // buffers still get their own mappings.
-    const MMAP_LIMIT: libc::c_int = 32 << 20;
-    const TRIM_LIMIT: libc::c_int = 1 << 30;
-    // SAFETY: mallopt only changes allocator tuning; called before the
-    // heavy allocations start. A refused value leaves the default.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_LIMIT);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_LIMIT);
+    /// `mi_option_purge_delay` in mimalloc 2 and 3's option enum; −1 never
+    /// purges.
+    const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+    // SAFETY: sets one of mimalloc's tuning options, which it reads at
+    // each purge decision; it does not touch any allocation.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // glibc's ceiling for the mmap threshold on 64-bit systems; larger
+        // buffers still get their own mappings.
+        const MMAP_LIMIT: libc::c_int = 32 << 20;
+        const TRIM_LIMIT: libc::c_int = 1 << 30;
+        // SAFETY: mallopt only changes allocator tuning; called before the
+        // heavy allocations start. A refused value leaves the default.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_LIMIT);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_LIMIT);
+        }
     }
 }
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_memory() {}
 
 /// Creates variables in a `VarMap` as `VarBuilder::from_varmap` does, but
 /// draws random initial values from a seeded generator: candle's CPU

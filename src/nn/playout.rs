@@ -13,8 +13,9 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::layers::{flatten, log_softmax, Conv, Linear};
-use super::{conv_stack, mask_occupied, Net, Output, MOVES, POINTS};
+use super::layers::{flatten, Conv, Linear};
+use super::loss::masked_log_softmax;
+use super::{conv_stack, Net, Output, MOVES, POINTS};
 
 /// The seed's playout net.
 pub struct PlayoutNet {
@@ -38,13 +39,13 @@ impl PlayoutNet {
 }
 
 impl Net for PlayoutNet {
-    fn forward(&self, x: &Tensor, _train: bool) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let mut h = x.clone();
         for conv in &self.hidden {
             h = conv.forward(&h)?;
         }
         let logits = self.fc.forward(&flatten(&self.head.forward(&h)?)?)?;
-        log_softmax(&mask_occupied(&logits, x)?)
+        masked_log_softmax(&logits, x, train)
     }
 
     fn output(&self) -> Output {

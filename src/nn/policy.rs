@@ -14,8 +14,9 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::layers::{flatten, log_softmax, BatchNorm, Conv};
-use super::{mask_occupied, Net, Output};
+use super::layers::{flatten, BatchNorm, Conv};
+use super::loss::masked_log_softmax;
+use super::{Net, Output};
 
 /// Channels after each hidden convolution.
 const CHANNELS: [usize; 4] = [32, 64, 64, 32];
@@ -83,7 +84,7 @@ impl Net for PolicyNet {
         let h = self.trunk.forward(x, train)?;
         let board = flatten(&self.head.forward(&h)?)?;
         let pass = self.pass_logit.reshape((1, 1))?.broadcast_as((board.dim(0)?, 1))?;
-        log_softmax(&mask_occupied(&Tensor::cat(&[&board, &pass], 1)?, x)?)
+        masked_log_softmax(&Tensor::cat(&[&board, &pass], 1)?, x, train)
     }
 
     fn output(&self) -> Output {

@@ -21,8 +21,9 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 use serde::{Deserialize, Serialize};
 
-use super::layers::{flatten, log_softmax, residual_relu, BatchNorm, Conv, Linear};
-use super::{mask_occupied, Net, Output, MOVES, POINTS};
+use super::layers::{flatten, residual_relu, BatchNorm, Conv, Linear};
+use super::loss::masked_log_softmax;
+use super::{Net, Output, MOVES, POINTS};
 
 /// What a residual net predicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,7 +133,7 @@ impl Net for ResNet {
         }
         let h = flatten(&self.head_conv.1.forward(&self.head_conv.0.forward(&h)?, train)?)?;
         match &self.head {
-            HeadLayers::Policy { fc } => log_softmax(&mask_occupied(&fc.forward(&h)?, x)?),
+            HeadLayers::Policy { fc } => masked_log_softmax(&fc.forward(&h)?, x, train),
             HeadLayers::Value { fc1, fc2 } => {
                 candle_nn::ops::sigmoid(&fc2.forward(&fc1.forward(&h)?.relu()?)?)?.squeeze(1)
             }

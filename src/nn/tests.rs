@@ -219,7 +219,7 @@ fn value_nets_learn_a_one_plane_signal() {
             }
             let x = Tensor::from_vec(data, (batch, planes, BOARD, BOARD), &Device::Cpu).unwrap();
             let y = Tensor::from_vec(labels, batch, &Device::Cpu).unwrap();
-            last = crate::train::train_step(&model, opt.as_mut(), &x, &y, None).unwrap();
+            last = crate::train::train_step(&model, opt.as_mut(), &x, &y, None).unwrap().to_scalar::<f32>().unwrap();
             if step % 50 == 0 {
                 eprintln!("{arch}: step {step} loss {last}");
             }

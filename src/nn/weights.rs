@@ -3,7 +3,9 @@
 //! go-train's tensor files carry one metadata key, `go_train`, whose value
 //! is a list of `key=value` fields: `net=` the architecture
 //! (`policy`, `resnet-policy:6x64`, …), `features=` the input planes it
-//! reads, `step=` the training step (checkpoint files), and `data_crc32=`
+//! reads, `step=` the training step (checkpoint files), `dataset=` the
+//! identity of the dataset it was trained on (8 hex digits: see
+//! `dataset::Manifest::identity`), and `data_crc32=`
 //! a CRC-32 of the file's data (everything after its header): safetensors
 //! has no checksum, and a flipped byte in a weight would load silently. One
 //! key, because safetensors writes metadata in hash order and two keys would
@@ -42,12 +44,15 @@ pub struct Meta {
     pub features: Option<FeatureSet>,
     /// The training step, in checkpoint files.
     pub step: Option<u64>,
+    /// The identity of the dataset the weights were trained on, in files
+    /// that training writes.
+    pub dataset: Option<u32>,
 }
 
 impl Meta {
     /// The metadata of `model`'s weights at `step`.
     pub fn of(model: &Model, step: Option<u64>) -> Meta {
-        Meta { net: Some(model.arch()), features: Some(model.features()), step }
+        Meta { net: Some(model.arch()), features: Some(model.features()), step, dataset: None }
     }
 
     fn fields(&self, crc: u32) -> String {
@@ -60,6 +65,9 @@ impl Meta {
         }
         if let Some(s) = self.step {
             out.push(format!("step={s}"));
+        }
+        if let Some(d) = self.dataset {
+            out.push(format!("dataset={d:08x}"));
         }
         out.push(format!("data_crc32={crc:08x}"));
         out.join(" ")
@@ -76,22 +84,56 @@ pub struct TensorFile {
 /// one. Errors name the file.
 pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (header_len, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-        .map_err(|e| anyhow!("{}: not a valid safetensors file: {e}", path.display()))?;
+    decode_tensors(&bytes, &path.display().to_string(), device)
+}
+
+/// [`read_tensors`] of a file's bytes already in memory; errors name it
+/// `name`.
+pub fn decode_tensors(bytes: &[u8], name: &str, device: &Device) -> Result<TensorFile> {
+    let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| anyhow!("{name}: not a valid safetensors file: {e}"))?;
     let meta = meta.metadata().clone().unwrap_or_default();
-    let fields: HashMap<&str, &str> = meta
-        .get(META_KEY)
-        .map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect())
-        .unwrap_or_default();
     // Files from before checksums were written have none to check.
-    if let Some(&stored) = fields.get("data_crc32") {
+    if let Some(stored) = fields(&meta).get("data_crc32") {
         let data = bytes.get(8 + header_len..).unwrap_or_default();
         let actual = format!("{:08x}", crc32fast::hash(data));
-        if stored != actual {
-            bail!("{}: damaged: its tensor data has CRC-32 {actual}, written as {stored}", path.display());
+        if *stored != actual {
+            bail!("{name}: damaged: its tensor data has CRC-32 {actual}, written as {stored}");
         }
     }
-    let bad = |what: &str, value: &str| format!("{}: bad {what} {value:?} in its metadata", path.display());
+    let meta = parse_meta(name, &meta)?;
+    let tensors = candle_core::safetensors::load_buffer(bytes, device)
+        .map_err(|e| anyhow!("{name}: cannot decode its tensors: {e}"))?;
+    Ok(TensorFile { tensors, meta })
+}
+
+/// The metadata of the tensor file `path`, from its header alone (the
+/// tensors are neither read nor checked).
+pub fn read_meta(path: &Path) -> Result<Meta> {
+    let path = resolve(path)?;
+    let not_safetensors = || format!("{}: not a valid safetensors file", path.display());
+    let mut file = fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut len = [0u8; 8];
+    std::io::Read::read_exact(&mut file, &mut len).with_context(not_safetensors)?;
+    let mut header = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, u64::from_le_bytes(len)), &mut header)?;
+    let header: serde_json::Value = serde_json::from_slice(&header).with_context(not_safetensors)?;
+    let meta: HashMap<String, String> = match header.get("__metadata__") {
+        Some(m) => serde_json::from_value(m.clone()).with_context(not_safetensors)?,
+        None => HashMap::new(),
+    };
+    parse_meta(&path.display().to_string(), &meta)
+}
+
+/// The `key=value` fields of go-train's metadata key.
+fn fields(meta: &HashMap<String, String>) -> HashMap<&str, &str> {
+    meta.get(META_KEY).map(|v| v.split_whitespace().filter_map(|f| f.split_once('=')).collect()).unwrap_or_default()
+}
+
+/// go-train's fields of the metadata of the file `name`.
+fn parse_meta(name: &str, meta: &HashMap<String, String>) -> Result<Meta> {
+    let fields = fields(meta);
+    let bad = |what: &str, value: &str| format!("{name}: bad {what} {value:?} in its metadata");
     let step = match fields.get("step").copied().or(meta.get(LEGACY_STEP_KEY).map(String::as_str)) {
         Some(s) => Some(s.parse().with_context(|| bad("step", s))?),
         None => None,
@@ -99,9 +141,9 @@ pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
     let net = fields.get("net").map(|s| s.parse::<Arch>().with_context(|| bad("net", s))).transpose()?;
     let features =
         fields.get("features").map(|s| s.parse::<FeatureSet>().with_context(|| bad("features", s))).transpose()?;
-    let tensors = candle_core::safetensors::load_buffer(&bytes, device)
-        .map_err(|e| anyhow!("{}: cannot decode its tensors: {e}", path.display()))?;
-    Ok(TensorFile { tensors, meta: Meta { net, features, step } })
+    let dataset =
+        fields.get("dataset").map(|s| u32::from_str_radix(s, 16).with_context(|| bad("dataset", s))).transpose()?;
+    Ok(Meta { net, features, step, dataset })
 }
 
 /// Writes `tensors` to `path` (atomically) with `meta` and the checksum of
@@ -133,30 +175,40 @@ pub fn write_tensors(path: &Path, tensors: Vec<(String, Tensor)>, meta: &Meta) -
 /// Writes `model`'s tensors to `path`, with its net and features (and
 /// `step`, for a checkpoint).
 pub fn save(path: &Path, model: &Model, step: Option<u64>) -> Result<()> {
+    save_as(path, model, &Meta::of(model, step))
+}
+
+/// Writes `model`'s tensors to `path` with `meta` ([`Meta::of`] and more).
+pub fn save_as(path: &Path, model: &Model, meta: &Meta) -> Result<()> {
     let weights = model.tensors().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
-    write_tensors(path, weights, &Meta::of(model, step))
+    write_tensors(path, weights, meta)
 }
 
 /// Sets `model`'s tensors from the file `path`, which must hold exactly the
 /// net's tensors with their shapes, for the same net and features when it
 /// names them. Returns the file's metadata.
 pub fn load_into(path: &Path, model: &Model) -> Result<Meta> {
-    let TensorFile { mut tensors, meta } = read_tensors(path, model.device())?;
+    set_tensors(read_tensors(path, model.device())?, model, &path.display().to_string())
+}
+
+/// [`load_into`] from tensors already read, from the file `name`.
+fn set_tensors(file: TensorFile, model: &Model, name: &str) -> Result<Meta> {
+    let TensorFile { mut tensors, meta } = file;
     if let Some(net) = meta.net.filter(|&n| n != model.arch()) {
-        bail!("{}: weights of a {net} net, not {}", path.display(), model.arch());
+        bail!("{name}: weights of a {net} net, not {}", model.arch());
     }
     if let Some(f) = meta.features.filter(|&f| f != model.features()) {
-        bail!("{}: a net for {f} features, not {}", path.display(), model.features());
+        bail!("{name}: a net for {f} features, not {}", model.features());
     }
-    for (name, var) in model.tensors() {
-        let t = tensors.remove(&name).ok_or_else(|| anyhow!("{}: no tensor {name}", path.display()))?;
+    for (tensor, var) in model.tensors() {
+        let t = tensors.remove(&tensor).ok_or_else(|| anyhow!("{name}: no tensor {tensor}"))?;
         if t.shape() != var.shape() {
-            bail!("{}: tensor {name} has shape {:?}, the net needs {:?}", path.display(), t.dims(), var.dims());
+            bail!("{name}: tensor {tensor} has shape {:?}, the net needs {:?}", t.dims(), var.dims());
         }
-        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{}: cannot set {name}", path.display()))?;
+        var.set(&t.to_dtype(var.dtype())?).with_context(|| format!("{name}: cannot set {tensor}"))?;
     }
     if let Some(extra) = tensors.keys().min() {
-        bail!("{}: tensor {extra} is not part of a {} net", path.display(), model.arch());
+        bail!("{name}: tensor {extra} is not part of a {} net", model.arch());
     }
     Ok(meta)
 }
@@ -211,6 +263,16 @@ pub fn load(path: &Path, device: &Device) -> Result<Model> {
     Ok(model)
 }
 
+/// Builds the net a weights file's bytes name (`name` in errors), onto
+/// `device`: nets built into a program rather than read from a file.
+pub fn load_bytes(bytes: &[u8], name: &str, device: &Device) -> Result<Model> {
+    let file = decode_tensors(bytes, name, device)?;
+    let arch = file.meta.net.with_context(|| format!("{name}: names no net in its metadata"))?;
+    let model = Model::new(arch, file.meta.features.unwrap_or_default(), device, 0)?;
+    set_tensors(file, &model, name)?;
+    Ok(model)
+}
+
 /// The net of a weights file written before files named it: the `net` of
 /// its checkpoint folder's `config.toml` (`<out>/best.safetensors`,
 /// `<out>/last/weights.safetensors`).
@@ -256,6 +318,22 @@ mod tests {
             let err = load_into(&path, &Model::new(arch, other, &Device::Cpu, 3).unwrap()).unwrap_err().to_string();
             assert!(err.contains(features.name()) && err.contains(other.name()), "{err}");
         }
+    }
+
+    /// The dataset a net was trained on travels in its file, and its
+    /// header alone says it.
+    #[test]
+    fn the_metadata_reads_back_from_the_header_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Model::new(Arch::Playout, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
+        let path = dir.path().join(BEST_FILE);
+        let meta = Meta { dataset: Some(0x0badf00d), ..Meta::of(&model, Some(7)) };
+        save_as(&path, &model, &meta).unwrap();
+        assert_eq!(read_meta(&path).unwrap(), meta);
+        assert_eq!(read_meta(dir.path()).unwrap(), meta, "a checkpoint folder names its best weights");
+        assert_eq!(read_tensors(&path, &Device::Cpu).unwrap().meta, meta);
+        fs::write(&path, b"not a safetensors file").unwrap();
+        assert!(read_meta(&path).unwrap_err().to_string().contains(BEST_FILE));
     }
 
     #[test]

@@ -30,9 +30,10 @@ use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use super::analysis::{Analysis, MoveInfo};
+use super::config::MctsConfig;
 use super::net_agent::{choose_move, move_prob, scored_moves};
 use super::nets::NetEval;
-use super::ownership::{LeafMix, Ownership};
+use super::ownership::LeafMix;
 use super::random::RandomAgent;
 use super::restrict::{self, MoveFilter};
 use super::tactics;
@@ -83,99 +84,6 @@ impl std::str::FromStr for LeafEval {
             "value" => Ok(LeafEval::Value),
             "stones" | "stone-count" => Ok(LeafEval::Stones),
             _ => bail!("unknown leaf evaluation {s:?}: use value or stones"),
-        }
-    }
-}
-
-/// Search settings.
-#[derive(Clone, Debug)]
-pub struct MctsConfig {
-    /// Iterations (simulations) per move.
-    pub iterations: u32,
-    /// Children per expanded node (the policy's top k). Ignored without a
-    /// policy net, where every acceptable move is a child.
-    pub expand: usize,
-    /// Children per expanded node where the opponent of the side to move
-    /// at the root is to move, when it differs from `expand`. A narrow
-    /// expansion there leaves the search blind to replies outside the
-    /// policy's favourites, and so optimistic exactly where the value net
-    /// already overrates the positions it picks.
-    pub expand_replies: Option<usize>,
-    /// Moves simulated from a leaf before it is valued.
-    pub rollout_depth: usize,
-    /// Exploration constant of [`Selection`].
-    pub c: f32,
-    /// PUCT's first-play urgency reduction (Leela Zero's): an unvisited
-    /// child is valued as its parent, less this times the square root of
-    /// the prior mass already visited, so that a wide expansion spends its
-    /// visits on the few moves the policy favours until they disappoint.
-    /// 0: valued as the parent.
-    pub fpu_reduction: f32,
-    /// UCB1 or PUCT.
-    pub selection: Selection,
-    /// Value net or stone count.
-    pub leaf: LeafEval,
-    /// Leaves selected (and nets run) together.
-    pub batch: usize,
-    /// Expand, beyond the policy's top k, every move that captures or
-    /// saves a string in atari ([`tactics::urgent_points`]), with at least
-    /// the k-th move's prior.
-    pub tactics: bool,
-    /// Weight of random-playout outcomes in a leaf's value (AlphaGo's λ,
-    /// scaled by how settled the board is: [`Ownership::mix`]), where the
-    /// outcome is the share of `mix_playouts` playouts to the end that the
-    /// side won by area. 0: the leaf alone.
-    pub mix: f32,
-    /// Random playouts per leaf when `mix` is above 0.
-    pub mix_playouts: usize,
-    /// Whether those playouts answer ataris ([`LeafMix::tactical`]).
-    pub mix_tactics: bool,
-    /// Weight of the score in a leaf's value, beside the win probability
-    /// (KataGo's dynamic score utility): the value of what the leaf's side
-    /// gained in the area margin the value net's ownership head predicts,
-    /// counted from the root's prediction ([`score_value`]). Where the win
-    /// probability stays flat, far ahead or far behind, the score still
-    /// tells a move that keeps the lead from one that gives it away: the
-    /// leads go-train let melt in its lost matches (docs/strength.md)
-    /// went while the value net gave it 90%. 0: the win probability alone.
-    /// Needs a value net with an ownership head. With the shipped nets,
-    /// 0.25 won 7 of 22 against GnuGo level 10 (README): no gain, so it is
-    /// off by default.
-    pub score: f32,
-    /// Show the nets each batch of leaves through one of the 8 symmetries,
-    /// drawn at random (AlphaGo's and Leela Zero's search do): a node's
-    /// value then averages the net over several views of the board instead
-    /// of repeating one view's bias.
-    pub random_symmetry: bool,
-    /// Wall-clock limit per move, on top of the iterations (a GTP clock
-    /// can shorten it further).
-    pub time: Option<Duration>,
-    /// Seeds rollouts.
-    pub seed: u64,
-}
-
-impl Default for MctsConfig {
-    /// The seed design: 200 iterations, top-2 expansion, 5-move rollouts,
-    /// UCB1 with c = 1.4, value-net leaves, batches of 8.
-    fn default() -> MctsConfig {
-        MctsConfig {
-            iterations: 200,
-            expand: 2,
-            expand_replies: None,
-            rollout_depth: 5,
-            c: 1.4,
-            fpu_reduction: 0.0,
-            selection: Selection::Ucb,
-            leaf: LeafEval::Value,
-            batch: 8,
-            tactics: false,
-            mix: 0.0,
-            mix_playouts: 8,
-            mix_tactics: false,
-            score: 0.0,
-            random_symmetry: false,
-            time: None,
-            seed: 0,
         }
     }
 }
@@ -236,6 +144,8 @@ struct Leaf {
 /// The tree-search agent.
 pub struct Mcts {
     config: MctsConfig,
+    /// How leaves are valued: `config.leaf`, made explicit.
+    leaf: LeafEval,
     policy: Option<NetEval>,
     /// A second policy net for the root's children alone ([`Mcts::with_root_policy`]).
     root_policy: Option<NetEval>,
@@ -277,23 +187,17 @@ impl Mcts {
         value: Option<NetEval>,
         playout: Option<NetEval>,
     ) -> Result<Mcts> {
-        if config.leaf == LeafEval::Value && value.is_none() {
+        config.check()?;
+        let leaf = config.leaf_eval(value.is_some());
+        if leaf == LeafEval::Value && value.is_none() {
             bail!("MCTS with value-net leaves needs a value net (give one, or use stone-count leaves)");
-        }
-        if config.iterations == 0 || config.batch == 0 {
-            bail!("MCTS needs at least one iteration and a batch of at least one");
-        }
-        Ownership::check_mix(config.mix)?;
-        if config.mix > 0.0 && config.mix_playouts == 0 {
-            bail!("MCTS leaves mixed with random playouts need at least one playout each");
         }
         if config.mix_tactics && config.mix == 0.0 {
             // As `eval --mix-tactics` without `--mix`: a setting that would do nothing.
             bail!("MCTS mix-tactics=on chooses the playouts mixed into leaves: give mix=λ above 0 as well");
         }
-        check_score(config.score)?;
         if config.score > 0.0 {
-            match (&value, config.leaf) {
+            match (&value, leaf) {
                 (Some(net), LeafEval::Value) if !net.predicts_ownership() => bail!(
                     "MCTS score={}: {} has no ownership head to predict the score (the shipped value net has one)",
                     config.score,
@@ -308,6 +212,7 @@ impl Mcts {
         let seed = config.seed;
         Ok(Mcts {
             config,
+            leaf,
             policy,
             root_policy: None,
             value,
@@ -348,7 +253,7 @@ impl Mcts {
         observe: &mut dyn FnMut(&Mcts) -> ControlFlow<()>,
     ) -> Result<SearchReport> {
         let start = Instant::now();
-        let limit = match (self.config.time, budget) {
+        let limit = match (self.config.time_limit(), budget) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -651,7 +556,7 @@ impl Mcts {
         }
         // Value each end position for its side to move, then turn it to the
         // side of the leaf's mover.
-        let for_side_to_move: Vec<f32> = match (self.config.leaf, &self.value) {
+        let for_side_to_move: Vec<f32> = match (self.leaf, &self.value) {
             (LeafEval::Value, Some(net)) => {
                 let mut values: Vec<f32> =
                     games.iter().map(|g| if g.is_over() { final_value(g) } else { 0.0 }).collect();
@@ -792,15 +697,16 @@ fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
     };
     let fpu = 1.0 - parent.q().unwrap_or(0.5) - reduction;
     let (ln_n, sqrt_n) = (parent_n.ln(), parent_n.sqrt());
+    let exploration = config.exploration();
     let score = |c: &Node| -> f32 {
         let n = (c.visits + c.in_flight) as f32;
         match config.selection {
             Selection::Ucb => match c.q() {
                 // Unvisited children first, the most likely among them.
                 None => 1e6 + c.prior,
-                Some(q) => q + config.c * (ln_n / n).sqrt(),
+                Some(q) => q + exploration * (ln_n / n).sqrt(),
             },
-            Selection::Puct => c.q().unwrap_or(fpu) + config.c * c.prior * sqrt_n / (1.0 + n),
+            Selection::Puct => c.q().unwrap_or(fpu) + exploration * c.prior * sqrt_n / (1.0 + n),
         }
     };
     // Each child scored once; on equal scores the later child wins, as
@@ -866,14 +772,6 @@ fn black_side(side: Color, margin: f32) -> f32 {
     }
 }
 
-/// Refuses a score weight outside 0 to 1.
-pub fn check_score(score: f32) -> Result<()> {
-    if !(0.0..=1.0).contains(&score) {
-        bail!("score weight {score}: give a number from 0 (win probability alone) to 1 (score alone)");
-    }
-    Ok(())
-}
-
 impl Agent for Mcts {
     fn genmove(&mut self, game: &Game, budget: Option<Duration>) -> Result<Move> {
         Ok(self.search(game, budget)?.best)
@@ -890,8 +788,13 @@ impl Agent for Mcts {
 
     fn name(&self) -> String {
         let c = &self.config;
-        let mut name =
-            format!("mcts {} iterations, {:?} c={}, rollout {}, ", c.iterations, c.selection, c.c, c.rollout_depth);
+        let mut name = format!(
+            "mcts {} iterations, {:?} c={}, rollout {}, ",
+            c.iterations,
+            c.selection,
+            c.exploration(),
+            c.rollout_depth
+        );
         match &self.policy {
             Some(p) => match c.expand_replies {
                 Some(r) => name.push_str(&format!("top-{} (replies top-{r}) of {}", c.expand, p.source())),
@@ -905,7 +808,7 @@ impl Agent for Mcts {
         if let Some(p) = &self.playout {
             name.push_str(&format!(", playout {}", p.source()));
         }
-        match (&self.value, c.leaf) {
+        match (&self.value, self.leaf) {
             (Some(v), LeafEval::Value) => name.push_str(&format!(", value {}", v.source())),
             _ => name.push_str(", stone-count leaves"),
         }
@@ -936,14 +839,20 @@ mod tests {
     use crate::features::FeatureSet;
     use crate::go::{Rules, Vertex};
     use crate::nn::{Arch, Model};
+    use crate::search::config::Preset;
     use candle_core::Device;
 
     fn v(s: &str, size: usize) -> Move {
         Move::parse_gtp(s, size).unwrap()
     }
 
+    /// The seed design's settings.
+    fn seed_config() -> MctsConfig {
+        MctsConfig::preset(Preset::Seed)
+    }
+
     fn stones_config(iterations: u32) -> MctsConfig {
-        MctsConfig { iterations, leaf: LeafEval::Stones, ..MctsConfig::default() }
+        MctsConfig { iterations, leaf: Some(LeafEval::Stones), ..seed_config() }
     }
 
     fn random_net(arch: Arch, seed: u64) -> NetEval {
@@ -1013,7 +922,7 @@ mod tests {
         let mut game = Game::new(7, Rules::CHINESE);
         let mut black = Mcts::new(MctsConfig { rollout_depth: 100, ..stones_config(40) }, None, None, None).unwrap();
         let mut white = Mcts::new(
-            MctsConfig { selection: Selection::Puct, c: 2.0, seed: 9, ..stones_config(40) },
+            MctsConfig { selection: Selection::Puct, c: Some(2.0), seed: 9, ..stones_config(40) },
             None,
             None,
             None,
@@ -1081,7 +990,7 @@ mod tests {
             .collect();
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..8 {
-            let config = MctsConfig { expand: 400, batch: 1, random_symmetry: true, seed, ..stones_config(1) };
+            let config = MctsConfig { expand: 362, batch: 1, random_symmetry: true, seed, ..stones_config(1) };
             let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None).unwrap();
             let report = mcts.search(&game, None).unwrap();
             let mut priors: Vec<(Move, f32)> = report.children.iter().map(|c| (c.0, c.3)).collect();
@@ -1096,7 +1005,7 @@ mod tests {
         assert!(seen.len() >= 3, "8 searches drew views {seen:?}");
         // Without it the search sees the board as it is.
         let mut mcts = Mcts::new(
-            MctsConfig { expand: 400, batch: 1, ..stones_config(1) },
+            MctsConfig { expand: 362, batch: 1, ..stones_config(1) },
             Some(random_net(Arch::Policy, 1)),
             None,
             None,
@@ -1226,7 +1135,7 @@ mod tests {
         nodes.push(Node::new(Move::Play(Vertex::new(9, 9)), Color::Black, 0.01));
         nodes[0].children = vec![1, 2];
         let config =
-            |fpu_reduction| MctsConfig { selection: Selection::Puct, c: 2.0, fpu_reduction, ..stones_config(1) };
+            |fpu_reduction| MctsConfig { selection: Selection::Puct, c: Some(2.0), fpu_reduction, ..stones_config(1) };
         assert_eq!(best_child(&nodes, 0, &config(0.0)), Some(2));
         assert_eq!(best_child(&nodes, 0, &config(0.25)), Some(1));
     }
@@ -1271,7 +1180,7 @@ mod tests {
         assert_eq!(capture.board().color_at(capture.board().point(d3)), None, "D6 captures");
         // Each leaf's value for Black, who moved into it.
         let leaf_values = |score: f32| {
-            let config = MctsConfig { score, rollout_depth: 0, iterations: 1, ..MctsConfig::default() };
+            let config = MctsConfig { score, rollout_depth: 0, iterations: 1, ..seed_config() };
             let mut mcts = Mcts::new(config, None, Some(shipped_value_net("value")), None).unwrap();
             mcts.search(&game, None).unwrap();
             let values = mcts.simulate_and_value(&[&capture, &quiet], Symmetry::IDENTITY).unwrap();
@@ -1290,10 +1199,10 @@ mod tests {
 
     #[test]
     fn the_score_needs_a_value_net_with_an_ownership_head() {
-        let config = MctsConfig { score: 0.3, ..MctsConfig::default() };
+        let config = MctsConfig { score: 0.3, ..seed_config() };
         let err = Mcts::new(config.clone(), None, Some(random_net(Arch::Value, 3)), None).err().unwrap();
         assert!(err.to_string().contains("no ownership head"), "{err}");
-        assert!(Mcts::new(MctsConfig { leaf: LeafEval::Stones, ..config.clone() }, None, None, None).is_err());
+        assert!(Mcts::new(MctsConfig { leaf: Some(LeafEval::Stones), ..config.clone() }, None, None, None).is_err());
         assert!(Mcts::new(MctsConfig { score: 1.5, ..config.clone() }, None, Some(shipped_value_net("value")), None)
             .is_err());
         assert!(Mcts::new(config, None, Some(shipped_value_net("value-tower")), None).is_ok());
@@ -1301,7 +1210,7 @@ mod tests {
 
     #[test]
     fn tactical_playouts_need_a_mix_to_go_into() {
-        let config = MctsConfig { leaf: LeafEval::Stones, mix_tactics: true, ..MctsConfig::default() };
+        let config = MctsConfig { leaf: Some(LeafEval::Stones), mix_tactics: true, ..seed_config() };
         let err = Mcts::new(config.clone(), None, None, None).err().unwrap();
         assert!(err.to_string().contains("give mix="), "{err}");
         assert!(Mcts::new(MctsConfig { mix: 1.0, ..config }, None, None, None).is_ok());
@@ -1309,8 +1218,9 @@ mod tests {
 
     #[test]
     fn value_leaves_need_a_value_net() {
-        assert!(Mcts::new(MctsConfig::default(), None, None, None).is_err());
-        let mcts = Mcts::new(MctsConfig::default(), None, Some(random_net(Arch::Value, 3)), None).unwrap();
+        let value_leaves = MctsConfig { leaf: Some(LeafEval::Value), ..seed_config() };
+        assert!(Mcts::new(value_leaves.clone(), None, None, None).is_err());
+        let mcts = Mcts::new(value_leaves, None, Some(random_net(Arch::Value, 3)), None).unwrap();
         assert!(!mcts.supports_size(9));
         let _ = Vertex::new(0, 0);
     }

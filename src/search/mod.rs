@@ -8,10 +8,11 @@
 //!
 //! Every agent implements [`Agent`]; [`AgentSpec`] names one on the command
 //! line (`random`, `policy:temperature=0.5`, `mcts:iterations=400`, ...)
-//! and builds it. [`ownership`] estimates who owns each point, which decides
+//! and builds it; [`config`] declares the search's settings and presets. [`ownership`] estimates who owns each point, which decides
 //! dead stones when a game is scored.
 
 pub mod analysis;
+pub mod config;
 pub mod mcts;
 pub mod net_agent;
 pub mod nets;
@@ -27,9 +28,10 @@ use anyhow::Result;
 use rand::RngExt;
 
 pub use analysis::{Analysis, MoveInfo};
-pub use mcts::{LeafEval, Mcts, MctsConfig, Selection};
+pub use config::{MctsConfig, Preset};
+pub use mcts::{LeafEval, Mcts, Selection};
 pub use net_agent::NetAgent;
-pub use nets::NetEval;
+pub use nets::{DefaultNets, NetChoice, NetEval, NetSource};
 pub use ownership::Ownership;
 pub use random::RandomAgent;
 pub use restrict::MoveFilter;

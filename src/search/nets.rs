@@ -1,6 +1,7 @@
-//! Running a trained net on game positions, many at a time.
+//! Running a trained net on game positions, many at a time, and naming
+//! where an agent's nets come from.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
@@ -27,15 +28,30 @@ impl NetEval {
     /// Loads the checkpoint at `path` (a folder or a weights file in one)
     /// and checks that it gives `want`.
     pub fn load(path: &Path, device: &Device, want: Output) -> Result<NetEval> {
-        let model = weights::load(path, device)?;
+        NetEval::checked(weights::load(path, device)?, path.display().to_string(), want)
+    }
+
+    /// Loads the net `source` names and checks that it gives `want`.
+    pub fn load_source(source: &NetSource, device: &Device, want: Output) -> Result<NetEval> {
+        match source {
+            NetSource::File(path) => NetEval::load(path, device, want),
+            NetSource::BuiltIn { bytes, .. } => {
+                let name = source.to_string();
+                NetEval::checked(weights::load_bytes(bytes, &name, device)?, name, want)
+            }
+        }
+    }
+
+    /// `model` from `source`, when it gives `want`.
+    fn checked(model: Model, source: String, want: Output) -> Result<NetEval> {
         if model.output() != want {
             let what = |o: Output| match o {
                 Output::MoveLogProbs => "a move net (policy or playout)",
                 Output::WinProb => "a value net",
             };
-            bail!("{}: is {}, but {} is needed here", path.display(), what(model.output()), what(want));
+            bail!("{source}: is {}, but {} is needed here", what(model.output()), what(want));
         }
-        Ok(NetEval::new(model, path.display().to_string()))
+        Ok(NetEval::new(model, source))
     }
 
     /// The net itself: a trainer that plays with a net and learns from
@@ -145,6 +161,106 @@ impl NetEval {
         let margins = ownership.sum(1)?.to_vec1().context(read)?;
         Ok((values.flatten_all()?.to_vec1().context(read)?, Some(margins)))
     }
+}
+
+/// Where a net comes from.
+#[derive(Clone, Debug)]
+pub enum NetSource {
+    /// A checkpoint folder or a weights file in one.
+    File(PathBuf),
+    /// Weights built into the program: the shipped net `nets/{file}`.
+    BuiltIn { file: &'static str, bytes: &'static [u8] },
+}
+
+impl PartialEq for NetSource {
+    /// Built-in nets are told apart by their file, not their bytes.
+    fn eq(&self, other: &NetSource) -> bool {
+        match (self, other) {
+            (NetSource::File(a), NetSource::File(b)) => a == b,
+            (NetSource::BuiltIn { file: a, .. }, NetSource::BuiltIn { file: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for NetSource {
+    /// The path, or `built-in FILE` for a net built into the program.
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            NetSource::File(path) => write!(f, "{}", path.display()),
+            NetSource::BuiltIn { file, .. } => write!(f, "built-in {file}"),
+        }
+    }
+}
+
+impl serde::Serialize for NetSource {
+    /// A path as text; a built-in net as the file it was built from,
+    /// `nets/FILE`, as match records named the shipped nets before they
+    /// were built in (so those records still tell the same agent).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            NetSource::File(path) => serializer.collect_str(&path.display()),
+            NetSource::BuiltIn { file, .. } => serializer.collect_str(&format_args!("nets/{file}")),
+        }
+    }
+}
+
+/// The net an agent is given in one role.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum NetChoice {
+    /// None named: the role's default net, if any ([`DefaultNets`]).
+    #[default]
+    Default,
+    /// `none`: no net in this role.
+    Off,
+    /// This net.
+    Net(NetSource),
+}
+
+impl NetChoice {
+    /// `none` turns the role off; anything else is a checkpoint's path.
+    pub fn named(path: &Path) -> NetChoice {
+        match path.as_os_str() == "none" {
+            true => NetChoice::Off,
+            false => NetChoice::Net(NetSource::File(path.to_path_buf())),
+        }
+    }
+
+    /// The net chosen, if any.
+    pub fn source(&self) -> Option<&NetSource> {
+        match self {
+            NetChoice::Net(source) => Some(source),
+            _ => None,
+        }
+    }
+
+    /// The default's net where none is named (`none` stays none).
+    pub fn or(self, default: Option<&NetSource>) -> NetChoice {
+        match (self, default) {
+            (NetChoice::Default, Some(net)) => NetChoice::Net(net.clone()),
+            (choice, _) => choice,
+        }
+    }
+}
+
+impl serde::Serialize for NetChoice {
+    /// The net, or null.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        self.source().serialize(serializer)
+    }
+}
+
+/// The nets agents get in the roles their specs leave unnamed: those named
+/// on the command line, else the shipped ones.
+#[derive(Clone, Debug, Default)]
+pub struct DefaultNets {
+    pub policy: Option<NetSource>,
+    pub value: Option<NetSource>,
+    pub playout: Option<NetSource>,
+    /// The net that chooses MCTS's root children where the agent plays
+    /// the default policy (a root net chooses in the policy's place, so an
+    /// agent given a policy of its own keeps it at the root).
+    pub root_policy: Option<NetSource>,
 }
 
 /// The raw output of the nets for one position under one symmetry.

@@ -133,14 +133,6 @@ impl Ownership {
         sure as f32 / self.black.len().max(1) as f32
     }
 
-    /// Refuses a mix weight outside 0..=1 (NaN included).
-    pub fn check_mix(lambda: f32) -> anyhow::Result<()> {
-        if !(0.0..=1.0).contains(&lambda) {
-            anyhow::bail!("mix {lambda}: the weight of random playouts lies between 0 and 1");
-        }
-        Ok(())
-    }
-
     /// A leaf value `value` for `color`, mixed with the share of playouts
     /// `color` won: by `lambda` times [`Ownership::settled`], so the
     /// playouts' count weighs in as the board settles. A value net trained

@@ -86,7 +86,7 @@ impl RandomAgent {
     /// L of 4 in atari, the capture that answers it was one point among
     /// many for a uniform playout, White took the twenty stones in most
     /// playouts, and the referee counted W+28.5 where GnuGo counts B+13.5
-    /// (docs/strength.md).
+    /// (docs/results/strength.md).
     pub fn scoring(seed: u64) -> RandomAgent {
         RandomAgent { spare_living_four: true, ..RandomAgent::judging(seed) }
     }
@@ -97,7 +97,7 @@ impl RandomAgent {
     /// atari where that gives two or more liberties. Uniform playouts let a
     /// string in atari be taken or saved by chance, so they misjudge the
     /// capturing races that decide the engine's games against GnuGo
-    /// (docs/value-net.md); these play the obvious answer, at the cost of a
+    /// (docs/results/value-nets.md); these play the obvious answer, at the cost of a
     /// look at the last move's four neighbours per move, and of a scan of
     /// the whole board for the first.
     pub fn tactical(seed: u64) -> RandomAgent {

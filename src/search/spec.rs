@@ -1,25 +1,27 @@
 //! Naming an agent on the command line and building it.
 //!
 //! A spec is a kind with optional settings: `random`, `policy`,
-//! `policy:temperature=0.5`, `mcts:iterations=400,selection=puct,c=2`,
+//! `policy:temperature=0.5`, `mcts:iterations=400,selection=ucb,c=2`,
+//! `mcts:preset=seed,iterations=400`, `mcts:config=search.toml`,
 //! `mcts:policy=checkpoints/policy,value=checkpoints/value,leaf=value`,
-//! `mcts:root-policy=nets/resnet-policy.safetensors`.
-//! `go-train gtp` builds the same spec from its flags, so both spell every
-//! setting the same way.
+//! `mcts:root-policy=nets/resnet-policy.safetensors`. The search settings
+//! are those of [`super::config`], read through [`SettingsText`] as
+//! `go-train gtp`'s flags and config file are, so every setting is spelled,
+//! ranged and defaulted alike wherever it is given.
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
-use super::mcts::{check_score, LeafEval, Mcts, MctsConfig, Selection};
+use super::config::{self, MctsConfig, Preset, SettingsText};
+use super::mcts::Mcts;
 use super::net_agent::NetAgent;
-use super::nets::NetEval;
-use super::ownership::Ownership;
+use super::nets::{DefaultNets, NetChoice, NetEval, NetSource};
 use super::random::RandomAgent;
 use super::Agent;
+use crate::bounds;
 use crate::nn::Output;
 
 /// Which agent.
@@ -36,6 +38,17 @@ pub enum AgentKind {
     Mcts,
 }
 
+impl AgentKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Random => "random",
+            AgentKind::Policy => "policy",
+            AgentKind::Playout => "playout",
+            AgentKind::Mcts => "mcts",
+        }
+    }
+}
+
 impl FromStr for AgentKind {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<AgentKind> {
@@ -49,100 +62,72 @@ impl FromStr for AgentKind {
     }
 }
 
+/// The settings of an agent that are not the search's: its nets and its
+/// temperature.
+const AGENT_KEYS: [&str; 5] = ["policy", "root-policy", "value", "playout", "temperature"];
+
 /// An agent and everything needed to build it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct AgentSpec {
     pub kind: AgentKind,
-    /// Policy net checkpoint (policy agent; MCTS priors).
-    pub policy: Option<PathBuf>,
+    /// The preset its search settings started from.
+    #[serde(skip)]
+    pub preset: Preset,
+    /// Policy net (policy agent; MCTS priors).
+    pub policy: NetChoice,
     /// MCTS: a policy net for the root's children alone (a stronger,
     /// slower one than `policy`).
-    pub root_policy: Option<PathBuf>,
-    /// Value net checkpoint (MCTS leaves).
-    pub value: Option<PathBuf>,
-    /// Playout net checkpoint (playout agent; MCTS rollouts).
-    pub playout: Option<PathBuf>,
+    pub root_policy: NetChoice,
+    /// Value net (MCTS leaves).
+    pub value: NetChoice,
+    /// Playout net (playout agent; MCTS rollouts).
+    pub playout: NetChoice,
     /// Net agents: 0 plays the most likely move, above 0 samples.
     pub temperature: f32,
-    /// MCTS iterations.
-    pub iterations: u32,
-    /// MCTS top-k expansion.
-    pub expand: usize,
-    /// MCTS top-k expansion where the opponent is to move, if different.
-    pub expand_replies: Option<usize>,
-    /// MCTS rollout moves.
-    pub rollout_depth: usize,
-    /// MCTS exploration constant; by default 1.4 for UCB1, 2.0 for PUCT.
-    pub c: Option<f32>,
-    /// MCTS (PUCT): first-play urgency reduction.
-    pub fpu_reduction: f32,
-    /// MCTS selection rule.
-    pub selection: Selection,
-    /// MCTS leaf evaluation; by default the value net when one is given,
-    /// else the stone count.
-    pub leaf: Option<LeafEval>,
-    /// MCTS leaves per batch.
-    pub batch: usize,
-    /// MCTS: expand captures and escapes from atari beyond the top k.
-    pub tactics: bool,
-    /// MCTS: weight of random-playout outcomes in leaf values (0: none).
-    pub mix: f32,
-    /// MCTS: random playouts per leaf when `mix` is above 0.
-    pub mix_playouts: usize,
-    /// MCTS: those playouts answer ataris (`mix-tactics=on`).
-    pub mix_tactics: bool,
-    /// MCTS: weight of the predicted score in leaf values (0: none).
-    pub score: f32,
-    /// MCTS: each batch of leaves seen through a random symmetry.
-    pub random_symmetry: bool,
-    /// MCTS seconds per move at most.
-    pub time: Option<f64>,
-    /// Seeds every random choice.
-    pub seed: u64,
+    /// The search's settings (MCTS, and the analysis search of an engine
+    /// playing a net alone); its seed seeds every agent's random choices.
+    #[serde(flatten)]
+    pub search: MctsConfig,
 }
 
 impl AgentSpec {
-    /// `kind` with the seed design's settings.
+    /// `kind` with the default (tuned) search settings and no net named.
     pub fn new(kind: AgentKind) -> AgentSpec {
-        let mcts = MctsConfig::default();
+        AgentSpec::with_preset(kind, Preset::default())
+    }
+
+    /// `kind` with the search settings of `preset` and no net named.
+    pub fn with_preset(kind: AgentKind, preset: Preset) -> AgentSpec {
         AgentSpec {
             kind,
-            policy: None,
-            root_policy: None,
-            value: None,
-            playout: None,
+            preset,
+            policy: NetChoice::Default,
+            root_policy: NetChoice::Default,
+            value: NetChoice::Default,
+            playout: NetChoice::Default,
             temperature: 0.0,
-            iterations: mcts.iterations,
-            expand: mcts.expand,
-            expand_replies: mcts.expand_replies,
-            rollout_depth: mcts.rollout_depth,
-            c: None,
-            fpu_reduction: mcts.fpu_reduction,
-            selection: mcts.selection,
-            leaf: None,
-            batch: mcts.batch,
-            tactics: mcts.tactics,
-            mix: mcts.mix,
-            mix_playouts: mcts.mix_playouts,
-            mix_tactics: mcts.mix_tactics,
-            score: mcts.score,
-            random_symmetry: mcts.random_symmetry,
-            time: None,
-            seed: 0,
+            search: MctsConfig::preset(preset),
         }
     }
 
-    /// The settings that differ from the kind's defaults, `name=value` in
-    /// the order of the fields (values as JSON): what tells two agents of
-    /// one kind apart, so that a match's record can name its players
-    /// exactly. A setting added later with a default that plays as before
-    /// leaves the text of older agents as it was.
+    /// The settings that differ from the seed design's, `name=value` in the
+    /// order of the fields (values as JSON): what tells two agents of one
+    /// kind apart, so that a match's record can name its players exactly.
+    /// Measured from the seed design, the defaults when records began,
+    /// however the settings were reached (a preset, a file, single keys), so
+    /// older records name the same agents as they did. An agent without a
+    /// search is told by its nets, temperature and seed alone.
     pub fn settings(&self) -> String {
         let as_map = |spec: &AgentSpec| match serde_json::to_value(spec) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => unreachable!("an AgentSpec serializes to a JSON object"),
         };
-        let defaults = as_map(&AgentSpec::new(self.kind));
+        let mut baseline = AgentSpec::with_preset(self.kind, Preset::Seed);
+        if self.kind != AgentKind::Mcts {
+            baseline.search = MctsConfig { seed: baseline.search.seed, ..self.search.clone() };
+            baseline.root_policy = self.root_policy.clone();
+        }
+        let defaults = as_map(&baseline);
         as_map(self)
             .into_iter()
             .filter(|(name, value)| defaults.get(name) != Some(value))
@@ -151,138 +136,77 @@ impl AgentSpec {
             .join(",")
     }
 
-    /// Sets one setting by its name in a spec string.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let bad = || format!("agent setting {key}={value:?}");
-        match key.trim() {
-            "policy" => self.policy = Some(PathBuf::from(value)),
-            "root-policy" => self.root_policy = Some(PathBuf::from(value)),
-            "value" => self.value = Some(PathBuf::from(value)),
-            "playout" => self.playout = Some(PathBuf::from(value)),
-            "temperature" => self.temperature = value.parse().with_context(bad)?,
-            "iterations" => self.iterations = value.parse().with_context(bad)?,
-            "expand" | "k" => self.expand = value.parse().with_context(bad)?,
-            "expand-replies" => self.expand_replies = Some(value.parse().with_context(bad)?),
-            "rollout" | "rollout-depth" => self.rollout_depth = value.parse().with_context(bad)?,
-            "c" => self.c = Some(value.parse().with_context(bad)?),
-            "fpu" => self.fpu_reduction = parse_fpu_reduction(value).with_context(bad)?,
-            "selection" => self.selection = value.parse().with_context(bad)?,
-            "leaf" => self.leaf = Some(value.parse().with_context(bad)?),
-            "batch" => self.batch = value.parse().with_context(bad)?,
-            "tactics" => self.tactics = parse_switch(value).with_context(bad)?,
-            "mix" => {
-                self.mix = value.parse().with_context(bad)?;
-                Ownership::check_mix(self.mix)?;
+    /// Sets one of the agent's own settings (a net or the temperature) by
+    /// its name in a spec; `false` when `key` names none of them.
+    fn set_agent(&mut self, key: &str, value: &str) -> Result<bool> {
+        match key {
+            "policy" => self.policy = NetChoice::named(std::path::Path::new(value)),
+            "root-policy" => self.root_policy = NetChoice::named(std::path::Path::new(value)),
+            "value" => self.value = NetChoice::named(std::path::Path::new(value)),
+            "playout" => self.playout = NetChoice::named(std::path::Path::new(value)),
+            "temperature" => {
+                self.temperature =
+                    bounds::TEMPERATURE.real(value).map_err(|e| anyhow::anyhow!("{key}={value}: {e}"))? as f32
             }
-            "mix-playouts" | "playouts" => {
-                self.mix_playouts = value.parse().with_context(bad)?;
-                if self.mix_playouts == 0 {
-                    bail!("{}: a mixed leaf needs at least one playout (mix=0 turns the mix off)", bad());
-                }
-            }
-            "mix-tactics" => self.mix_tactics = parse_switch(value).with_context(bad)?,
-            "score" => {
-                self.score = value.parse().with_context(bad)?;
-                check_score(self.score).with_context(bad)?;
-            }
-            "symmetry" => self.random_symmetry = parse_random_symmetry(value).with_context(bad)?,
-            "time" => self.time = Some(value.parse().with_context(bad)?),
-            "seed" => self.seed = value.parse().with_context(bad)?,
-            other => bail!(
-                "unknown agent setting {other:?}: use policy, root-policy, value, playout, temperature, iterations, expand, \
-                 expand-replies, rollout, c, fpu, selection, leaf, batch, tactics, mix, mix-playouts, mix-tactics, score, \
-                 symmetry, time \
-                 or seed"
-            ),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// The search that played strongest with the shipped nets (README,
-    /// *Playing strength*): PUCT, leaves valued by the value net with no
-    /// rollout and mixed with 8 random playouts as the board settles, 800
-    /// iterations, tactics on. Settings already given on the command line
-    /// are applied after it.
-    pub fn tuned(self) -> AgentSpec {
+    /// Fills the nets the spec does not name from `defaults`: naming one
+    /// net keeps the defaults of the others, and a policy of the agent's
+    /// own keeps it at the root.
+    pub fn with_default_nets(self, defaults: &DefaultNets) -> AgentSpec {
+        let root = if self.policy == NetChoice::Default { defaults.root_policy.as_ref() } else { None };
         AgentSpec {
-            selection: Selection::Puct,
-            rollout_depth: 0,
-            iterations: 800,
-            tactics: true,
-            mix: 1.0,
-            mix_playouts: 8,
+            root_policy: self.root_policy.or(root),
+            policy: self.policy.or(defaults.policy.as_ref()),
+            value: self.value.or(defaults.value.as_ref()),
+            playout: self.playout.or(defaults.playout.as_ref()),
             ..self
         }
     }
 
-    /// Fills the nets the spec does not name from defaults (the command
-    /// line's `--policy`, `--value`, `--playout`).
-    pub fn with_default_nets(
-        mut self,
-        policy: Option<&PathBuf>,
-        value: Option<&PathBuf>,
-        playout: Option<&PathBuf>,
-    ) -> Self {
-        self.policy = self.policy.or_else(|| policy.cloned());
-        self.value = self.value.or_else(|| value.cloned());
-        self.playout = self.playout.or_else(|| playout.cloned());
-        self
+    /// Whether it names any net.
+    pub fn has_nets(&self) -> bool {
+        [&self.policy, &self.root_policy, &self.value, &self.playout].iter().any(|n| n.source().is_some())
     }
 
-    /// The MCTS settings this spec gives.
-    pub fn mcts_config(&self) -> MctsConfig {
-        MctsConfig {
-            iterations: self.iterations,
-            expand: self.expand,
-            expand_replies: self.expand_replies,
-            rollout_depth: self.rollout_depth,
-            c: self.c.unwrap_or(match self.selection {
-                Selection::Ucb => 1.4,
-                Selection::Puct => 2.0,
-            }),
-            fpu_reduction: self.fpu_reduction,
-            selection: self.selection,
-            leaf: self.leaf.unwrap_or(if self.value.is_some() { LeafEval::Value } else { LeafEval::Stones }),
-            batch: self.batch,
-            tactics: self.tactics,
-            mix: self.mix,
-            mix_playouts: self.mix_playouts,
-            mix_tactics: self.mix_tactics,
-            score: self.score,
-            random_symmetry: self.random_symmetry,
-            time: self.time.map(Duration::from_secs_f64),
-            seed: self.seed,
-        }
+    /// One line for logs and `gomill-describe_engine`: the kind, the
+    /// preset, every search setting as the search runs it, the temperature
+    /// and each net with its path (or `built-in FILE`).
+    pub fn describe(&self) -> String {
+        let net = |choice: &NetChoice| choice.source().map_or("none".to_string(), NetSource::to_string);
+        format!(
+            "{}, preset {}: {} temperature={}; nets: policy={} root-policy={} value={} playout={}",
+            self.kind.name(),
+            self.preset,
+            self.search.effective(self.value.source().is_some()).describe(),
+            self.temperature,
+            net(&self.policy),
+            net(&self.root_policy),
+            net(&self.value),
+            net(&self.playout)
+        )
     }
 
     /// Loads the nets and builds the agent on `device`.
     pub fn build(&self, device: &Device) -> Result<Box<dyn Agent>> {
-        if let Some(t) = self.time {
-            if !(t.is_finite() && t > 0.0 && Duration::try_from_secs_f64(t).is_ok()) {
-                bail!("agent time {t}: give a positive number of seconds per move");
-            }
-        }
         let kind = self.kind;
-        let need = |path: Option<&PathBuf>, flag: &str| -> Result<PathBuf> {
-            path.cloned().with_context(|| format!("the {kind:?} agent needs a net: give {flag}"))
+        let need = |choice: &NetChoice, flag: &str| -> Result<NetEval> {
+            let source = choice.source().with_context(|| format!("the {kind:?} agent needs a net: give {flag}"))?;
+            NetEval::load_source(source, device, Output::MoveLogProbs)
         };
+        let seed = self.search.seed;
         Ok(match self.kind {
-            AgentKind::Random => Box::new(RandomAgent::new(self.seed)),
+            AgentKind::Random => Box::new(RandomAgent::new(seed)),
             AgentKind::Policy => {
-                let net = NetEval::load(
-                    &need(self.policy.as_ref(), "--policy CKPT (or policy=CKPT)")?,
-                    device,
-                    Output::MoveLogProbs,
-                )?;
-                Box::new(NetAgent::new(net, "policy", self.temperature, self.seed))
+                let net = need(&self.policy, "--policy CKPT (or policy=CKPT)")?;
+                Box::new(NetAgent::new(net, "policy", self.temperature, seed))
             }
             AgentKind::Playout => {
-                let net = NetEval::load(
-                    &need(self.playout.as_ref(), "--playout CKPT (or playout=CKPT)")?,
-                    device,
-                    Output::MoveLogProbs,
-                )?;
-                Box::new(NetAgent::new(net, "playout", self.temperature, self.seed))
+                let net = need(&self.playout, "--playout CKPT (or playout=CKPT)")?;
+                Box::new(NetAgent::new(net, "playout", self.temperature, seed))
             }
             AgentKind::Mcts => Box::new(self.build_mcts(device)?),
         })
@@ -291,10 +215,11 @@ impl AgentSpec {
     /// The tree search of these settings and nets, whatever the kind (GTP
     /// analysis runs one beside a policy-net agent).
     pub fn build_mcts(&self, device: &Device) -> Result<Mcts> {
-        let load =
-            |path: &Option<PathBuf>, output| path.as_deref().map(|p| NetEval::load(p, device, output)).transpose();
+        let load = |choice: &NetChoice, output| {
+            choice.source().map(|source| NetEval::load_source(source, device, output)).transpose()
+        };
         let mcts = Mcts::new(
-            self.mcts_config(),
+            self.search.clone(),
             load(&self.policy, Output::MoveLogProbs)?,
             load(&self.value, Output::WinProb)?,
             load(&self.playout, Output::MoveLogProbs)?,
@@ -306,48 +231,40 @@ impl AgentSpec {
     }
 }
 
-/// `on`/`off` (also `1`/`0`, `true`/`false`, `yes`/`no`): agent settings
-/// and the `gtp` flags that switch a setting read it alike.
-pub fn parse_switch(value: &str) -> Result<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "on" | "1" | "true" | "yes" => Ok(true),
-        "off" | "0" | "false" | "no" => Ok(false),
-        _ => bail!("use on or off"),
-    }
-}
-
-/// A first-play urgency reduction: a finite number from 0 to 1 (values are
-/// win probabilities, so a larger one only ever forbids unvisited moves).
-pub fn parse_fpu_reduction(value: &str) -> Result<f32> {
-    let r: f32 = value.trim().parse().context("give a number from 0 to 1")?;
-    if !(0.0..=1.0).contains(&r) {
-        bail!("{r}: give a number from 0 to 1");
-    }
-    Ok(r)
-}
-
-/// `random` (true) or `identity` (false): how an MCTS shows boards to
-/// its nets.
-pub fn parse_random_symmetry(value: &str) -> Result<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "random" => Ok(true),
-        "identity" | "none" => Ok(false),
-        _ => bail!("use random or identity"),
-    }
-}
-
 impl FromStr for AgentSpec {
     type Err = anyhow::Error;
 
-    /// `kind` or `kind:key=value,key=value`.
+    /// `kind` or `kind:key=value,key=value`. `preset=` applies first, then
+    /// a TOML file `config=FILE`, then the other settings, in any order.
     fn from_str(s: &str) -> Result<AgentSpec> {
         let (kind, settings) = s.split_once(':').unwrap_or((s, ""));
         let mut spec = AgentSpec::new(kind.parse()?);
+        let mut search = SettingsText::default();
         for pair in settings.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) =
                 pair.split_once('=').with_context(|| format!("agent {s:?}: {pair:?} is not key=value"))?;
-            spec.set(key, value).with_context(|| format!("agent {s:?}"))?;
+            let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+            match key.as_str() {
+                "preset" => {
+                    let preset = value.parse().map_err(|e| anyhow::anyhow!("agent {s:?}: preset={value}: {e}"))?;
+                    search.preset = Some(preset);
+                }
+                "config" => search.file = Some(PathBuf::from(value)),
+                key if spec.set_agent(key, value).with_context(|| format!("agent {s:?}"))? => {}
+                key if config::setting(key).is_some() => {
+                    search.pairs.push((format!("{key}={value}"), key.to_string(), value.to_string()))
+                }
+                other => {
+                    let keys: Vec<&str> = AGENT_KEYS
+                        .into_iter()
+                        .chain(["preset", "config"])
+                        .chain(config::SETTINGS.iter().map(|s| s.key))
+                        .collect();
+                    bail!("agent {s:?}: unknown agent setting {other:?}: use {}", keys.join(", "))
+                }
+            }
         }
+        (spec.preset, spec.search) = search.resolve().with_context(|| format!("agent {s:?}"))?;
         Ok(spec)
     }
 }
@@ -355,43 +272,114 @@ impl FromStr for AgentSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::search::{LeafEval, Selection};
 
     #[test]
     fn specs_parse_with_settings_and_reject_unknown_ones() {
-        let spec: AgentSpec = "mcts:iterations=50,selection=puct,k=3,leaf=stones".parse().unwrap();
+        let spec: AgentSpec = "mcts:iterations=50,selection=ucb,k=3,leaf=stones".parse().unwrap();
         assert_eq!(spec.kind, AgentKind::Mcts);
-        let config = spec.mcts_config();
-        assert_eq!((config.iterations, config.expand, config.selection), (50, 3, Selection::Puct));
-        assert_eq!(config.c, 2.0);
-        assert_eq!(config.leaf, LeafEval::Stones);
+        let search = &spec.search;
+        assert_eq!((search.iterations, search.expand, search.selection), (50, 3, Selection::Ucb));
+        assert_eq!(search.exploration(), 1.4);
+        assert_eq!(search.leaf, Some(LeafEval::Stones));
         assert_eq!("random".parse::<AgentSpec>().unwrap().kind, AgentKind::Random);
-        assert!("mcts:depth=3".parse::<AgentSpec>().is_err());
+        let err = format!("{:#}", "mcts:depth=3".parse::<AgentSpec>().unwrap_err());
+        assert!(err.contains("unknown agent setting \"depth\"") && err.contains("iterations"), "{err}");
         assert!("mcts:iterations".parse::<AgentSpec>().is_err());
         assert!("gnugo --mode gtp".parse::<AgentSpec>().is_err());
-        let mixed = "mcts:mix=0.5,mix-playouts=4".parse::<AgentSpec>().unwrap().mcts_config();
+        let mixed = "mcts:mix=0.5,mix-playouts=4".parse::<AgentSpec>().unwrap().search;
         assert_eq!((mixed.mix, mixed.mix_playouts), (0.5, 4));
-        assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().mix, 0.0);
-        assert!("mcts:mix=1,mix-tactics=on".parse::<AgentSpec>().unwrap().mcts_config().mix_tactics);
-        assert!(!AgentSpec::new(AgentKind::Mcts).tuned().mcts_config().mix_tactics);
-        assert!("mcts:mix-tactics=maybe".parse::<AgentSpec>().is_err());
-        let err = "mcts:mix=1.5".parse::<AgentSpec>().unwrap_err();
-        assert!(format!("{err:#}").contains("between 0 and 1"), "{err:#}");
-        // No playouts cannot mix anything: refused, not quietly made one.
-        let err = "mcts:mix=1,mix-playouts=0".parse::<AgentSpec>().unwrap_err();
-        assert!(format!("{err:#}").contains("at least one playout"), "{err:#}");
-        assert!("mcts:symmetry=random".parse::<AgentSpec>().unwrap().mcts_config().random_symmetry);
-        assert!(!AgentSpec::new(AgentKind::Mcts).mcts_config().random_symmetry);
-        assert!("mcts:symmetry=sideways".parse::<AgentSpec>().is_err());
-        let wide = "mcts:expand=2,expand-replies=8,fpu=0.25".parse::<AgentSpec>().unwrap().mcts_config();
+        assert!("mcts:mix-tactics=on".parse::<AgentSpec>().unwrap().search.mix_tactics);
+        assert!("mcts:symmetry=random".parse::<AgentSpec>().unwrap().search.random_symmetry);
+        let wide = "mcts:expand=2,expand-replies=8,fpu=0.25".parse::<AgentSpec>().unwrap().search;
         assert_eq!((wide.expand, wide.expand_replies, wide.fpu_reduction), (2, Some(8), 0.25));
-        assert_eq!(AgentSpec::new(AgentKind::Mcts).mcts_config().expand_replies, None);
-        assert!("mcts:fpu=1.5".parse::<AgentSpec>().is_err());
-        assert!("mcts:fpu=-0.1".parse::<AgentSpec>().is_err());
-        // What tells agents of a kind apart: the settings away from its
-        // defaults, whatever order they were given in.
-        assert_eq!(AgentSpec::new(AgentKind::Mcts).settings(), "");
-        let tuned = "mcts:selection=puct,iterations=800,root-policy=r.safetensors".parse::<AgentSpec>().unwrap();
-        assert_eq!(tuned.settings(), r#"root_policy="r.safetensors",iterations=800,selection="puct""#);
+        let err = format!("{:#}", "mcts:mix=1.5".parse::<AgentSpec>().unwrap_err());
+        assert!(err.contains("mix=1.5: give a number from 0 to 1"), "{err}");
+        // No playouts cannot mix anything: refused, not quietly made one.
+        let err = format!("{:#}", "mcts:mix=1,mix-playouts=0".parse::<AgentSpec>().unwrap_err());
+        assert!(err.contains("mix-playouts=0: give a whole number from 1"), "{err}");
+        let err = format!("{:#}", "policy:temperature=-1".parse::<AgentSpec>().unwrap_err());
+        assert!(err.contains("temperature=-1: give a number from 0 to 100"), "{err}");
+    }
+
+    /// An agent's search is the tuned one unless it names the seed's; the
+    /// preset applies first wherever it is written, the settings after it.
+    #[test]
+    fn a_spec_starts_from_the_tuned_preset_or_the_one_it_names() {
+        let plain: AgentSpec = "mcts".parse().unwrap();
+        assert_eq!((plain.preset, &plain.search), (Preset::Tuned, &MctsConfig::preset(Preset::Tuned)));
+        for text in ["mcts:preset=seed,iterations=400", "mcts:iterations=400,preset=seed"] {
+            let spec: AgentSpec = text.parse().unwrap();
+            assert_eq!(spec.preset, Preset::Seed, "{text}");
+            assert_eq!(spec.search, MctsConfig { iterations: 400, ..MctsConfig::preset(Preset::Seed) }, "{text}");
+        }
+        let err = format!("{:#}", "mcts:preset=best".parse::<AgentSpec>().unwrap_err());
+        assert!(err.contains("preset=best: give tuned or seed"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("search.toml");
+        std::fs::write(&file, "preset = \"seed\"\nselection = \"puct\"\niterations = 300\n").unwrap();
+        let spec: AgentSpec = format!("mcts:iterations=100,config={}", file.display()).parse().unwrap();
+        assert_eq!((spec.preset, spec.search.selection, spec.search.iterations), (Preset::Seed, Selection::Puct, 100));
+    }
+
+    /// What tells agents of a kind apart in match records: the settings away
+    /// from the seed design's, however they were given; the tuned search
+    /// with the shipped nets built in names itself as the match records in
+    /// docs/matches named it when its nets were files in `nets/`.
+    #[test]
+    fn settings_are_measured_from_the_seed_design_as_match_records_saved_them() {
+        assert_eq!("mcts:preset=seed".parse::<AgentSpec>().unwrap().settings(), "");
+        let spelled = "mcts:selection=puct,iterations=800,root-policy=r.safetensors,preset=seed";
+        assert_eq!(
+            spelled.parse::<AgentSpec>().unwrap().settings(),
+            r#"root_policy="r.safetensors",iterations=800,selection="puct""#
+        );
+        let built_in = |file| Some(NetSource::BuiltIn { file, bytes: &[] });
+        let shipped = DefaultNets {
+            policy: built_in("policy.safetensors"),
+            value: built_in("value.safetensors"),
+            playout: built_in("playout.safetensors"),
+            root_policy: built_in("resnet-policy.safetensors"),
+        };
+        let record = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/matches/rootresnet-vs-gnugo10-s32/match.json"
+        ))
+        .unwrap();
+        let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+        let long = "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1,\
+                    root-policy=nets/resnet-policy.safetensors,preset=seed";
+        for spec in ["mcts", long] {
+            let settings = spec.parse::<AgentSpec>().unwrap().with_default_nets(&shipped).settings();
+            assert_eq!(settings, record["a_settings"].as_str().unwrap(), "{spec}");
+        }
+        // A net agent is told by its nets and seed, not by search settings
+        // it does not use.
+        let policy = "policy:seed=3".parse::<AgentSpec>().unwrap().with_default_nets(&shipped);
+        assert_eq!(
+            policy.settings(),
+            r#"policy="nets/policy.safetensors",value="nets/value.safetensors",playout="nets/playout.safetensors",seed=3"#
+        );
+    }
+
+    #[test]
+    fn default_nets_fill_the_unnamed_roles_and_the_root_goes_with_the_default_policy() {
+        let file = |name: &str| Some(NetSource::File(PathBuf::from(name)));
+        let defaults = DefaultNets { policy: file("p"), value: file("v"), playout: file("o"), root_policy: file("r") };
+        let plain = "mcts".parse::<AgentSpec>().unwrap().with_default_nets(&defaults);
+        assert_eq!(
+            [&plain.policy, &plain.root_policy, &plain.value, &plain.playout].map(|n| n.source().cloned()),
+            [file("p"), file("r"), file("v"), file("o")]
+        );
+        let own = "mcts:policy=mine,value=none".parse::<AgentSpec>().unwrap().with_default_nets(&defaults);
+        assert_eq!((own.policy.source().cloned(), own.root_policy.source()), (file("mine"), None));
+        assert_eq!((own.value.clone(), own.playout.source().cloned()), (NetChoice::Off, file("o")));
+        let described = own.describe();
+        assert!(described.starts_with("mcts, preset tuned: iterations=800"), "{described}");
+        assert!(
+            described.contains("leaf=stones")
+                && described.ends_with("policy=mine root-policy=none value=none playout=o")
+        );
     }
 
     #[test]

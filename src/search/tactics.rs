@@ -3,7 +3,7 @@
 //!
 //! Top-k expansion only reads the policy net's k favourites, and the small
 //! nets often rank the one move that saves a big string below them. In the
-//! 40 games MCTS lost or won against GnuGo level 10 (sessions 8–9), 5 of the
+//! 40 games MCTS lost or won against GnuGo level 10 (2026-11-23), 5 of the
 //! 28 captures of six or more stones took a string that one move of ours, the
 //! extension from atari to two or more liberties, would have saved; it was
 //! never read because the policy did not rank it top-2 (at most 5: the

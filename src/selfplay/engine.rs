@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crate::cpu_time::process_cpu_seconds;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use rand::{RngExt, SeedableRng};
@@ -98,7 +99,7 @@ pub fn play_games(
         error: Mutex::new(None),
     };
     let started = Instant::now();
-    let cpu_started = cpu_seconds();
+    let cpu_started = process_cpu_seconds().unwrap_or(0.0);
     let threads = config.threads.min(indices.len().div_ceil(config.batch)).max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -120,19 +121,8 @@ pub fn play_games(
     }
     let [games, moves, net_positions, forward_passes] = run.counts.map(|c| c.into_inner());
     let seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = cpu_seconds() - cpu_started;
+    let cpu_seconds = process_cpu_seconds().unwrap_or(0.0) - cpu_started;
     Ok(PlayStats { games, moves, net_positions, forward_passes, seconds, cpu_seconds })
-}
-
-/// CPU seconds this process has used so far (0 where unknown).
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct it is given and reads nothing else.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0.0;
-    }
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// AlphaGo's recipe replaces a net's game-ending pass by the random move,

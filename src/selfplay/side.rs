@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use candle_core::Device;
 
 use crate::eval::arena::{Player, PlayerSpec};
+use crate::gtp::GtpTimeouts;
 use crate::search::NetEval;
 
 /// One side of self-play games.
@@ -22,26 +23,27 @@ enum SideKind {
     /// at once.
     Net { net: Arc<NetEval>, temperature: f32 },
     /// Anything else (MCTS, random, a GTP engine): a player of its own per
-    /// game, asked for one move at a time.
-    PerGame(PlayerSpec),
+    /// game, asked for one move at a time; a GTP engine forfeits a game
+    /// when it does not answer within its timeouts.
+    PerGame(PlayerSpec, GtpTimeouts),
 }
 
 impl Side {
     /// The side a player spec names, checked by building it once: a net
     /// that does not load or an engine that does not start fails here, not
     /// in every game.
-    pub fn build(spec: PlayerSpec, device: &Device) -> Result<Side> {
+    pub fn build(spec: PlayerSpec, device: &Device, timeouts: GtpTimeouts) -> Result<Side> {
         let agent = match &spec {
             PlayerSpec::Agent(agent) => agent.build(device)?,
             PlayerSpec::Gtp(command) => {
-                spec.build(device, 0).with_context(|| format!("starting `{command}`"))?;
-                return Ok(Side { name: spec.label(), kind: SideKind::PerGame(spec) });
+                spec.build(device, 0, timeouts).with_context(|| format!("starting `{command}`"))?;
+                return Ok(Side { name: spec.label(), kind: SideKind::PerGame(spec, timeouts) });
             }
         };
         let name = agent.name();
         Ok(match agent.into_move_net() {
             Some((net, temperature)) => Side::net(name, Arc::new(net), temperature),
-            None => Side { name, kind: SideKind::PerGame(spec) },
+            None => Side { name, kind: SideKind::PerGame(spec, timeouts) },
         })
     }
 
@@ -59,7 +61,7 @@ impl Side {
     pub(super) fn move_net(&self) -> Option<(&NetEval, f32)> {
         match &self.kind {
             SideKind::Net { net, temperature } => Some((net, *temperature)),
-            SideKind::PerGame(_) => None,
+            SideKind::PerGame(..) => None,
         }
     }
 
@@ -68,8 +70,8 @@ impl Side {
     pub(super) fn player(&self, device: &Device, seed: u64) -> Option<Result<Box<dyn Player>>> {
         match &self.kind {
             SideKind::Net { .. } => None,
-            SideKind::PerGame(spec) => {
-                Some(spec.build(device, seed).with_context(|| format!("starting {}", self.name)))
+            SideKind::PerGame(spec, timeouts) => {
+                Some(spec.build(device, seed, *timeouts).with_context(|| format!("starting {}", self.name)))
             }
         }
     }

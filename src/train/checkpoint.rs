@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::optim::Optimizer;
 use crate::atomic::{sync_dir, write_atomic};
+use crate::dataset::manifest::DatasetId;
 use crate::nn::weights::{self, read_tensors, write_tensors, Meta};
 use crate::nn::{Arch, Model};
 
@@ -48,6 +49,19 @@ pub struct TrainState {
     pub rng: Option<Pcg64Mcg>,
     /// Best validation metric so far (e.g. accuracy), if measured.
     pub best_metric: Option<f64>,
+    /// The dataset the run trains on (absent in checkpoints written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<TrainedOn>,
+}
+
+/// The dataset a run trains on, as its checkpoint records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainedOn {
+    /// Its identity ([`crate::dataset::Manifest::identity`]).
+    pub id: DatasetId,
+    /// Its folder, as the run named it.
+    pub dir: PathBuf,
 }
 
 /// `state.json` as stored: the state plus what it belongs to. (Nested,
@@ -65,7 +79,12 @@ pub fn save(dir: &Path, model: &Model, optimizer: &dyn Optimizer, state: &TrainS
     let (staged, previous) = (sibling(dir, "new")?, sibling(dir, "old")?);
     remove_dir_if_present(&staged)?;
     fs::create_dir_all(&staged).with_context(|| format!("cannot create checkpoint folder {}", staged.display()))?;
-    weights::save(&staged.join(WEIGHTS_FILE), model, Some(state.step))?;
+    let trained_on = state.dataset.as_ref().map(|d| d.id.0);
+    weights::save_as(
+        &staged.join(WEIGHTS_FILE),
+        model,
+        &Meta { dataset: trained_on, ..Meta::of(model, Some(state.step)) },
+    )?;
     let step_only = Meta { step: Some(state.step), ..Meta::default() };
     write_tensors(&staged.join(OPTIMIZER_FILE), optimizer.state(), &step_only)?;
     let json = serde_json::to_vec_pretty(&StateFile { arch: model.arch(), state: state.clone() })?;
@@ -130,14 +149,11 @@ fn remove_dir_if_present(dir: &Path) -> Result<()> {
 /// Loads the checkpoint in `dir` into `model` and `optimizer` (which must be
 /// of the kinds that saved it) and returns the training state.
 pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<TrainState> {
-    let state_path = dir.join(STATE_FILE);
-    let bytes = fs::read(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
-    let file: StateFile =
-        serde_json::from_slice(&bytes).with_context(|| format!("{}: not a valid state file", state_path.display()))?;
-    if file.arch != model.arch() {
-        bail!("{}: checkpoint of a {:?} net, not {:?}", state_path.display(), file.arch, model.arch());
+    let (arch, state) = read_state(dir)?;
+    if arch != model.arch() {
+        bail!("{}: checkpoint of a {arch:?} net, not {:?}", dir.join(STATE_FILE).display(), model.arch());
     }
-    let step = file.state.step;
+    let step = state.step;
     let weights = dir.join(WEIGHTS_FILE);
     check_step(&weights, load_weights_at(&weights, model)?, step)?;
     let opt_path = dir.join(OPTIMIZER_FILE);
@@ -146,7 +162,17 @@ pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<
     optimizer
         .load_state(opt_file.tensors)
         .with_context(|| format!("{}: cannot restore the optimizer", opt_path.display()))?;
-    Ok(file.state)
+    Ok(state)
+}
+
+/// The net and the training state of the checkpoint in `dir`, from its
+/// state file alone.
+pub fn read_state(dir: &Path) -> Result<(Arch, TrainState)> {
+    let state_path = dir.join(STATE_FILE);
+    let bytes = fs::read(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
+    let file: StateFile =
+        serde_json::from_slice(&bytes).with_context(|| format!("{}: not a valid state file", state_path.display()))?;
+    Ok((file.arch, file.state))
 }
 
 /// [`weights::load_into`], returning the step recorded in the file.
@@ -199,7 +225,9 @@ mod tests {
     fn save_then_load_restores_everything() {
         let dir = temp_dir("roundtrip");
         let (model, opt) = trained(1);
-        let state = TrainState { epoch: 2, step: 17, rng: Some(Pcg64Mcg::seed_from_u64(5)), best_metric: Some(0.5) };
+        let dataset = Some(TrainedOn { id: DatasetId(0x1234abcd), dir: "datasets/kgs".into() });
+        let state =
+            TrainState { epoch: 2, step: 17, rng: Some(Pcg64Mcg::seed_from_u64(5)), best_metric: Some(0.5), dataset };
         save(&dir, &model, opt.as_ref(), &state).unwrap();
         let (fresh, mut fresh_opt) = trained(2);
         assert_ne!(values(&fresh), values(&model));
@@ -210,6 +238,8 @@ mod tests {
             o.state().into_iter().map(|(n, t)| (n, to_f32(t))).collect()
         };
         assert_eq!(flat(fresh_opt.as_ref()), flat(opt.as_ref()));
+        let weights = crate::nn::weights::read_meta(&dir.join(WEIGHTS_FILE)).unwrap();
+        assert_eq!(weights.dataset, Some(0x1234abcd), "the weights name their dataset too");
         assert!(!dir.join("weights.safetensors.tmp").exists());
         fs::remove_dir_all(&dir).unwrap();
     }

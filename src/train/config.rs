@@ -64,7 +64,7 @@ pub struct TrainConfig {
     /// (a trained `policy` for a `policy-value` net's trunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<PathBuf>,
-    /// Data-parallel runs (docs/cluster.md): `batch` is the global batch,
+    /// Data-parallel runs (docs/guide/gpu.md): `batch` is the global batch,
     /// split among the ranks, whatever their number (`false`, the default:
     /// the same run on any number of GPUs); `true` makes `batch` each
     /// rank's and multiplies the batch and the learning rate by the number
@@ -164,21 +164,125 @@ impl TrainConfig {
         StepLr { base_lr, step_size: self.schedule.step_size, gamma: self.schedule.gamma }
     }
 
+    /// Refuses a net go-train cannot build and every numeric setting out
+    /// of its range ([`TrainConfig::ranges`]), naming each.
     fn check(&self) -> Result<()> {
         self.arch()?;
-        if self.batch == 0 || self.epochs == 0 {
-            bail!("batch and epochs must be at least 1");
-        }
-        // A negative weight would train the ownership head to be wrong.
-        if !(self.ownership_weight >= 0.0 && self.ownership_weight.is_finite()) {
-            bail!("ownership_weight must be a finite number ≥ 0, not {}", self.ownership_weight);
+        let wrong: Vec<String> = self
+            .ranges()
+            .into_iter()
+            .filter(|(_, value, range, _)| !range.contains(*value))
+            .map(|(key, value, range, why)| format!("{key} = {value} is out of range: it must be {range} ({why})"))
+            .collect();
+        if !wrong.is_empty() {
+            bail!("{}", wrong.join("; "));
         }
         Ok(())
+    }
+
+    /// Each numeric setting with a range, its value, the range, and why:
+    /// the one place that says what each may be. The others take any
+    /// value: `seed`; `steps_per_epoch`, `validation_positions` and
+    /// `schedule.step_size`, where 0 means the whole split or never;
+    /// `batch_norm_batches`, where 0 keeps what training leaves.
+    fn ranges(&self) -> Vec<(&'static str, f64, Range, &'static str)> {
+        let mut ranges = vec![
+            ("epochs", self.epochs as f64, Range::at_least(1.0), "passes over the training split"),
+            ("batch", self.batch as f64, Range::at_least(1.0), "positions per step"),
+            ("threads", self.threads as f64, Range(Included(0.0), Included(4096.0)), "0: one per core"),
+            (
+                "ownership_weight",
+                self.ownership_weight,
+                Range::at_least(0.0),
+                "a negative weight would train the ownership head to be wrong",
+            ),
+            (
+                "schedule.gamma",
+                self.schedule.gamma,
+                Range(Excluded(0.0), Included(1.0)),
+                "the factor of each decay: 1 keeps the rate, 0 would stop training, more than 1 would grow the rate",
+            ),
+        ];
+        let (OptimizerConfig::Sgd { lr, weight_decay, .. } | OptimizerConfig::Adam { lr, weight_decay, .. }) =
+            self.optimizer;
+        let positive = Range(Excluded(0.0), Unbounded);
+        ranges.extend([
+            ("optimizer.lr", lr, positive, "the learning rate: 0 or less learns nothing or climbs the loss"),
+            ("optimizer.weight_decay", weight_decay, Range::at_least(0.0), "a negative L2 penalty grows the weights"),
+        ]);
+        let decay = |key, value| {
+            (key, value, Range(Included(0.0), Excluded(1.0)), "a decay of the past: 1 or more never forgets")
+        };
+        match self.optimizer {
+            OptimizerConfig::Sgd { momentum, .. } => ranges.push(decay("optimizer.momentum", momentum)),
+            OptimizerConfig::Adam { beta1, beta2, eps, .. } => ranges.extend([
+                decay("optimizer.beta1", beta1),
+                decay("optimizer.beta2", beta2),
+                ("optimizer.eps", eps, positive, "added to the denominator: 0 divides by 0 where a gradient is 0"),
+            ]),
+        }
+        ranges
     }
 
     /// The configuration as TOML (what is saved beside the checkpoints).
     pub fn to_toml(&self) -> Result<String> {
         Ok(toml::to_string_pretty(self)?)
+    }
+}
+
+/// One end of a [`Range`].
+#[derive(Clone, Copy, Debug)]
+enum End {
+    Unbounded,
+    Included(f64),
+    Excluded(f64),
+}
+use End::{Excluded, Included, Unbounded};
+
+/// The finite values a numeric setting may take, from one end to the
+/// other; shown as mathematicians write it (`[0, 1)`, `> 0`).
+#[derive(Clone, Copy, Debug)]
+struct Range(End, End);
+
+impl Range {
+    fn at_least(low: f64) -> Range {
+        Range(Included(low), Unbounded)
+    }
+
+    fn contains(&self, v: f64) -> bool {
+        let above = match self.0 {
+            Unbounded => true,
+            Included(low) => v >= low,
+            Excluded(low) => v > low,
+        };
+        let below = match self.1 {
+            Unbounded => true,
+            Included(high) => v <= high,
+            Excluded(high) => v < high,
+        };
+        v.is_finite() && above && below
+    }
+}
+
+impl std::fmt::Display for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0, self.1) {
+            (Included(low), Unbounded) => write!(f, "a finite number ≥ {low}"),
+            (Excluded(low), Unbounded) => write!(f, "a finite number > {low}"),
+            (low, high) => {
+                let (open, low) = match low {
+                    Included(v) => ('[', v.to_string()),
+                    Excluded(v) => ('(', v.to_string()),
+                    Unbounded => ('(', "-∞".into()),
+                };
+                let (close, high) = match high {
+                    Included(v) => (']', v.to_string()),
+                    Excluded(v) => (')', v.to_string()),
+                    Unbounded => (')', "∞".into()),
+                };
+                write!(f, "in {open}{low}, {high}{close}")
+            }
+        }
     }
 }
 
@@ -261,6 +365,55 @@ mod tests {
         // The saved form reads back the same.
         let (_d2, saved) = write(&c.to_toml().unwrap());
         assert_eq!(TrainConfig::load(&saved, &[]).unwrap(), c);
+    }
+
+    /// Every numeric setting out of its range is refused, naming the key,
+    /// its value and the range; the ends that mean something are kept.
+    #[test]
+    fn settings_out_of_range_are_refused_naming_key_and_range() {
+        let adam = POLICY.replace(
+            "kind = \"sgd\"\n        lr = 0.01\n        momentum = 0.9",
+            "kind = \"adam\"\n        lr = 0.001\n        beta1 = 0.9\n        beta2 = 0.999\n        eps = 1e-8",
+        );
+        assert!(TrainConfig::parse("adam", &adam, &[]).is_ok(), "the Adam fixture is valid");
+        let bad: [(&str, &str, &str); 22] = [
+            (POLICY, "optimizer.lr=-0.5", "> 0"),
+            (POLICY, "optimizer.lr=0", "> 0"),
+            (POLICY, "optimizer.lr=nan", "> 0"),
+            (POLICY, "optimizer.lr=inf", "> 0"),
+            (POLICY, "optimizer.momentum=2", "in [0, 1)"),
+            (POLICY, "optimizer.momentum=1", "in [0, 1)"),
+            (POLICY, "optimizer.momentum=-0.1", "in [0, 1)"),
+            (POLICY, "optimizer.weight_decay=-1e-4", "≥ 0"),
+            (POLICY, "schedule.gamma=-1", "in (0, 1]"),
+            (POLICY, "schedule.gamma=0", "in (0, 1]"),
+            (POLICY, "schedule.gamma=1.5", "in (0, 1]"),
+            (POLICY, "batch=0", "≥ 1"),
+            (POLICY, "epochs=0", "≥ 1"),
+            (POLICY, "threads=100000", "in [0, 4096]"),
+            (POLICY, "ownership_weight=-1", "≥ 0"),
+            (POLICY, "ownership_weight=nan", "≥ 0"),
+            (&adam, "optimizer.lr=-1", "> 0"),
+            (&adam, "optimizer.beta1=1", "in [0, 1)"),
+            (&adam, "optimizer.beta2=-0.5", "in [0, 1)"),
+            (&adam, "optimizer.eps=0", "> 0"),
+            (&adam, "optimizer.eps=-inf", "> 0"),
+            (&adam, "optimizer.weight_decay=-2", "≥ 0"),
+        ];
+        for (text, set, range) in bad {
+            let err = format!("{:#}", TrainConfig::parse("job.toml", text, &[set.into()]).unwrap_err());
+            let (key, value) = set.split_once('=').unwrap();
+            assert!(err.contains("job.toml") && err.contains(&format!("{key} = ")), "{set}: {err}");
+            assert!(err.contains(range) && err.contains("out of range"), "{set}: {err}");
+            let shown: f64 = value.parse().unwrap();
+            assert!(err.contains(&format!("= {shown} ")), "{set}: the value is named: {err}");
+        }
+        let two = TrainConfig::parse("job.toml", POLICY, &["batch=0".into(), "optimizer.lr=-1".into()]).unwrap_err();
+        let err = format!("{two:#}");
+        assert!(err.contains("batch") && err.contains("optimizer.lr"), "every bad setting is named: {err}");
+        for edge in ["schedule.gamma=1", "schedule.step_size=0", "optimizer.momentum=0", "optimizer.weight_decay=0"] {
+            assert!(TrainConfig::parse("job.toml", POLICY, &[edge.into()]).is_ok(), "{edge} means something");
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub fn join(world: World, device_spec: &str, dir: &std::path::Path) -> Result<Bo
         let _ = (device_spec, meet);
         bail!(
             "{}: {} ranks, but this go-train was built without NCCL: build it with --features nccl \
-             (GO_TRAIN_NCCL=1 scripts/build-cuda.sh; docs/cluster.md)",
+             (GO_TRAIN_NCCL=1 scripts/build-cuda.sh; docs/guide/gpu.md)",
             world.source,
             world.size
         )

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::atomic::write_atomic;
 use crate::eval::positions::Scores;
 
+/// The metrics file of a run's folder: one JSON line per epoch.
+pub const FILE: &str = "metrics.jsonl";
+
 /// What one epoch did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EpochMetrics {
@@ -76,7 +79,7 @@ pub(super) fn write_lines_and_plot<T: Serialize>(
     for m in all {
         writeln!(text, "{}", serde_json::to_string(m)?)?;
     }
-    write_atomic(&dir.join("metrics.jsonl"), &text)?;
+    write_atomic(&dir.join(FILE), &text)?;
     // A plot that cannot be drawn (a full disk, a broken font) must not
     // stop the run: the metrics are saved, and the next epoch draws again.
     let drawn = svg(all)

@@ -10,9 +10,11 @@ pub mod metrics;
 #[cfg(feature = "nccl")]
 pub mod nccl;
 pub mod optim;
+mod optim_kernels;
 pub mod rendezvous;
 pub mod rl;
 pub mod run;
+pub mod run_folder;
 pub mod schedule;
 
 use anyhow::Result;
@@ -39,24 +41,42 @@ pub fn training_loss(
     let (pred, owned) = model.forward_with_ownership(x, true)?;
     let mut loss = model.output().loss(&pred, target)?;
     if let (Some(owned), Some((targets, weight))) = (owned, ownership) {
-        loss = (loss + (candle_nn::loss::mse(&owned, targets)? * weight)?)?;
+        loss = (loss + (crate::nn::loss::mse(&owned, targets)? * weight)?)?;
     }
     Ok((loss, pred))
 }
 
 /// One optimizer step on a batch: [`training_loss`], backward, update.
-/// Returns the batch's mean loss.
+/// Returns the batch's mean loss, left where it was computed: reading it
+/// makes a GPU finish its queue ([`host_read_interval`]).
 pub fn train_step(
     model: &Model,
     optimizer: &mut dyn Optimizer,
     x: &Tensor,
     target: &Tensor,
     ownership: OwnershipTargets,
-) -> Result<f32> {
+) -> Result<Tensor> {
     let (loss, _) = training_loss(model, x, target, ownership)?;
     let grads = loss.backward()?;
     optimizer.step(&grads)?;
-    Ok(loss.to_scalar::<f32>()?)
+    Ok(loss)
+}
+
+/// Steps between reads of the loss (and of the predictions scored for the
+/// training metrics) to the host: each read waits for a GPU to finish the
+/// step, where otherwise the host queues the next while it runs.
+/// `GO_TRAIN_READ_EVERY` (a positive number) changes it; 1 reads every
+/// step.
+pub fn host_read_interval() -> usize {
+    const DEFAULT: usize = 10;
+    static EVERY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| match std::env::var("GO_TRAIN_READ_EVERY") {
+        Ok(v) => v.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| {
+            eprintln!("GO_TRAIN_READ_EVERY={v}: not a positive number of steps, reading every {DEFAULT}");
+            DEFAULT
+        }),
+        Err(_) => DEFAULT,
+    })
 }
 
 #[cfg(test)]
@@ -87,10 +107,13 @@ mod tests {
         ] {
             let model = Model::new(arch, FeatureSet::Seed, &dev, 3).unwrap();
             let mut opt = config.build(model.parameters());
-            let first = train_step(&model, opt.as_mut(), &x, target, None).unwrap();
+            let step = |opt: &mut Box<dyn Optimizer>| {
+                train_step(&model, opt.as_mut(), &x, target, None).unwrap().to_scalar::<f32>().unwrap()
+            };
+            let first = step(&mut opt);
             let mut last = first;
             for _ in 0..4 {
-                last = train_step(&model, opt.as_mut(), &x, target, None).unwrap();
+                last = step(&mut opt);
             }
             assert!(last < first * 0.9, "{arch:?}: loss {first} -> {last}");
         }

@@ -5,12 +5,20 @@
 //! `P`: SGD `P.momentum_buffer`; Adam `P.exp_avg`, `P.exp_avg_sq` and
 //! `P.step` (i64, one element). A parameter that never had a gradient has
 //! no state yet, as in PyTorch.
+//!
+//! On the CPU the updates run in place, one pass over a parameter for each
+//! tensor they write ([`super::optim_kernels`]), with the same arithmetic
+//! as the chains of candle ops that run elsewhere (and with
+//! `GO_TRAIN_FUSED_OPTIM=0`): the weights come out the same bit for bit.
 
 use std::collections::HashMap;
 
 use anyhow::{bail, Result};
 use candle_core::{backprop::GradStore, DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
+
+use super::optim_kernels::{AdamDescend, AdamMoment, Descend, Momentum, PlainSgd};
+use crate::nn::switches::Fused;
 
 /// An optimizer over a fixed list of named parameters.
 pub trait Optimizer {
@@ -23,7 +31,9 @@ pub trait Optimizer {
     /// Sets the learning rate (for a schedule).
     fn set_learning_rate(&mut self, lr: f64);
 
-    /// The state (buffers, moments, step counts) as named tensors.
+    /// The state (buffers, moments, step counts) as named tensors. On the
+    /// CPU these are the optimizer's own buffers, which later steps update
+    /// in place: save (or copy) them before the next step.
     fn state(&self) -> Vec<(String, Tensor)>;
 
     /// Restores state exported by [`Optimizer::state`] for the same
@@ -95,6 +105,32 @@ fn slots<S>(params: Vec<(String, Var)>) -> Vec<Slot<S>> {
     params.into_iter().map(|(name, var)| Slot { name, var, state: None }).collect()
 }
 
+/// Whether `var` is updated in place: f32 on the CPU, with the fused
+/// updates `enabled`.
+fn in_place(var: &Var, enabled: bool) -> bool {
+    enabled && var.device().is_cpu() && var.dtype() == DType::F32
+}
+
+/// The gradient of `var`, contiguous, for the in-place updates (which
+/// keep no tensor of it, so its graph, if any, goes with it).
+fn contiguous_grad(grads: &GradStore, var: &Var) -> Result<Option<Tensor>> {
+    Ok(match grads.get(var.as_tensor()) {
+        Some(g) => Some(g.contiguous()?),
+        None => None,
+    })
+}
+
+/// The weight decay as the in-place updates take it: none when 0.
+fn decay(weight_decay: f64) -> Option<f32> {
+    (weight_decay != 0.0).then_some(weight_decay as f32)
+}
+
+/// A state tensor of its own for `var`: updated in place, it must share
+/// its storage with nothing (a loaded checkpoint's tensor, the gradient).
+fn own_copy(t: &Tensor) -> Result<Tensor> {
+    Ok(t.copy()?)
+}
+
 /// The gradient of `var` with the L2 penalty added, or none.
 fn penalised_grad(grads: &GradStore, var: &Var, weight_decay: f64) -> Result<Option<Tensor>> {
     let Some(g) = grads.get(var.as_tensor()) else { return Ok(None) };
@@ -137,18 +173,47 @@ pub struct SgdParams {
 pub struct Sgd {
     params: Vec<Slot<Tensor>>,
     hp: SgdParams,
+    /// Whether CPU parameters are updated in place.
+    fused: bool,
 }
 
 impl Sgd {
     /// SGD over named parameters.
     pub fn new(params: Vec<(String, Var)>, hp: SgdParams) -> Sgd {
-        Sgd { params: slots(params), hp }
+        Sgd { params: slots(params), hp, fused: Fused::Optimizer.enabled() }
+    }
+
+    /// The same with candle's ops on every device: the reference the
+    /// in-place updates are tested against.
+    pub fn unfused(self) -> Sgd {
+        Sgd { fused: false, ..self }
+    }
+
+    /// One in-place update of `slot` by `g`.
+    fn step_in_place(slot: &mut Slot<Tensor>, g: &Tensor, hp: &SgdParams) -> Result<()> {
+        let (w, lr, weight_decay) = (slot.var.as_tensor(), hp.lr as f32, decay(hp.weight_decay));
+        if hp.momentum == 0.0 {
+            return Ok(w.inplace_op2(g, &PlainSgd { lr, weight_decay })?);
+        }
+        let first = slot.state.is_none();
+        let v = match &slot.state {
+            Some(v) => v,
+            None => slot.state.insert(w.zeros_like()?),
+        };
+        v.inplace_op3(g, w, &Momentum { momentum: hp.momentum as f32, weight_decay, first })?;
+        Ok(w.inplace_op2(v, &Descend { lr })?)
     }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self, grads: &GradStore) -> Result<()> {
         for slot in &mut self.params {
+            if in_place(&slot.var, self.fused) {
+                if let Some(g) = contiguous_grad(grads, &slot.var)? {
+                    Sgd::step_in_place(slot, &g, &self.hp)?;
+                }
+                continue;
+            }
             let Some(g) = penalised_grad(grads, &slot.var, self.hp.weight_decay)? else { continue };
             let update = if self.hp.momentum == 0.0 {
                 g
@@ -180,7 +245,8 @@ impl Optimizer for Sgd {
 
     fn load_state(&mut self, mut state: HashMap<String, Tensor>) -> Result<()> {
         for slot in &mut self.params {
-            slot.state = take_like(&mut state, &format!("{}.momentum_buffer", slot.name), &slot.var)?;
+            let buffer = take_like(&mut state, &format!("{}.momentum_buffer", slot.name), &slot.var)?;
+            slot.state = buffer.as_ref().map(own_copy).transpose()?;
         }
         refuse_leftovers(&state)
     }
@@ -216,12 +282,42 @@ struct Moments {
 pub struct Adam {
     params: Vec<Slot<Moments>>,
     hp: AdamParams,
+    /// Whether CPU parameters are updated in place.
+    fused: bool,
 }
 
 impl Adam {
     /// Adam over named parameters.
     pub fn new(params: Vec<(String, Var)>, hp: AdamParams) -> Adam {
-        Adam { params: slots(params), hp }
+        Adam { params: slots(params), hp, fused: Fused::Optimizer.enabled() }
+    }
+
+    /// The same with candle's ops on every device: the reference the
+    /// in-place updates are tested against.
+    pub fn unfused(self) -> Adam {
+        Adam { fused: false, ..self }
+    }
+
+    /// One in-place update of `slot` by `g`.
+    fn step_in_place(slot: &mut Slot<Moments>, g: &Tensor, hp: &AdamParams) -> Result<()> {
+        let w = slot.var.as_tensor();
+        let s = match &mut slot.state {
+            Some(s) => s,
+            None => slot.state.insert(Moments { exp_avg: w.zeros_like()?, exp_avg_sq: w.zeros_like()?, step: 0 }),
+        };
+        s.step += 1;
+        let weight_decay = decay(hp.weight_decay);
+        for (m, decay, squared) in [(&s.exp_avg, hp.beta1, false), (&s.exp_avg_sq, hp.beta2, true)] {
+            let one_minus_decay = (1.0 - decay) as f32;
+            m.inplace_op3(g, w, &AdamMoment { decay: decay as f32, one_minus_decay, squared, weight_decay })?;
+        }
+        let t = s.step as i32;
+        let descend = AdamDescend {
+            step_size: (hp.lr / (1.0 - hp.beta1.powi(t))) as f32,
+            inv_bias_correction2: (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32,
+            eps: hp.eps as f32,
+        };
+        Ok(w.inplace_op3(&s.exp_avg, &s.exp_avg_sq, &descend)?)
     }
 }
 
@@ -229,6 +325,12 @@ impl Optimizer for Adam {
     fn step(&mut self, grads: &GradStore) -> Result<()> {
         let hp = self.hp;
         for slot in &mut self.params {
+            if in_place(&slot.var, self.fused) {
+                if let Some(g) = contiguous_grad(grads, &slot.var)? {
+                    Adam::step_in_place(slot, &g, &hp)?;
+                }
+                continue;
+            }
             let Some(g) = penalised_grad(grads, &slot.var, hp.weight_decay)? else { continue };
             let (m, v, t) = match slot.state.take() {
                 Some(s) => (s.exp_avg, s.exp_avg_sq, s.step),
@@ -278,7 +380,7 @@ impl Optimizer for Adam {
                 (Some(exp_avg), Some(exp_avg_sq), Some(step)) => {
                     let step = step.to_dtype(DType::I64)?.flatten_all()?.to_vec1::<i64>()?;
                     let [step] = step[..] else { bail!("optimizer state {name}.step must have one element") };
-                    Some(Moments { exp_avg, exp_avg_sq, step })
+                    Some(Moments { exp_avg: own_copy(&exp_avg)?, exp_avg_sq: own_copy(&exp_avg_sq)?, step })
                 }
                 _ => bail!("optimizer state for {name} is incomplete: it needs exp_avg, exp_avg_sq and step"),
             };
@@ -383,6 +485,91 @@ mod tests {
             let grads = (w.as_tensor() * &c).unwrap().sum_all().unwrap().backward().unwrap();
             resumed.step(&grads).unwrap();
             assert_eq!(w.as_tensor().to_vec1::<f32>().unwrap(), straight, "{config:?}");
+        }
+    }
+
+    /// `config`'s optimizer over `params`, in place or by candle's ops.
+    fn build(config: OptimizerConfig, params: Vec<(String, Var)>, fused: bool) -> Box<dyn Optimizer> {
+        match (config, fused) {
+            (_, true) => config.build(params),
+            (OptimizerConfig::Sgd { lr, momentum, weight_decay }, false) => {
+                Box::new(Sgd::new(params, SgdParams { lr, momentum, weight_decay }).unfused())
+            }
+            (OptimizerConfig::Adam { lr, beta1, beta2, eps, weight_decay }, false) => {
+                Box::new(Adam::new(params, AdamParams { lr, beta1, beta2, eps, weight_decay }).unfused())
+            }
+        }
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        let t = t.to_dtype(DType::F32).unwrap().flatten_all().unwrap();
+        t.to_vec1::<f32>().unwrap().into_iter().map(f32::to_bits).collect()
+    }
+
+    /// The in-place updates give the weights and state of candle's ops bit
+    /// for bit, over steps whose gradients change (`sum(w² · c)`, gradient
+    /// 2wc), with and without weight decay and momentum, for a parameter
+    /// that has a gradient only every other step too.
+    #[test]
+    fn in_place_updates_match_candle_ops_bit_for_bit() {
+        let configs = [
+            OptimizerConfig::sgd(0.1, 0.9),
+            OptimizerConfig::Sgd { lr: 0.05, momentum: 0.9, weight_decay: 1e-3 },
+            OptimizerConfig::Sgd { lr: 0.05, momentum: 0.0, weight_decay: 1e-3 },
+            OptimizerConfig::sgd(0.3, 0.0),
+            OptimizerConfig::adam(0.01),
+            OptimizerConfig::Adam { lr: 0.003, beta1: 0.8, beta2: 0.99, eps: 1e-6, weight_decay: 0.01 },
+        ];
+        let values = |n: usize, seed: usize| -> Vec<f32> {
+            (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2001) as f32 - 1000.0) / 997.0).collect()
+        };
+        let c = Tensor::from_vec(values(257, 3), 257, &Device::Cpu).unwrap();
+        for config in configs {
+            let mut ends = Vec::new();
+            for fused in [true, false] {
+                let a = Var::from_vec(values(257, 1), 257, &Device::Cpu).unwrap();
+                let b = Var::from_vec(values(12, 2), (3, 4), &Device::Cpu).unwrap();
+                let mut opt = build(config, vec![("a".into(), a.clone()), ("b".into(), b.clone())], fused);
+                for step in 0..5 {
+                    let mut loss = (a.as_tensor().sqr().unwrap() * &c).unwrap().sum_all().unwrap();
+                    if step % 2 == 0 {
+                        loss = (loss + b.as_tensor().sqr().unwrap().sum_all().unwrap()).unwrap();
+                    }
+                    opt.step(&loss.backward().unwrap()).unwrap();
+                }
+                let mut end = vec![bits(a.as_tensor()), bits(b.as_tensor())];
+                end.extend(opt.state().iter().map(|(_, t)| bits(t)));
+                ends.push(end);
+            }
+            assert_eq!(ends[0], ends[1], "{config:?}");
+        }
+    }
+
+    /// The same for the seed nets' training, three steps of each net with
+    /// the optimizer of `bench train` on a batch of real-looking planes.
+    #[test]
+    fn in_place_updates_train_the_seed_nets_as_candle_ops_do() {
+        use crate::features::FeatureSet;
+        use crate::nn::{Arch, Model, BOARD, MOVES};
+        let dev = Device::Cpu;
+        let data: Vec<f32> = (0..4 * 15 * BOARD * BOARD).map(|i| ((i * 7919) % 10 < 3) as u8 as f32).collect();
+        let x = Tensor::from_vec(data, (4, 15, BOARD, BOARD), &dev).unwrap();
+        let moves = Tensor::new(&[3u32, 100, 200, MOVES as u32 - 1], &dev).unwrap();
+        let results = Tensor::new(&[1f32, 0.0, 0.0, 1.0], &dev).unwrap();
+        for (arch, config, target) in [
+            (Arch::Policy, OptimizerConfig::sgd(0.01, 0.9), &moves),
+            (Arch::Value, OptimizerConfig::adam(0.001), &results),
+        ] {
+            let mut ends = Vec::new();
+            for fused in [true, false] {
+                let model = Model::new(arch, FeatureSet::Seed, &dev, 5).unwrap();
+                let mut opt = build(config, model.parameters(), fused);
+                for _ in 0..3 {
+                    crate::train::train_step(&model, opt.as_mut(), &x, target, None).unwrap();
+                }
+                ends.push(model.tensors().iter().map(|(_, v)| bits(v.as_tensor())).collect::<Vec<_>>());
+            }
+            assert_eq!(ends[0], ends[1], "{arch}");
         }
     }
 

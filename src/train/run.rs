@@ -9,7 +9,13 @@
 //! | `config.toml` | the effective configuration |
 //! | `last/` | weights, optimizer state and training state after the last epoch |
 //! | `best.safetensors` | weights of the epoch with the best validation accuracy |
-//! | `metrics.jsonl`, `metrics.svg` | metrics per epoch, and their plot |
+//! | `metrics.jsonl`, `metrics.svg`, `metrics.png` | metrics per epoch, and their plot |
+//! | `.go-train.lock` | held by the run that writes the folder ([`crate::lock`]) |
+//!
+//! How a run may begin in a folder that holds another, or parts of one, is
+//! [`super::run_folder`]'s to decide: nothing a run wrote is replaced
+//! without [`Start::Overwrite`], and a run is resumed only with its own
+//! settings and dataset.
 //!
 //! Resuming is exact on CPU: the initial weights come from the seed, the
 //! batches of an epoch from (seed, epoch), and the optimizer state from the
@@ -23,27 +29,34 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 
-use super::checkpoint::{self, TrainState};
+use super::checkpoint::{self, TrainState, TrainedOn};
 use super::config::TrainConfig;
 use super::distributed::{average_gradients, broadcast_vars, leader_decides, Collective};
 use super::metrics::{self, EpochMetrics};
 use super::optim::Optimizer;
+use super::run_folder::{self, Plan, LAST_DIR};
+use crate::atomic::write_atomic;
 use crate::dataset::{BatchOptions, Dataset, Split, MANIFEST};
 use crate::eval::positions::{batch_tensors, evaluate, Predictions, Tally};
+use crate::nn::weights::Meta;
 use crate::nn::{Model, Output};
 use crate::progress::Progress;
 
 /// How a run begins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
-    /// A fresh run; refuses a folder that already holds a checkpoint.
+    /// A fresh run; refuses a folder that holds anything a run wrote.
     Fresh,
-    /// A fresh run that replaces whatever the folder holds.
+    /// A fresh run that replaces whatever run the folder holds.
     Overwrite,
-    /// Continue from the folder's last checkpoint (a fresh run if none).
+    /// Continue the folder's run from its last checkpoint; refuses a
+    /// folder without a run, or one whose run cannot be continued exactly.
     Resume,
+    /// [`Start::Resume`], or a fresh run when the folder holds no run at
+    /// all: for a job that may be run again from the start (requeued).
+    ResumeOrStart,
 }
 
 /// What a finished run reports.
@@ -75,7 +88,12 @@ pub fn train(
     let leader = world.is_leader();
     let show_progress = show_progress && leader;
     let out = &config.out;
-    let last = out.join("last");
+    let last = out.join(LAST_DIR);
+    // Rank 0 alone writes: it locks the folder and decides how the run
+    // begins before anything else is read; every rank follows.
+    let begun = if leader { run_folder::begin(out, start, saved_config).map(Some) } else { Ok(None) };
+    let (_lock, plan) = follow_leader(collective, begun, out)?.unzip();
+    let resume = leader_decides(collective, matches!(plan, Some(Plan::Resume { .. })))?;
     let device = crate::nn::device(&world.device_spec(&config.device))?;
     crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
@@ -90,21 +108,14 @@ pub fn train(
         );
     }
     let mut optimizer = config.optimizer.build(model.parameters());
-    // A save killed part-way leaves the newest complete checkpoint to be put back.
-    if leader {
-        checkpoint::recover(&last)?;
-    }
-    collective.barrier()?;
-    let has_checkpoint = last.join(checkpoint::STATE_FILE).exists();
-    let mut state = match (start, has_checkpoint) {
-        (Start::Resume, true) => {
-            check_same_job(out, saved_config)?;
-            checkpoint::load(&last, &model, optimizer.as_mut())?
-        }
-        (Start::Fresh, true) => {
-            bail!("{} already holds a checkpoint: use --resume to continue it, or --force to start over", out.display())
-        }
-        _ => {
+    let same_data = match &plan {
+        Some(Plan::Resume { at, .. }) => run_folder::check_trained_on(out, at, &dataset),
+        _ => Ok(()),
+    };
+    follow_leader(collective, same_data, out)?;
+    let mut state = match resume {
+        true => checkpoint::load(&last, &model, optimizer.as_mut())?,
+        false => {
             if let Some(init) = &config.init {
                 let set = crate::nn::weights::load_matching(init, &model)?;
                 if leader {
@@ -119,6 +130,10 @@ pub fn train(
             TrainState::default()
         }
     };
+    if let Some(Plan::Resume { best_lost: true, .. }) = plan {
+        state.best_metric = None;
+    }
+    state.dataset = Some(TrainedOn { id: dataset.manifest().identity(), dir: config.data.clone() });
     // Every rank has read the checkpoint before rank 0 writes anything.
     collective.barrier()?;
     let all_tensors: Vec<_> = model.tensors().into_iter().map(|(_, v)| v).collect();
@@ -136,12 +151,10 @@ pub fn train(
             );
         }
         if start == Start::Overwrite {
-            remove_old_run(out)?;
+            run_folder::remove_old_run(out)?;
         }
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        std::fs::write(out.join("config.toml"), saved_config.to_toml()?)
-            .with_context(|| format!("writing {}/config.toml", out.display()))?;
-        history = metrics::read(&out.join("metrics.jsonl"), state.epoch + 1)?;
+        write_atomic(&run_folder::config_path(out), saved_config.to_toml()?.as_bytes())?;
+        history = metrics::read(&out.join(metrics::FILE), state.epoch + 1)?;
     }
     if state.epoch >= config.epochs {
         return Ok(Summary { epochs: history, already_done: true });
@@ -214,7 +227,8 @@ pub fn train(
         let key = EpochMetrics::key_accuracy(&metrics.validation);
         if state.best_metric.is_none_or(|best| key > best) {
             state.best_metric = Some(key);
-            crate::nn::weights::save(&out.join(crate::nn::weights::BEST_FILE), &model, None)?;
+            let meta = Meta { dataset: Some(dataset.manifest().identity().0), ..Meta::of(&model, None) };
+            crate::nn::weights::save_as(&out.join(crate::nn::weights::BEST_FILE), &model, &meta)?;
         }
         checkpoint::save(&last, &model, optimizer.as_ref(), &state)?;
         log_epoch(&metrics);
@@ -235,6 +249,16 @@ pub fn train(
         }
     }
     Ok(Summary { epochs: history, already_done: false })
+}
+
+/// Rank 0's `verdict` on every rank (the others pass `Ok`): rank 0 alone
+/// decides how a run begins, and when it refuses, every rank stops rather
+/// than wait for it in the next collective.
+fn follow_leader<T>(collective: &dyn Collective, verdict: Result<T>, out: &Path) -> Result<T> {
+    if leader_decides(collective, verdict.is_ok())? {
+        return verdict;
+    }
+    Err(verdict.err().unwrap_or_else(|| anyhow!("rank 0 refused to run in {}: see its error", out.display())))
 }
 
 /// The steps of an epoch: how many, of which global batch, averaged over
@@ -259,9 +283,16 @@ fn train_epoch(
 ) -> Result<crate::eval::positions::Scores> {
     let mut tally = Tally::new(model.output());
     let parameters: Vec<_> = model.parameters().into_iter().map(|(_, v)| v).collect();
+    // Reading the loss and predictions waits for a GPU to finish the step:
+    // they are kept on the device and read every few steps (each step's
+    // then), so that a non-finite loss stops the run at most that many
+    // steps late, nothing saved. Data-parallel runs read the loss at every
+    // step anyway, to average it with the gradients.
+    let every = if steps.collective.is_alone() { super::host_read_interval() } else { 1 };
+    let mut unread = Vec::with_capacity(every);
     let batches = dataset.batches(Split::Train, options).prefetch(2);
     for batch in batches.take(steps.total as usize) {
-        let batch = batch?;
+        let mut batch = batch?;
         let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
         let owned = match batch.ownership.is_empty() {
             true => None,
@@ -274,24 +305,49 @@ fn train_epoch(
         let (loss, pred) =
             super::training_loss(model, &x, &target, owned.as_ref().map(|o| (o, steps.ownership_weight)))?;
         let mut grads = loss.backward()?;
-        let mut loss = loss.to_scalar::<f32>()? as f64;
         if !steps.collective.is_alone() {
             let share = batch.len as f64 / steps.global_batch as f64;
             // The global loss comes back with the gradients, so that every
             // rank stops together on a non-finite one rather than leaving
             // the others waiting in the next all-reduce.
-            loss = average_gradients(steps.collective, &parameters, &mut grads, share, loss)?;
+            let local = crate::nn::instruments::read_scalar(&loss)? as f64;
+            let global = average_gradients(steps.collective, &parameters, &mut grads, share, local)?;
+            if !global.is_finite() {
+                bail!("the loss became {global} at step {}: lower the learning rate", state.step + 1);
+            }
         }
         optimizer.step(&grads)?;
         state.step += 1;
-        if !loss.is_finite() {
-            bail!("the loss became {loss} at step {}: lower the learning rate", state.step);
-        }
-        tally.add(&Predictions::of(&pred, model.output())?, &batch, 0..batch.len);
         progress.inc(batch.len as u64);
-        progress.set_message(format!("loss {:.3}", tally.scores().loss));
+        // Tally reads the targets alone: the planes and ownership can go.
+        (batch.planes, batch.ownership) = (Vec::new(), Vec::new());
+        unread.push((state.step, loss, pred, batch));
+        if unread.len() == every {
+            read_steps(&mut unread, &mut tally, model.output())?;
+            progress.set_message(format!("loss {:.3}", tally.scores().loss));
+        }
     }
+    read_steps(&mut unread, &mut tally, model.output())?;
     Ok(tally.scores())
+}
+
+/// Reads the losses and predictions of the steps in `unread` (step
+/// number, loss, predictions, batch) into `tally`, refusing a non-finite
+/// loss.
+fn read_steps(
+    unread: &mut Vec<(u64, candle_core::Tensor, candle_core::Tensor, crate::dataset::Batch)>,
+    tally: &mut Tally,
+    output: Output,
+) -> Result<()> {
+    for (step, loss, pred, batch) in unread.drain(..) {
+        let loss = crate::nn::instruments::read_scalar(&loss)?;
+        if !loss.is_finite() {
+            bail!("the loss became {loss} at step {step}: lower the learning rate");
+        }
+        crate::nn::instruments::counted_host_read();
+        tally.add(&Predictions::of(&pred, output)?, &batch, 0..batch.len);
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is written, a dataset the run cannot train
@@ -332,42 +388,6 @@ fn check_dataset(dataset: &Dataset, config: &TrainConfig, value_net: bool) -> Re
             "{}: the validation split holds no {what}, so no epoch could be scored; prepare more games or a larger \
              validation fraction (--split)",
             manifest.display()
-        );
-    }
-    Ok(())
-}
-
-/// Removes what a previous run left in `out` (its checkpoint, metrics and
-/// best weights), so that a forced run killed before its first checkpoint
-/// cannot be resumed from the old one under the new config.
-fn remove_old_run(out: &Path) -> Result<()> {
-    let old = ["last", "last.new", "last.old", "metrics.jsonl", "metrics.svg", "best.safetensors"];
-    for path in old.map(|name| out.join(name)) {
-        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-        match removed {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("removing {}", path.display()))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Refuses to resume a checkpoint made for another net or dataset.
-fn check_same_job(out: &Path, config: &TrainConfig) -> Result<()> {
-    let saved_path = out.join("config.toml");
-    let Ok(saved) = TrainConfig::load(&saved_path, &[]) else { return Ok(()) };
-    if saved.net != config.net || saved.seed != config.seed || saved.batch != config.batch {
-        bail!(
-            "{}: the checkpoint was made with net {}, seed {}, batch {}; this run asks for net {}, seed {}, batch {}",
-            saved_path.display(),
-            saved.net,
-            saved.seed,
-            saved.batch,
-            config.net,
-            config.seed,
-            config.batch
         );
     }
     Ok(())

@@ -10,10 +10,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
+use go_train::bounds::{count_flag, Domain};
 use go_train::search::AgentSpec;
 
+use crate::cmd::nets::NetPaths;
 use crate::cmd::review::read_game;
-use crate::cmd::NetPaths;
 
 #[derive(clap::Args)]
 pub struct SearchArgs {
@@ -21,27 +22,24 @@ pub struct SearchArgs {
     #[arg(long, default_value = "../shared/datasets/kgs-6d/kgs-19-2017-06-new/2017-06-01-13.sgf")]
     sgf: PathBuf,
     /// An MCTS agent to time, as `eval --match` names it; repeat the flag
-    /// for more [default: the seed's settings with PUCT, the tuned search,
-    /// and the tuned search with the shipped residual policy at its root
-    /// that `go-train gtp` plays].
+    /// for more [default: the seed design's search with PUCT, the tuned
+    /// search without the residual policy at its root, and the search
+    /// `go-train gtp` plays, with it].
     #[arg(long = "agent")]
     agents: Vec<String>,
     /// A position every this many moves.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = count_flag::<usize>(Domain::Count { min: 1, max: 1000 }))]
     every: usize,
     #[command(flatten)]
     nets: NetPaths,
 }
 
-/// The searches the README compares when none is named (the last also
-/// with the shipped root policy, when there is one).
-const DEFAULT_AGENTS: [&str; 2] =
-    ["mcts:selection=puct", "mcts:selection=puct,rollout=0,iterations=800,tactics=on,mix=1"];
+/// The searches the README compares when none is named: the last is what
+/// `go-train gtp` plays (the one before it without the residual root,
+/// left out where there is none).
+const DEFAULT_AGENTS: [&str; 3] = ["mcts:preset=seed,selection=puct", "mcts:root-policy=none", "mcts"];
 
 pub fn run(args: SearchArgs) -> Result<()> {
-    if args.every == 0 {
-        bail!("--every 0: give a positive number of moves");
-    }
     let record = read_game(&args.sgf, 0)?;
     let rules = record.rules();
     let positions: Vec<_> = (args.every..record.moves.len())
@@ -51,29 +49,22 @@ pub fn run(args: SearchArgs) -> Result<()> {
     if positions.is_empty() {
         bail!("{}: fewer than {} moves, no position to search", args.sgf.display(), args.every);
     }
-    let mut agents = args
-        .agents
+    let defaults = args.nets.defaults(go_train::nn::BOARD, None, true);
+    let named: Vec<&str> = match args.agents.is_empty() {
+        true if defaults.root_policy.is_none() => vec![DEFAULT_AGENTS[0], DEFAULT_AGENTS[2]],
+        true => DEFAULT_AGENTS.to_vec(),
+        false => args.agents.iter().map(String::as_str).collect(),
+    };
+    let agents = named
         .iter()
-        .map(|name| Ok((name.clone(), name.parse::<AgentSpec>().with_context(|| format!("agent {name}"))?)))
+        .map(|name| {
+            let spec = name.parse::<AgentSpec>().with_context(|| format!("agent {name}"))?;
+            Ok((name.to_string(), spec.with_default_nets(&defaults)))
+        })
         .collect::<Result<Vec<_>>>()?;
-    if agents.is_empty() {
-        agents = DEFAULT_AGENTS.iter().map(|name| (name.to_string(), name.parse().expect("a valid agent"))).collect();
-        // Set on the spec, not written into its text: a path may hold a comma.
-        if let Some(net) = crate::cmd::root_policy(None, args.nets.policy.is_none()) {
-            let (name, tuned) = agents.last().cloned().expect("default agents");
-            let file = net.file_name().map_or(net.display().to_string(), |f| f.to_string_lossy().into_owned());
-            agents.push((format!("{name},root-policy={file}"), AgentSpec { root_policy: Some(net), ..tuned }));
-        }
-    }
-    let nets = args.nets.clone().or_shipped(go_train::nn::BOARD);
     let mut searches = agents
         .iter()
-        .map(|(name, spec)| {
-            spec.clone()
-                .with_default_nets(nets.policy.as_ref(), nets.value.as_ref(), nets.playout.as_ref())
-                .build_mcts(&Device::Cpu)
-                .with_context(|| format!("agent {name}"))
-        })
+        .map(|(name, spec)| spec.build_mcts(&Device::Cpu).with_context(|| format!("agent {name}")))
         .collect::<Result<Vec<_>>>()?;
     let names: Vec<&String> = agents.iter().map(|(name, _)| name).collect();
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0).max(5);

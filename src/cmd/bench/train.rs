@@ -1,5 +1,6 @@
 //! `go-train bench train`: training samples per second of the nets, the
-//! figure compared with PyTorch in docs/bench-train.md.
+//! figure compared with PyTorch in docs/results/benchmarks.md, and what a
+//! step costs besides arithmetic ([`go_train::nn::instruments`]).
 
 use std::time::{Duration, Instant};
 
@@ -8,10 +9,13 @@ use candle_core::{Device, Tensor};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
+use go_train::cpu_time::process_cpu_seconds;
 use go_train::features::FeatureSet;
+use go_train::nn::instruments::{self, Counts};
+use go_train::nn::switches::Fused;
 use go_train::nn::{self, Arch, Model, Output, BOARD, MOVES};
 use go_train::train::optim::OptimizerConfig;
-use go_train::train::train_step;
+use go_train::train::{host_read_interval, train_step};
 
 use super::TrainArgs;
 
@@ -21,9 +25,6 @@ const WARMUP_STEPS: usize = 3;
 const ONES: f64 = 0.3;
 
 pub fn run(args: TrainArgs) -> Result<()> {
-    if args.batch.contains(&0) {
-        bail!("--batch must be at least 1");
-    }
     let budget = Duration::try_from_secs_f64(args.seconds)
         .ok()
         .filter(|d| !d.is_zero())
@@ -38,10 +39,15 @@ pub fn run(args: TrainArgs) -> Result<()> {
             name => archs.push(name.parse()?),
         }
     }
+    let run = Run { budget, steps: args.steps, device: &device, seed: args.seed };
+    let off = Fused::disabled();
+    if !off.is_empty() {
+        println!("fused paths off: {}", off.join(" "));
+    }
     let mut rng = Pcg64Mcg::seed_from_u64(args.seed);
     for &batch in &args.batch {
         for &arch in &archs {
-            let rate = samples_per_second(arch, args.features, batch, &device, args.seed, budget, &mut rng)?;
+            let rate = samples_per_second(arch, args.features, batch, &run, &mut rng)?;
             println!(
                 "{arch} ({} features): {:.0} samples/s training ({}{}, batch {batch}, threads {threads}, {} steps in \
                  {:.1} s, CPU {:.1} s); forward at batch 1: {:.0} µs",
@@ -54,9 +60,20 @@ pub fn run(args: TrainArgs) -> Result<()> {
                 rate.cpu_seconds,
                 rate.single_forward.as_secs_f64() * 1e6,
             );
+            println!("  per step: {}", per_step(&rate));
         }
     }
     Ok(())
+}
+
+/// How each net is timed.
+struct Run<'a> {
+    /// For about this long…
+    budget: Duration,
+    /// …or exactly this many steps.
+    steps: Option<usize>,
+    device: &'a Device,
+    seed: u64,
 }
 
 /// What one net's timed run measured.
@@ -66,19 +83,39 @@ struct Rate {
     seconds: f64,
     cpu_seconds: f64,
     single_forward: Duration,
+    /// Counted over the timed steps.
+    counts: Counts,
+    /// Milliseconds the GPU worked on the timed steps, when on one.
+    gpu_ms: Option<f64>,
+    /// Seconds the host took to queue them (the wall time less the wait
+    /// for the GPU at the end).
+    enqueue_seconds: f64,
 }
 
-/// Trains `arch` on one random batch for about `budget`.
-fn samples_per_second(
-    arch: Arch,
-    features: FeatureSet,
-    batch: usize,
-    device: &Device,
-    seed: u64,
-    budget: Duration,
-    rng: &mut Pcg64Mcg,
-) -> Result<Rate> {
-    let model = Model::new(arch, features, device, seed)?;
+/// The counts of `rate` per step, in words.
+fn per_step(rate: &Rate) -> String {
+    let n = rate.steps as f64;
+    let c = &rate.counts;
+    let allocations = if Counts::allocations_counted() {
+        format!("{:.1} allocations ({:.2} MB)", c.allocations as f64 / n, c.allocated_bytes as f64 / n / 1e6)
+    } else {
+        "allocations not counted (no counting allocator)".into()
+    };
+    let mut words = format!(
+        "{allocations}, {:.1} candle tensors (ops and views), {:.2} host reads",
+        c.tensors as f64 / n,
+        c.host_reads as f64 / n
+    );
+    if let Some(gpu_ms) = rate.gpu_ms {
+        words += &format!("; GPU busy {:.2} ms, host queued in {:.2} ms", gpu_ms / n, rate.enqueue_seconds * 1e3 / n);
+    }
+    words
+}
+
+/// Trains `arch` on one random batch as `run` says.
+fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run, rng: &mut Pcg64Mcg) -> Result<Rate> {
+    let (device, budget) = (run.device, run.budget);
+    let model = Model::new(arch, features, device, run.seed)?;
     // The optimizers of torch_seed_nets.py.
     let config = match model.output() {
         Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),
@@ -88,20 +125,55 @@ fn samples_per_second(
     let x = random_planes(rng, batch, features.planes(), device)?;
     let y = random_targets(rng, model.output(), batch, device)?;
     for _ in 0..WARMUP_STEPS {
-        train_step(&model, opt.as_mut(), &x, &y, None)?;
+        check_loss(&train_step(&model, opt.as_mut(), &x, &y, None)?)?;
     }
-    let (mut steps, start, cpu_start) = (0usize, Instant::now(), cpu_time());
-    // train_step reads the loss back, which waits for a GPU to finish.
-    while steps < WARMUP_STEPS || start.elapsed() < budget {
-        train_step(&model, opt.as_mut(), &x, &y, None)?;
+    let every = host_read_interval();
+    instruments::count_allocations(true);
+    let before = Counts::now();
+    let gpu = instruments::GpuTimer::start(device)?;
+    let (mut steps, start, cpu_start) = (0usize, Instant::now(), process_cpu_seconds().unwrap_or(f64::NAN));
+    let more = |steps: usize| match run.steps {
+        Some(n) => steps < n,
+        None => steps < WARMUP_STEPS || start.elapsed() < budget,
+    };
+    while more(steps) {
+        let loss = train_step(&model, opt.as_mut(), &x, &y, None)?;
         steps += 1;
+        // As training does: a read now and then, which waits for a GPU,
+        // and always after the last step, so that the time is the work's.
+        if steps % every == 0 || !more(steps) {
+            check_loss(&loss)?;
+        }
     }
+    let enqueue_seconds = start.elapsed().as_secs_f64();
+    let gpu_ms = gpu.map(|timer| timer.stop()).transpose()?;
+    let counts = Counts::now().since(&before);
+    instruments::count_allocations(false);
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = cpu_time() - cpu_start;
+    let cpu_seconds = process_cpu_seconds().unwrap_or(f64::NAN) - cpu_start;
     let x1 = x.narrow(0, 0, 1)?;
     let single_forward =
         time_per_call(budget / 4, || model.forward(&x1, false)?.sum_all()?.to_scalar::<f32>().map(|_| ()))?;
-    Ok(Rate { samples_per_second: (steps * batch) as f64 / seconds, steps, seconds, cpu_seconds, single_forward })
+    Ok(Rate {
+        samples_per_second: (steps * batch) as f64 / seconds,
+        steps,
+        seconds,
+        cpu_seconds,
+        single_forward,
+        counts,
+        gpu_ms,
+        enqueue_seconds,
+    })
+}
+
+/// Reads the loss (counted), refusing a non-finite one: a benchmark of a
+/// run that diverged would time NaN arithmetic.
+fn check_loss(loss: &Tensor) -> Result<()> {
+    let value = instruments::read_scalar(loss)?;
+    if !value.is_finite() {
+        bail!("the loss became {value}: the benchmark's training diverged");
+    }
+    Ok(())
 }
 
 /// Planes of 0/1 with [`ONES`] ones.
@@ -131,17 +203,4 @@ fn time_per_call(budget: Duration, mut f: impl FnMut() -> candle_core::Result<()
         calls += 1;
     }
     Ok(start.elapsed() / calls)
-}
-
-/// CPU time (user + system) this process has used, in seconds. Printed
-/// beside the wall time: on a shared machine, CPU time well under
-/// threads × wall time means the run was starved and its rate is low.
-fn cpu_time() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return f64::NAN;
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }

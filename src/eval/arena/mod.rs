@@ -3,8 +3,9 @@
 //! A match is `n` games between players A and B with colours alternating
 //! (A takes Black in even-numbered games). go-train's rules engine referees
 //! every game under Chinese rules (area scoring, positional superko, no
-//! suicide): a move it refuses, or a player that fails, loses the game by
-//! forfeit. Games end by two passes, a resignation or a move limit; counted
+//! suicide): a move it refuses, or a player that fails (an error, a
+//! crash, no answer within the GTP timeout), loses the game by forfeit,
+//! and the next game starts fresh engines. Games end by two passes, a resignation or a move limit; counted
 //! games are scored by area with dead stones found by random-playout
 //! ownership ([`crate::search::ownership`]), and can be cross-checked
 //! against GnuGo's `final_score`. Every game is written as SGF as soon as

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
 use crate::go::{Color, Game, Move, Rules};
-use crate::gtp::GtpClient;
+use crate::gtp::{GtpClient, GtpTimeouts};
 use crate::search::{Agent, AgentSpec};
 
 /// One side of a match game.
@@ -23,7 +23,7 @@ pub trait Player {
 #[derive(Clone, Debug)]
 pub enum PlayerSpec {
     /// A go-train agent.
-    Agent(AgentSpec),
+    Agent(Box<AgentSpec>),
     /// An external GTP engine's command line, e.g. `gnugo --mode gtp --level 10`.
     Gtp(String),
 }
@@ -38,7 +38,7 @@ impl PlayerSpec {
         }
         let kind_word = text.split(':').next().unwrap_or("");
         if kind_word.parse::<crate::search::AgentKind>().is_ok() {
-            return Ok(PlayerSpec::Agent(text.parse()?));
+            return Ok(PlayerSpec::Agent(Box::new(text.parse()?)));
         }
         Ok(PlayerSpec::Gtp(text.to_string()))
     }
@@ -69,14 +69,18 @@ impl PlayerSpec {
         }
     }
 
-    /// Starts the player; `seed` varies agents' random choices per game.
-    pub fn build(&self, device: &Device, seed: u64) -> Result<Box<dyn Player>> {
+    /// Starts the player; `seed` varies agents' random choices per game,
+    /// `timeouts` bound an engine's answers.
+    pub fn build(&self, device: &Device, seed: u64, timeouts: GtpTimeouts) -> Result<Box<dyn Player>> {
         Ok(match self {
             PlayerSpec::Agent(spec) => {
-                let spec = AgentSpec { seed: spec.seed.wrapping_add(seed), ..spec.clone() };
+                let mut spec = spec.clone();
+                spec.search.seed = spec.search.seed.wrapping_add(seed);
                 Box::new(LocalPlayer::new(spec.build(device)?))
             }
-            PlayerSpec::Gtp(command) => Box::new(GtpPlayer { client: GtpClient::spawn(command)?, size: 19 }),
+            PlayerSpec::Gtp(command) => {
+                Box::new(GtpPlayer { client: GtpClient::spawn_with(command, timeouts)?, size: 19 })
+            }
         })
     }
 }
@@ -128,9 +132,9 @@ pub struct GtpPlayer {
 
 impl Player for GtpPlayer {
     fn new_game(&mut self, size: usize, komi: f32) -> Result<()> {
-        self.client.send(&format!("boardsize {size}"))?;
-        self.client.send("clear_board")?;
-        self.client.send(&format!("komi {komi}"))?;
+        self.client.send_setup(&format!("boardsize {size}"))?;
+        self.client.send_setup("clear_board")?;
+        self.client.send_setup(&format!("komi {komi}"))?;
         self.size = size;
         Ok(())
     }

@@ -3,8 +3,6 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
-
 use super::player::Player;
 use crate::go::{Color, Game, Move, Rules, Score};
 use crate::search::ownership::Ownership;
@@ -39,7 +37,8 @@ pub enum EndReason {
     Resignation,
     /// The move limit; scored as it stood.
     MoveLimit,
-    /// A player made an illegal move or failed (crashed, answered nonsense).
+    /// A player made an illegal move or failed (crashed, answered
+    /// nonsense, went silent past its timeout).
     Forfeit,
 }
 
@@ -89,20 +88,18 @@ impl GameOutcome {
 }
 
 /// Plays one game between `black` and `white`; `seed` fixes the dead-stone
-/// estimate. Errors of the players end the game as forfeits; only a failure
-/// to start the game at all is an error.
-pub fn play_game(
-    black: &mut dyn Player,
-    white: &mut dyn Player,
-    config: &GameConfig,
-    seed: u64,
-) -> Result<GameOutcome> {
+/// estimate. Errors of the players, from the game's setup on, end the game
+/// as forfeits.
+pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, config: &GameConfig, seed: u64) -> GameOutcome {
     let mut game = Game::new(config.size, config.rules());
-    black.new_game(config.size, config.komi)?;
-    white.new_game(config.size, config.komi)?;
     let mut seconds = [0.0; 2];
     let forfeit =
         |game: Game, loser: Color, error: String, seconds| GameOutcome::lost_by(game, loser, Some(error), seconds);
+    let set_up = (black.new_game(config.size, config.komi).map_err(|e| (Color::Black, e)))
+        .and_then(|_| white.new_game(config.size, config.komi).map_err(|e| (Color::White, e)));
+    if let Err((color, e)) = set_up {
+        return forfeit(game, color, format!("{color} failed to set up the game: {e:#}"), seconds);
+    }
     let mut reason = EndReason::MoveLimit;
     while game.move_count() < config.max_moves {
         let color = game.to_move();
@@ -113,26 +110,26 @@ pub fn play_game(
         seconds[color.index()] += started.elapsed().as_secs_f64();
         let mv = match mv {
             Ok(mv) => mv,
-            Err(e) => return Ok(forfeit(game, color, format!("{color} failed: {e:#}"), seconds)),
+            Err(e) => return forfeit(game, color, format!("{color} failed: {e:#}"), seconds),
         };
         if mv == Move::Resign {
             game.play_unchecked(color, mv);
-            return Ok(GameOutcome::lost_by(game, color, None, seconds));
+            return GameOutcome::lost_by(game, color, None, seconds);
         }
         if let Err(e) = game.play(color, mv) {
             let error = format!("{color} played an illegal move {}: {e}", mv.to_gtp(config.size));
-            return Ok(forfeit(game, color, error, seconds));
+            return forfeit(game, color, error, seconds);
         }
         if let Err(e) = other.play(color, mv) {
             let error = format!("{} failed to take {color} {}: {e:#}", color.opponent(), mv.to_gtp(config.size));
-            return Ok(forfeit(game, color.opponent(), error, seconds));
+            return forfeit(game, color.opponent(), error, seconds);
         }
         if game.is_over() {
             reason = EndReason::Passes;
             break;
         }
     }
-    Ok(counted(game, reason, config, seed, seconds))
+    counted(game, reason, config, seed, seconds)
 }
 
 /// The outcome of a game that ended on the board (two passes or the move

@@ -16,7 +16,7 @@ use super::referee::{play_game, EndReason, GameConfig, GameOutcome};
 use super::stats::{elo_difference, wilson_interval, Z95};
 use crate::atomic::write_atomic;
 use crate::go::{Color, Move};
-use crate::gtp::GtpClient;
+use crate::gtp::{GtpClient, GtpTimeouts};
 use crate::progress::Progress;
 use crate::sgf::{write_game, GameResult};
 
@@ -43,6 +43,10 @@ pub struct MatchConfig {
     /// Keep the games already finished in `out` (a stopped match of the
     /// same players and settings) and play only the others.
     pub resume: bool,
+    /// How long GTP engines (players and the cross-check) have to answer;
+    /// a player that does not answer in time forfeits the game, and the
+    /// next game starts a fresh engine.
+    pub gtp_timeouts: GtpTimeouts,
 }
 
 /// What makes two runs the same match, saved as `match.json` so that
@@ -150,10 +154,13 @@ pub struct MatchSummary {
 /// reports each finished game to `progress`.
 pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> Result<MatchSummary> {
     fs::create_dir_all(&config.out).with_context(|| format!("creating {}", config.out.display()))?;
-    // Start each player once up front, so that a missing checkpoint or a
-    // wrong engine command fails now rather than in every game.
-    config.a.build(device, config.seed).context("player A")?;
-    config.b.build(device, config.seed).context("player B")?;
+    // Start each player and set up a game once up front, so that a missing
+    // checkpoint, a wrong engine command, a board size a player refuses or
+    // an engine that never answers stops the match now, not every game.
+    for (spec, name) in [(&config.a, "player A"), (&config.b, "player B")] {
+        let mut player = spec.build(device, config.seed, config.gtp_timeouts).context(name)?;
+        player.new_game(config.game.size, config.game.komi).context(name)?;
+    }
 
     let names = [config.a.label(), config.b.label()];
     let done = if config.resume { finished_games(config)? } else { Vec::new() };
@@ -250,13 +257,13 @@ fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
 /// Plays game `index` and writes its SGF.
 fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String; 2]) -> Result<GameSummary> {
     let seed = config.seed.wrapping_add(index as u64);
-    let mut a = config.a.build(device, seed).context("starting player A")?;
-    let mut b = config.b.build(device, seed).context("starting player B")?;
+    let mut a = config.a.build(device, seed, config.gtp_timeouts).context("starting player A")?;
+    let mut b = config.b.build(device, seed, config.gtp_timeouts).context("starting player B")?;
     let a_black = index.is_multiple_of(2);
     let outcome = if a_black {
-        play_game(a.as_mut(), b.as_mut(), &config.game, seed)?
+        play_game(a.as_mut(), b.as_mut(), &config.game, seed)
     } else {
-        play_game(b.as_mut(), a.as_mut(), &config.game, seed)?
+        play_game(b.as_mut(), a.as_mut(), &config.game, seed)
     };
     drop((a, b)); // ends external engines before the next game starts
     let (a_name, b_name) = (format!("A: {}", names[0]), format!("B: {}", names[1]));
@@ -273,7 +280,7 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     let (gnugo_score, gnugo_agrees) = match (&config.cross_check, outcome.reason) {
         (Some(command), EndReason::Passes | EndReason::MoveLimit) => {
             // A failed cross-check is a missing comparison, not a lost game.
-            match gnugo_final_score(command, &outcome, config.game.komi) {
+            match gnugo_final_score(command, &outcome, config) {
                 Ok(theirs) => {
                     let agrees = GameResult::parse(&theirs).winner() == outcome.winner;
                     (Some(theirs), Some(agrees))
@@ -304,12 +311,12 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
 
 /// GnuGo's `final_score` of the game's final position, its moves replayed
 /// into a fresh engine.
-fn gnugo_final_score(command: &str, outcome: &GameOutcome, komi: f32) -> Result<String> {
+fn gnugo_final_score(command: &str, outcome: &GameOutcome, config: &MatchConfig) -> Result<String> {
     let size = outcome.game.size();
-    let mut gnugo = GtpClient::spawn(command)?;
-    gnugo.send(&format!("boardsize {size}"))?;
-    gnugo.send("clear_board")?;
-    gnugo.send(&format!("komi {komi}"))?;
+    let mut gnugo = GtpClient::spawn_with(command, config.gtp_timeouts)?;
+    gnugo.send_setup(&format!("boardsize {size}"))?;
+    gnugo.send_setup("clear_board")?;
+    gnugo.send_setup(&format!("komi {}", config.game.komi))?;
     for m in outcome.game.moves().filter(|m| m.mv != Move::Resign) {
         gnugo.send(&format!("play {} {}", m.color.letter(), m.mv.to_gtp(size)))?;
     }
@@ -376,8 +383,8 @@ mod tests {
         assert!(ours.is(&identity(Some("iterations=800"))));
         assert!(!ours.is(&identity(Some("iterations=400"))));
         assert!(!ours.is(&identity(Some(""))), "default settings are settings too");
-        // A match.json from before the settings were saved (session 24's
-        // matches in docs/matches) names the kinds alone.
+        // A match.json from before the settings were saved (most matches
+        // in docs/matches, played up to 2026-11-26) names the kinds alone.
         let older: MatchIdentity = serde_json::from_str(
             r#"{"a": "mcts", "b": "gnugo --level 10", "size": 19, "komi": 7.5, "max_moves": 1083, "seed": 31}"#,
         )

@@ -37,6 +37,9 @@ impl CustomOp2 for BiasAdd {
         let dev = xs.device();
         let (x, b) = (view(xs, xl, "input")?, view(bs, bl, "bias")?);
         let total = xl.shape().elem_count();
+        // SAFETY: uninitialised, but `channel_bias` writes every one of its
+        // `total` floats (a grid-stride loop over the whole tensor) before
+        // anything reads it.
         let y = unsafe { dev.alloc::<f32>(total)? };
         let func = dev.get_or_load_custom_func("channel_bias", MODULE, ptx()?)?;
         let (c, p, total64) = (c as i32, p as i32, total as i64);

@@ -348,6 +348,8 @@ impl CustomOp2 for Pass {
             Pass::FilterGrad { .. } => (["input", "output gradient"], g.w_dims()),
         };
         let (a, b) = (view(a, al, names[0])?, view(b, bl, names[1])?);
+        // SAFETY: uninitialised, but every pass below runs with beta = 0
+        // (`scale`), so cuDNN writes the whole output without reading it.
         let mut out = unsafe { dev.alloc::<f32>(out_dims.iter().product::<i32>() as usize)? };
         let pass = *self;
         with_plan(dev, &g, pass, |p, ws| {

@@ -129,7 +129,12 @@ fn channel_sums(
     relu: bool,
 ) -> Result<CudaSlice<f32>> {
     let splits = reduce_splits(n, c);
+    // SAFETY: uninitialised, but `channel_partial_sums` runs one block for
+    // each of the c·splits (channel, run) pairs, and thread 0 of each writes
+    // that pair's two sums: all 2c·splits values.
     let partial = unsafe { dev.alloc::<f64>(2 * c * splits)? };
+    // SAFETY: uninitialised, but `channel_finish` runs a thread a channel,
+    // each writing that channel's two values: all 2c.
     let out = unsafe { dev.alloc::<f32>(2 * c)? };
     let (n, c32, p, what, relu, splits32) = (n as i32, c as i32, p as i32, what as i32, relu as i32, splits as i32);
     let func = dev.get_or_load_custom_func("channel_partial_sums", MODULE, ptx()?)?;

@@ -65,6 +65,8 @@ impl NormOp {
     fn forward(&self, dev: &CudaDevice, [x, gamma, beta]: [CudaView<f32>; 3], l: &Layout) -> Result<CudaSlice<f32>> {
         let (_, c, p) = dims(l)?;
         let total = l.shape().elem_count();
+        // SAFETY: uninitialised, but `normalize` writes every one of its
+        // `total` floats (a grid-stride loop) before anything reads it.
         let y = unsafe { dev.alloc::<f32>(total)? };
         with_view(&self.stats, "statistics", |stats| {
             let func = dev.get_or_load_custom_func("normalize", MODULE, ptx()?)?;
@@ -97,6 +99,8 @@ impl NormOp {
     ) -> Result<CudaSlice<f32>> {
         let (n, c, p) = dims(l)?;
         let total = l.shape().elem_count();
+        // SAFETY: uninitialised, but `normalize_grad` writes every one of its
+        // `total` floats (a grid-stride loop) before anything reads it.
         let dx = unsafe { dev.alloc::<f32>(total)? };
         with_view(&self.stats, "statistics", |stats| {
             with_view(gamma, "weight", |gamma| {

@@ -43,6 +43,9 @@ impl CustomOp2 for Residual {
         let dev = a.device();
         let (a, b) = (view(a, al, "first argument")?, view(b, bl, "second argument")?);
         let total = al.shape().elem_count();
+        // SAFETY: uninitialised, but both kernels (`residual_relu`,
+        // `relu_grad`) write every one of its `total` floats (a grid-stride
+        // loop) before anything reads it.
         let out = unsafe { dev.alloc::<f32>(total)? };
         let kernel = match self {
             Residual::Forward => "residual_relu",

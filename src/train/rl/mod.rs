@@ -40,9 +40,10 @@ use crate::atomic::{remove_if_present, write_atomic};
 use crate::eval::arena::stats::{wilson_interval, Z95};
 use crate::eval::arena::GameConfig;
 use crate::go::zobrist::mix;
+use crate::lock::Lock;
 use crate::nn::{weights, Output};
 use crate::progress::Progress;
-use crate::search::NetEval;
+use crate::search::{NetEval, NetSource};
 use crate::selfplay::{play_games, Finished, Plan, PlayConfig, Side};
 use metrics::{IterationMetrics, Match};
 use pool::Pool;
@@ -51,8 +52,9 @@ use reinforce::{Baseline, Examples, Weighting};
 /// The run's settings, saved as `rl.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RlConfig {
-    /// The policy the run starts from (the SL policy): weights file or
-    /// checkpoint folder.
+    /// The policy the run started from (the SL policy) as it was named:
+    /// a path, or `built-in policy.safetensors`. The run plays from its
+    /// copy, `pool/start.safetensors`.
     pub init: PathBuf,
     /// The checkpoint folder.
     pub out: PathBuf,
@@ -196,27 +198,67 @@ pub struct RlSummary {
 
 /// Runs `config` (see the module's notes); with `stop_after`, stops
 /// cleanly after the last iteration expected to end within that time.
-pub fn train_rl(config: &RlConfig, start: Start, stop_after: Option<Duration>) -> Result<RlSummary> {
+///
+/// `start_policy` is the policy a fresh run starts from (`config.init`
+/// names it); the run keeps a copy in its pool folder, which it and every
+/// resumption play against as the start policy, so that a run never
+/// depends on a file outside its folder staying as it was.
+pub fn train_rl(
+    config: &RlConfig,
+    start_policy: &NetSource,
+    start: Start,
+    stop_after: Option<Duration>,
+) -> Result<RlSummary> {
     let run_started = Instant::now();
     config.check()?;
     let out = &config.out;
-    // The start policy is checked before the folder is touched.
     let device = crate::nn::device(&config.device)?;
-    let init = weights::resolve(&config.init)?;
-    let learner = Arc::new(NetEval::load(&init, &device, Output::MoveLogProbs).context("the start policy")?);
-    ready_folder(out, start)?;
+    let kept_start = out.join("pool").join(START_FILE);
+    let resuming = match start {
+        Start::Resume => true,
+        Start::ResumeOrStart => kept_start.is_file(),
+        Start::Fresh | Start::Overwrite => false,
+    };
+    // A fresh run's start policy is checked before the folder is touched.
+    let fresh = match resuming {
+        false => Some(NetEval::load_source(start_policy, &device, Output::MoveLogProbs).context("the start policy")?),
+        true => None,
+    };
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let _lock = Lock::folder(out)?;
+    let learner = match fresh {
+        Some(learner) => {
+            ready_folder(out, start)?;
+            std::fs::create_dir_all(out.join("pool"))?;
+            write_atomic(&kept_start, &source_bytes(start_policy)?)?;
+            learner
+        }
+        None if !kept_start.is_file() => {
+            bail!("{}: the run's start policy is missing, so --resume cannot continue it", kept_start.display())
+        }
+        None => NetEval::load(&kept_start, &device, Output::MoveLogProbs).context("the run's start policy")?,
+    };
+    let learner = Arc::new(learner);
     write_atomic(&out.join(CONFIG_FILE), serde_json::to_string_pretty(config)?.as_bytes())?;
     let model = learner.model();
-    let mut optimizer = config.optimizer.build(trained_parameters(model));
+    let mut optimizer = config.optimizer.build(model.parameters());
     let last = out.join("last");
     checkpoint::recover(&last)?;
     let mut state = if last.join(checkpoint::STATE_FILE).is_file() {
         checkpoint::load(&last, model, optimizer.as_mut())?
     } else {
+        // A run killed before its first checkpoint starts again; one that
+        // has lost its checkpoint must not.
+        let trained = ["metrics.jsonl", "best.safetensors"].iter().any(|f| out.join(f).exists());
+        if resuming && trained {
+            bail!(
+                "{}: the run's last checkpoint is missing, so --resume cannot continue it exactly (--force starts again)",
+                last.join(checkpoint::STATE_FILE).display()
+            );
+        }
         TrainState::default()
     };
-    let mut pool = Pool::open(&init, &out.join("pool"), config.pool_every, state.step)?;
+    let mut pool = Pool::open(&kept_start, &out.join("pool"), config.pool_every, state.step)?;
     let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
     if state.step >= config.iterations {
         return Ok(RlSummary { metrics: all, already_done: true });
@@ -293,16 +335,18 @@ pub fn train_rl(config: &RlConfig, start: Start, stop_after: Option<Duration>) -
     Ok(RlSummary { metrics: all, already_done: false })
 }
 
-/// The parameters a step changes: all but the policy's pass logit, a
-/// single number for every position. Every lost game's moves, pushed down,
-/// raise it through the softmax, from hundreds of positions at once, and
-/// lost games are the longer ones: a run at an effective learning rate of
-/// 0.003 that had reached 70% against its start taught itself to pass in
-/// mid-game (37 passes in a game of 452 moves) and lost everything by
-/// iteration 50. Frozen, the pass keeps the start policy's weight against
-/// the board's logits.
-pub fn trained_parameters(model: &crate::nn::Model) -> Vec<(String, candle_core::Var)> {
-    model.parameters().into_iter().filter(|(name, _)| name != "pass_logit").collect()
+/// The start policy's copy in the run's pool folder.
+pub const START_FILE: &str = "start.safetensors";
+
+/// The weights file's bytes of `source`.
+fn source_bytes(source: &NetSource) -> Result<Vec<u8>> {
+    match source {
+        NetSource::File(path) => {
+            let file = weights::resolve(path)?;
+            std::fs::read(&file).with_context(|| format!("reading {}", file.display()))
+        }
+        NetSource::BuiltIn { bytes, .. } => Ok(bytes.to_vec()),
+    }
 }
 
 /// Refuses a folder with a run in it unless resuming or replacing; with

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::features::{FeatureSet, PackedPlanes};
 use crate::go::zobrist::mix;
-use crate::go::Game;
+use crate::go::{Game, Move};
 use crate::nn::{Model, BOARD, MASKED_LOGIT, MOVES, POINTS};
 use crate::search::acceptable_points;
 use crate::selfplay::Finished;
@@ -68,16 +68,16 @@ impl Weighting {
     }
 }
 
-/// The moves a policy agent chooses among at a position
-/// ([`crate::search::net_agent::choose_move`]: the acceptable points and
-/// pass), as bits over the 362 actions.
+/// The points a policy agent chooses among at a position
+/// ([`crate::search::net_agent::choose_move`]: the acceptable points), as
+/// bits over the 362 actions. Pass is not one of them: see [`Examples`].
 type Choices = [u64; MOVES.div_ceil(64)];
 
 fn choices(game: &Game) -> Choices {
     let mut bits = [0u64; MOVES.div_ceil(64)];
     let size = game.size();
-    let points = acceptable_points(game).into_iter().map(|p| game.board().vertex(p).index(size));
-    for i in points.chain([size * size]) {
+    for p in acceptable_points(game) {
+        let i = game.board().vertex(p).index(size);
         bits[i / 64] |= 1 << (i % 64);
     }
     bits
@@ -93,6 +93,16 @@ fn choices(game: &Game) -> Choices {
 /// plays (its own eyes, suicides), where no game could take it back: the
 /// learner's real choices grew ever less likely and it collapsed to
 /// losing every game within 15 iterations.
+///
+/// The learner learns where to play, not when to pass: its passes are no
+/// examples, and the likelihood of a point is renormalised over the
+/// acceptable points alone. Lost games are the longer ones, so with pass
+/// among the choices the outcomes pushed every point down against pass,
+/// whatever the baseline (through the pass logit and the head's one bias,
+/// which shift all points at once); two runs taught themselves to pass at
+/// the first move (games of 2 moves) within 21 iterations, one with the
+/// pass logit frozen. Over the points alone a shift of all of them changes
+/// no likelihood, so no step moves them against pass.
 #[derive(Clone)]
 pub struct Examples {
     planes: Vec<PackedPlanes>,
@@ -132,7 +142,8 @@ impl Examples {
             let mut game = Game::new(played.size(), *played.rules());
             for (number, m) in played.moves().enumerate() {
                 let Some(action) = m.mv.policy_index(played.size()) else { break };
-                if g.plan.side(m.color) == learner && weighting.keeps(g.index, number) {
+                let is_point = matches!(m.mv, Move::Play(_));
+                if is_point && g.plan.side(m.color) == learner && weighting.keeps(g.index, number) {
                     examples.planes.push(features.encode(&game));
                     examples.choices.push(choices(&game));
                     examples.actions.push(action as u32);
@@ -207,7 +218,7 @@ impl Examples {
 mod tests {
     use super::*;
     use crate::eval::arena::GameOutcome;
-    use crate::go::{Color, Move, Rules, Vertex};
+    use crate::go::{Color, Rules, Vertex};
     use crate::nn::Arch;
     use crate::selfplay::GamePlan;
     use crate::train::optim::OptimizerConfig;
@@ -252,7 +263,10 @@ mod tests {
             let mv = Move::Play(Vertex::new(x, y));
             if color == Color::Black {
                 let probs = net.move_probs(&[&game]).unwrap().remove(0);
-                let chosen = crate::search::net_agent::scored_moves(&game, &probs);
+                let chosen: Vec<(Move, f32)> = crate::search::net_agent::scored_moves(&game, &probs)
+                    .into_iter()
+                    .filter(|&(m, _)| m != Move::Pass)
+                    .collect();
                 let total: f64 = chosen.iter().map(|&(_, p)| (p as f64).powf(2.0)).sum();
                 let p = chosen.iter().find(|&&(m, _)| m == mv).unwrap().1 as f64;
                 expected.push((p.powf(2.0) / total).ln());
@@ -271,14 +285,32 @@ mod tests {
         assert!((mean - want).abs() < 1e-3, "mean log π {mean}, by hand {want}");
     }
 
+    /// A lost game pushes no point against pass: neither the pass logit nor
+    /// the head's bias, which shifts every point at once, gets a gradient
+    /// (but for rounding).
+    #[test]
+    fn no_step_moves_the_points_against_pass() {
+        let model = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 7).unwrap();
+        let examples =
+            Examples::of(&[game(Color::Black)], 0, FeatureSet::Seed, &Weighting::all_moves(Baseline::None)).unwrap();
+        let (grads, _, _) = examples.gradient(&model, 64).unwrap();
+        let grad = |name: &str| {
+            let (_, var) = model.parameters().into_iter().find(|(n, _)| n == name).unwrap();
+            grads.get(var.as_tensor()).map_or(0.0, |g| g.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap())
+        };
+        assert!(grad("pass_logit") < 1e-6, "pass_logit {}", grad("pass_logit"));
+        assert!(grad("head.bias") < 1e-6, "head.bias {}", grad("head.bias"));
+        assert!(grad("head.weight") > 1e-4, "the points themselves move: {}", grad("head.weight"));
+    }
+
     #[test]
     fn won_games_make_the_learners_moves_likelier_and_lost_games_rarer() {
         let model = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 7).unwrap();
         for (loser, sign) in [(Color::White, 1.0), (Color::Black, -1.0)] {
             let games = [game(loser)];
             let examples = Examples::of(&games, 0, FeatureSet::Seed, &Weighting::all_moves(Baseline::None)).unwrap();
-            assert_eq!(examples.len(), 4, "Black's three stones and its pass");
-            assert_eq!(examples.actions, [3 * 19 + 3, 15 * 19 + 3, 9 * 19 + 9, 361]);
+            assert_eq!(examples.len(), 3, "Black's three stones, not its pass");
+            assert_eq!(examples.actions, [3 * 19 + 3, 15 * 19 + 3, 9 * 19 + 9]);
             assert!(examples.weights.iter().all(|&w| w == sign));
             let before = log_likelihood(&model, &examples);
             let mut sgd = OptimizerConfig::sgd(0.01, 0.0).build(model.parameters());
@@ -310,7 +342,7 @@ mod tests {
         let many: Vec<Finished> = (0..50).map(|i| Finished { index: i, ..game(Color::White) }).collect();
         let half = Weighting { move_fraction: 0.5, seed: 3, ..Weighting::all_moves(Baseline::None) };
         let examples = Examples::of(&many, 0, FeatureSet::Seed, &half).unwrap();
-        assert!((70..130).contains(&examples.len()), "about half of 200 moves: {}", examples.len());
+        assert!((50..100).contains(&examples.len()), "about half of 150 moves: {}", examples.len());
         assert!(examples.weights.iter().all(|&w| w == 2.0 / 50.0));
         assert_eq!(Examples::of(&many, 0, FeatureSet::Seed, &half).unwrap().actions, examples.actions, "the same draw");
     }

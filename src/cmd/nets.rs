@@ -1,0 +1,84 @@
+//! The nets commands play and judge with: those named on the command line,
+//! else the shipped ones. The shipped nets are built into the program, so
+//! that an installed `go-train` (or one a GUI starts in any folder) plays
+//! with them; `GO_TRAIN_NETS=DIR` takes them from DIR instead (empty: none).
+
+use std::path::{Path, PathBuf};
+
+use go_train::eval::arena::PlayerSpec;
+use go_train::nn::BOARD;
+use go_train::search::{DefaultNets, NetChoice, NetSource};
+
+/// The shipped nets (`nets/`), built in: file name and bytes.
+const BUILT_IN: [(&str, &[u8]); 4] = [
+    ("policy.safetensors", include_bytes!("../../nets/policy.safetensors")),
+    ("value.safetensors", include_bytes!("../../nets/value.safetensors")),
+    ("playout.safetensors", include_bytes!("../../nets/playout.safetensors")),
+    ("resnet-policy.safetensors", include_bytes!("../../nets/resnet-policy.safetensors")),
+];
+
+/// The three nets' checkpoints, as commands take them: each a checkpoint
+/// folder or a weights file in one, or `none`; a net not named is the
+/// shipped one.
+#[derive(clap::Args, Clone, Default)]
+pub struct NetPaths {
+    /// Policy net [default: the shipped nets/policy.safetensors].
+    #[arg(long, value_name = "NET|none")]
+    pub policy: Option<PathBuf>,
+    /// Value net (MCTS leaf evaluation) [default: the shipped
+    /// nets/value.safetensors].
+    #[arg(long, value_name = "NET|none")]
+    pub value: Option<PathBuf>,
+    /// Fast playout net (playout agent; MCTS rollouts) [default: the
+    /// shipped nets/playout.safetensors].
+    #[arg(long, value_name = "NET|none")]
+    pub playout: Option<PathBuf>,
+}
+
+impl NetPaths {
+    /// The nets for roles an agent does not name on a board of `size`: the
+    /// ones named here, else (with `shipped`, on the board they play) the
+    /// shipped ones. The root's net is `root_policy` when named, else the
+    /// shipped residual policy where the policy is the shipped one: it won
+    /// more games against GnuGo than the policy's own root
+    /// (docs/results/strength.md, *Against GnuGo 3.8 level 10*).
+    pub fn defaults(&self, size: usize, root_policy: Option<&Path>, shipped: bool) -> DefaultNets {
+        let shipped = |file| if shipped && size == BOARD { shipped_net(file) } else { None };
+        let pick = |named: &Option<PathBuf>, file| match named {
+            Some(path) => NetChoice::named(path).source().cloned(),
+            None => shipped(file),
+        };
+        DefaultNets {
+            policy: pick(&self.policy, "policy.safetensors"),
+            value: pick(&self.value, "value.safetensors"),
+            playout: pick(&self.playout, "playout.safetensors"),
+            root_policy: match (root_policy, &self.policy) {
+                (Some(path), _) => NetChoice::named(path).source().cloned(),
+                (None, None) => shipped("resnet-policy.safetensors"),
+                (None, Some(_)) => None,
+            },
+        }
+    }
+}
+
+/// The shipped net `file`: in `GO_TRAIN_NETS` when it is set (none when
+/// empty or the file is not there), else built in.
+pub fn shipped_net(file: &str) -> Option<NetSource> {
+    match std::env::var_os("GO_TRAIN_NETS") {
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(PathBuf::from(dir).join(file)).filter(|p| p.is_file()).map(NetSource::File),
+        None => {
+            BUILT_IN.iter().find(|(name, _)| *name == file).map(|&(file, bytes)| NetSource::BuiltIn { file, bytes })
+        }
+    }
+}
+
+/// A player named on the command line (an agent spec or a GTP engine's
+/// command line), its agent given the nets its spec does not name from
+/// `nets`.
+pub fn player_spec(text: &str, nets: &DefaultNets) -> anyhow::Result<PlayerSpec> {
+    Ok(match PlayerSpec::parse(text)? {
+        PlayerSpec::Agent(agent) => PlayerSpec::Agent(Box::new(agent.with_default_nets(nets))),
+        gtp => gtp,
+    })
+}

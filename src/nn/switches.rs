@@ -1,0 +1,45 @@
+//! Switches of training's fused CPU paths. Each is on unless its
+//! environment variable is `0`: a run with one off A/Bs that piece
+//! (`go-train bench train`, a training run), and finds whether a problem
+//! lies in it. Read once, at first use.
+
+use std::sync::OnceLock;
+
+/// A fused path of training that can be turned off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fused {
+    /// The optimizers' in-place updates (`GO_TRAIN_FUSED_OPTIM`).
+    Optimizer,
+    /// Masked log-softmax, NLL and MSE as single ops (`GO_TRAIN_FUSED_LOSS`).
+    Loss,
+    /// Batch norm's running averages updated in place
+    /// (`GO_TRAIN_FUSED_BN_STATS`).
+    RunningStats,
+}
+
+impl Fused {
+    /// The environment variable that turns it off with `0`.
+    pub const fn variable(self) -> &'static str {
+        match self {
+            Fused::Optimizer => "GO_TRAIN_FUSED_OPTIM",
+            Fused::Loss => "GO_TRAIN_FUSED_LOSS",
+            Fused::RunningStats => "GO_TRAIN_FUSED_BN_STATS",
+        }
+    }
+
+    /// Whether it is on.
+    pub fn enabled(self) -> bool {
+        static SWITCHES: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
+    }
+
+    /// Every switch that is off, as `VARIABLE=0` words (empty when all are
+    /// on): for reports of what ran.
+    pub fn disabled() -> Vec<String> {
+        [Fused::Optimizer, Fused::Loss, Fused::RunningStats]
+            .into_iter()
+            .filter(|f| !f.enabled())
+            .map(|f| format!("{}=0", f.variable()))
+            .collect()
+    }
+}

@@ -1,0 +1,32 @@
+//! `go-train bench train` from the command line: the per-step counts it
+//! prints come from the binary's counting allocator and candle's tensor
+//! numbers.
+
+mod common;
+
+#[test]
+fn bench_train_counts_a_steps_allocations_tensors_and_reads() {
+    let out =
+        common::run_ok(&["bench", "train", "--net", "playout", "--steps", "2", "--seconds", "0.05", "--threads", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 steps in"), "{text}");
+    let per_step = text.lines().find(|l| l.trim_start().starts_with("per step:")).expect("a per-step line");
+    // Counted, not "allocations not counted": the binary's allocator is the
+    // counting wrapper. Every step reads its loss: 2 steps, 1 read a step
+    // at most (one after the last).
+    let number = |before: &str| -> f64 {
+        let head = per_step.split(before).next().unwrap_or_default();
+        head.rsplit([' ', ':', '(']).find(|w| !w.is_empty()).and_then(|w| w.parse().ok()).unwrap_or(-1.0)
+    };
+    assert!(number(" allocations (") > 10.0, "{per_step}");
+    assert!(number(" candle tensors") > 10.0, "{per_step}");
+    let reads = number(" host reads");
+    assert!(reads > 0.0 && reads <= 1.0, "{per_step}");
+}
+
+#[test]
+fn bench_train_refuses_zero_steps() {
+    let out = common::run(&["bench", "train", "--steps", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--steps") && err.contains("from 1 to"), "{err}");
+}

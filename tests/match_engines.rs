@@ -1,0 +1,207 @@
+//! Matches against GTP engines that fail: one that goes silent after a
+//! few moves, one that crashes, one silent from the start, and one left
+//! waiting when the match is killed. Each engine is a small Python script
+//! that logs its process id, so the tests can see which engines were
+//! started and that none outlives the match.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A GTP engine that answers every command (`pass` to `genmove`) until
+/// its genmove number STOP_AFTER + 1, then crashes (`crash`) or sleeps for
+/// an hour reading and answering nothing, deaf to the end of its input
+/// (`silent`). It logs `start PID` and, when it fails, `silent PID` or
+/// `crash PID` to LOG.
+const ENGINE: &str = r#"import os, sys, time
+stop_after, how, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def note(what):
+    with open(log, "a") as f:
+        f.write(f"{what} {os.getpid()}\n")
+note("start")
+played = 0
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    answer = ""
+    if words[0] == "genmove":
+        if played == stop_after:
+            note(how)
+            if how == "crash":
+                sys.exit(3)
+            time.sleep(3600)
+        played += 1
+        answer = "pass"
+    print(f"= {answer}\n", flush=True)
+    if words[0] == "quit":
+        break
+"#;
+
+/// Writes the engine script in `dir`; returns its command line and log.
+fn engine(dir: &Path, stop_after: usize, how: &str) -> (String, PathBuf) {
+    let script = dir.join("engine.py");
+    std::fs::write(&script, ENGINE).unwrap();
+    let log = dir.join("engine.log");
+    (format!("python3 {} {stop_after} {how} {}", script.display(), log.display()), log)
+}
+
+/// The process ids the log names with `what` (`start`, `silent`, `crash`).
+fn logged(log: &Path, what: &str) -> Vec<u32> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines().filter_map(|l| l.strip_prefix(what)?.trim().parse().ok()).collect()
+}
+
+/// Whether process `pid` is gone (a zombie no one has reaped yet counts:
+/// it runs nothing).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits for `done`, failing the test after `limit`: a bound on a hang,
+/// not a measure of speed.
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what}: still not after {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs a match to its end, killing it (and failing) if it hangs.
+fn finish(child: Child) -> Output {
+    let pid = child.id();
+    let (send, receive) = channel();
+    std::thread::spawn(move || send.send(child.wait_with_output()));
+    match receive.recv_timeout(Duration::from_secs(300)) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("the match hung");
+        }
+    }
+}
+
+/// `go-train eval --match random ENGINE` on 9x9, with `extra` arguments.
+fn start_match(engine: &str, out: &Path, extra: &[&str]) -> Child {
+    common::go_train(&["eval", "--match", "random", engine, "--size", "9", "--parallel", "1", "--json", "--out"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Plays two games against an engine failing after five moves; checks
+/// that each is B's forfeit with `reason` in games.jsonl and the SGF, each
+/// against a fresh engine, and that no engine is left running.
+fn two_forfeits(how: &str, reason: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, log) = engine(dir.path(), 5, how);
+    let out = dir.path().join("match");
+    let output = finish(start_match(&engine, &out, &["--games", "2", "--gtp-timeout", "2"]));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["games"], 2);
+    assert_eq!(summary["forfeits"], serde_json::json!([0, 2]), "{summary}");
+    let logged_games: Vec<Value> = std::fs::read_to_string(out.join("games.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(logged_games.len(), 2);
+    for game in &logged_games {
+        assert_eq!((&game["reason"], &game["winner"]), (&"forfeit".into(), &"a".into()), "{game}");
+        let error = game["error"].as_str().unwrap();
+        assert!(error.contains(reason) && error.contains("genmove"), "{error}");
+        assert!(game["moves"].as_u64().unwrap() >= 10, "five moves each at least: {game}");
+        let sgf = std::fs::read_to_string(game["file"].as_str().unwrap()).unwrap();
+        assert!(sgf.contains("+F]") && sgf.contains(reason), "{sgf}");
+    }
+    // One engine to check the match can start, then a fresh one a game.
+    let started = logged(&log, "start");
+    assert_eq!(started.len(), 3, "{started:?}");
+    assert_eq!(logged(&log, how).len(), 2);
+    assert!(started.iter().all(|&pid| gone(pid)), "engines left running: {started:?}");
+}
+
+#[test]
+fn an_engine_silent_after_five_moves_forfeits_each_game_and_the_match_goes_on() {
+    two_forfeits("silent", "did not answer");
+}
+
+#[test]
+fn an_engine_that_crashes_forfeits_each_game_and_the_match_goes_on() {
+    two_forfeits("crash", "stopped answering");
+}
+
+#[test]
+fn a_silent_engine_dies_with_the_process_group_it_started() {
+    // The engine behind a shell wrapper that does not `exec` it: killing
+    // the wrapper alone left it running.
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, log) = engine(dir.path(), 0, "silent");
+    let wrapper = dir.path().join("wrapper.sh");
+    std::fs::write(&wrapper, format!("{engine}\n")).unwrap();
+    let output = finish(start_match(
+        &format!("sh {}", wrapper.display()),
+        &dir.path().join("match"),
+        &["--games", "1", "--gtp-timeout", "1"],
+    ));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["forfeits"], serde_json::json!([0, 1]), "{summary}");
+    let silent = logged(&log, "silent");
+    assert_eq!(silent.len(), 1);
+    wait_for("the silent engine killed", Duration::from_secs(30), || gone(silent[0]));
+}
+
+#[test]
+fn engines_die_with_a_match_killed_by_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, log) = engine(dir.path(), 0, "silent");
+    let mut child = start_match(&engine, &dir.path().join("match"), &["--games", "1", "--gtp-timeout", "600"]);
+    // The match waits on the engine's first genmove, for ten minutes.
+    wait_for("the engine asked for a move", Duration::from_secs(120), || !logged(&log, "silent").is_empty());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let silent = logged(&log, "silent")[0];
+    wait_for("the engine killed with the match", Duration::from_secs(30), || gone(silent));
+}
+
+#[test]
+fn an_engine_silent_from_the_start_stops_the_match_before_its_games() {
+    use go_train::eval::arena::{run_match, GameConfig, MatchConfig, PlayerSpec};
+    use go_train::gtp::GtpTimeouts;
+    let dir = tempfile::tempdir().unwrap();
+    let silent = dir.path().join("silent.py");
+    // Silent from its first command: `boardsize` gets no answer.
+    std::fs::write(&silent, "import time\ntime.sleep(3600)\n").unwrap();
+    let config = MatchConfig {
+        a: PlayerSpec::parse("random").unwrap(),
+        b: PlayerSpec::parse(&format!("python3 {}", silent.display())).unwrap(),
+        games: 2,
+        game: GameConfig { size: 9, komi: 7.5, max_moves: 243, ownership_playouts: 8 },
+        parallel: 1,
+        out: dir.path().join("match"),
+        seed: 1,
+        cross_check: None,
+        resume: false,
+        // A game's setup gets its own, longer, wait: here one second.
+        gtp_timeouts: GtpTimeouts { command: Duration::from_secs(1), startup: Duration::from_secs(1) },
+    };
+    let progress = go_train::progress::Progress::hidden();
+    let error = run_match(&config, &candle_core::Device::Cpu, &progress).expect_err("the match cannot start");
+    let message = format!("{error:#}");
+    assert!(message.contains("player B") && message.contains("did not answer `boardsize 9` within 1 s"), "{message}");
+    assert!(!dir.path().join("match/game-0000.sgf").exists());
+}

@@ -130,6 +130,13 @@ fn alphagos_recipe_writes_one_labelled_position_a_game_into_a_dataset() {
     ok(&["prepare", path(&list), "--out", path(&again), "--value", "marked", "--features", "extended", "--seed", "1"]);
     let shard = |d: &Path| std::fs::read(d.join("train-00000.shard")).unwrap();
     assert_eq!(shard(&again), shard(&out.join("dataset")));
+
+    // Unnamed, the policies are the shipped SL and RL ones.
+    let shipped = dir.path().join("shipped");
+    ok(&["selfplay", "--games", "2", "--max-moves", "20", "--value-positions", "alphago", "--out", path(&shipped)]);
+    let players = std::fs::read_to_string(shipped.join("selfplay.json")).unwrap();
+    assert!(players.contains("SL policy built-in policy.safetensors"), "{players}");
+    assert!(players.contains("RL policy built-in rl-policy.safetensors"), "{players}");
 }
 
 #[test]

@@ -10,11 +10,12 @@ use go_train::nn::BOARD;
 use go_train::search::{DefaultNets, NetChoice, NetSource};
 
 /// The shipped nets (`nets/`), built in: file name and bytes.
-const BUILT_IN: [(&str, &[u8]); 4] = [
+const BUILT_IN: [(&str, &[u8]); 5] = [
     ("policy.safetensors", include_bytes!("../../nets/policy.safetensors")),
     ("value.safetensors", include_bytes!("../../nets/value.safetensors")),
     ("playout.safetensors", include_bytes!("../../nets/playout.safetensors")),
     ("resnet-policy.safetensors", include_bytes!("../../nets/resnet-policy.safetensors")),
+    ("rl-policy.safetensors", include_bytes!("../../nets/rl-policy.safetensors")),
 ];
 
 /// The three nets' checkpoints, as commands take them: each a checkpoint

@@ -51,8 +51,9 @@ use go_train::selfplay::{selfplay, Plan, PlayConfig, SelfPlayOptions, SelfPlaySu
 #[command(after_help = "Examples:
   go-train selfplay --games 1000 --out selfplay/policy   # the shipped policy against itself, temperature 1
   go-train selfplay --games 1000 --out selfplay/policy --resume   # after a kill
-  go-train selfplay --games 400 --out selfplay/rl-vs-sl --agent policy:policy=checkpoints/rl/last/weights.safetensors,temperature=1 --opponent policy:temperature=1
-  go-train selfplay --games 30000 --out selfplay/value --value-positions alphago --rl-policy checkpoints/rl/best.safetensors
+  go-train selfplay --games 400 --out selfplay/rl-vs-sl --agent policy:policy=checkpoints/rl/best.safetensors,temperature=1 --opponent policy:temperature=1
+  go-train selfplay --games 20000 --out selfplay/value --value-positions alphago --ownership   # the shipped SL and RL policies
+  go-train selfplay --games 20000 --out selfplay/value2 --value-positions alphago --rl-policy checkpoints/rl/best.safetensors
   go-train selfplay --games 2000 --out selfplay/pg --value-positions per-game:1 --ownership
   go-train selfplay --games 20 --out selfplay/mcts --agent mcts:iterations=100 --opponent 'gnugo --mode gtp --level 1' --batch 1
   go-train selfplay --games 4096 --out selfplay/gpu --device cuda --batch 512 --threads 1   # a CUDA build")]
@@ -81,7 +82,7 @@ pub struct Args {
     #[arg(long)]
     sl_policy: Option<PathBuf>,
     /// alphago: the RL policy, which plays from the random move on
-    /// [default: --policy, else the shipped policy].
+    /// [default: --policy, else the shipped nets/rl-policy.safetensors].
     #[arg(long)]
     rl_policy: Option<PathBuf>,
     /// The dataset's input planes: seed (15) or extended (52).
@@ -253,11 +254,19 @@ fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) 
     if args.opponent.is_some() || args.agent != "policy:temperature=1" {
         bail!("--value-positions alphago plays --sl-policy and --rl-policy, not --agent or --opponent");
     }
-    let policy = |named: &Option<PathBuf>, flag: &str| -> Result<NetSource> {
-        (named.clone().map(NetSource::File).or_else(|| nets.policy.clone()))
-            .with_context(|| format!("give {flag} (no shipped policy here)"))
+    let policy = |named: &Option<PathBuf>, default: Option<NetSource>, flag: &str| -> Result<NetSource> {
+        (named.clone().map(NetSource::File).or(default)).with_context(|| format!("give {flag} (no shipped policy here)"))
     };
-    let sources = [policy(&args.sl_policy, "--sl-policy")?, policy(&args.rl_policy, "--rl-policy")?];
+    // The shipped RL policy plays the end of the games unless a policy of
+    // one's own is named.
+    let rl_default = match args.nets.policy {
+        Some(_) => nets.policy.clone(),
+        None => super::nets::shipped_net("rl-policy.safetensors").or_else(|| nets.policy.clone()),
+    };
+    let sources = [
+        policy(&args.sl_policy, nets.policy.clone(), "--sl-policy")?,
+        policy(&args.rl_policy, rl_default, "--rl-policy")?,
+    ];
     let mut sides = Vec::new();
     let mut players = Vec::new();
     for (source, role) in sources.iter().zip(["SL", "RL"]) {

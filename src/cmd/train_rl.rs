@@ -20,18 +20,19 @@ use go_train::train::run::Start;
 /// --pool-every iterations), colours alternating, both sampling their moves
 /// at --temperature; then one SGD step of REINFORCE: each of the learner's
 /// moves pushed up if it won its game and down if it lost,
-/// Δρ = lr/games · Σ Σ (z − b)·∇log p(a|s), z = ±1, b = 0 (or the mean
-/// outcome, --baseline mean). Every --eval-every iterations the learner
-/// plays --eval-games against the start policy. Metrics per iteration go
-/// to metrics.jsonl and metrics.svg/png; a checkpoint after every
-/// iteration; --resume continues exactly (on the CPU, same --threads), with
+/// Δρ = lr/games · Σ Σ (z − b)·∇log p(a|s), z = ±1, b the mean outcome
+/// (or 0, --baseline none). The learner learns where to play, not when to
+/// pass: its passes are not pushed. Every --eval-every iterations the
+/// learner plays --eval-games against the start policy, and the best of
+/// those checkpoints is best.safetensors. Metrics per iteration go to
+/// metrics.jsonl and metrics.svg/png; a checkpoint after every iteration; --resume continues exactly (on the CPU, same --threads), with
 /// the run's own settings (rl.json) and any flag given overriding them.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train train-rl --out checkpoints/rl   # from the shipped policy
   go-train train-rl --out checkpoints/rl --resume --stop-after 3000   # in segments
-  go-train train-rl --init checkpoints/policy-x2/best.safetensors --out checkpoints/rl2 --games 128 --lr 0.002
-  go-train selfplay --games 400 --out matches/rl-vs-sl --agent policy:policy=checkpoints/rl/last/weights.safetensors,temperature=1 --opponent policy:temperature=1")]
+  go-train train-rl --init checkpoints/policy-x2/best.safetensors --out checkpoints/rl2 --games 128 --lr 0.0001
+  go-train selfplay --games 400 --out matches/rl-vs-sl --agent policy:policy=checkpoints/rl/best.safetensors,temperature=1 --opponent policy:temperature=1")]
 pub struct Args {
     /// The policy to start from: a weights file or checkpoint folder
     /// [default: --policy, else the shipped policy].
@@ -40,7 +41,7 @@ pub struct Args {
     /// Checkpoint folder.
     #[arg(long, default_value = "checkpoints/rl")]
     out: PathBuf,
-    /// Iterations in all [default: 100].
+    /// Iterations in all [default: 40].
     #[arg(long)]
     iterations: Option<u64>,
     /// Games a minibatch [default: 64].
@@ -50,17 +51,18 @@ pub struct Args {
     /// iterations [default: 10].
     #[arg(long)]
     pool_every: Option<u64>,
-    /// Learning rate of SGD [default: 0.001, AlphaGo's].
+    /// Learning rate of SGD [default: 0.0003; AlphaGo's: 0.001].
     #[arg(long)]
     lr: Option<f64>,
-    /// Momentum of SGD [default: 0].
+    /// Momentum of SGD [default: 0.9; AlphaGo's: 0].
     #[arg(long)]
     momentum: Option<f64>,
-    /// none (AlphaGo's) or mean (the iteration's mean outcome).
+    /// none (AlphaGo's) or mean (the iteration's mean outcome) [default:
+    /// mean].
     #[arg(long)]
     baseline: Option<Baseline>,
     /// The share of the learner's moves each step learns from, each kept
-    /// at random and weighing 1/share [default: 1, all, as AlphaGo].
+    /// at random and weighing 1/share [default: 0.25; AlphaGo: 1, all].
     #[arg(long)]
     move_fraction: Option<f64>,
     /// Temperature both sides sample at [default: 1].
@@ -70,7 +72,7 @@ pub struct Args {
     /// none [default: 10].
     #[arg(long)]
     eval_every: Option<u64>,
-    /// Games of that match [default: 100].
+    /// Games of that match [default: 64].
     #[arg(long)]
     eval_games: Option<usize>,
     /// Komi [default: 7.5].

@@ -19,6 +19,9 @@
 #                 norm, the residual sum and the bias as well
 #                 (GO_TRAIN_CUDA_KERNELS), then cuDNN algorithms chosen by
 #                 timing them (GO_TRAIN_CUDNN_BENCHMARK)
+#   selfplay      go-train selfplay of the shipped policy against itself on
+#                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
+#                 workers (16) of SELFPLAY_BATCH games (512)
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
@@ -104,6 +107,14 @@ bench_ab() {
   done
 }
 
+selfplay() {
+  log selfplay
+  rm -rf "$OUT/selfplay"
+  "$BIN" selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${SELFPLAY_THREADS:-16}" \
+    --batch "${SELFPLAY_BATCH:-512}" --out "$OUT/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
+  rm -rf "$OUT/selfplay/games"
+}
+
 prepare() {
   log prepare
   local recs="$PACK/datasets" dirs=()
@@ -146,6 +157,7 @@ for step in "$@"; do
     test) test_step ;;
     bench) bench ;;
     bench-ab) bench_ab ;;
+    selfplay) selfplay ;;
     prepare) prepare ;;
     train=*) train "${step#train=}" ;;
     eval) eval_step ;;

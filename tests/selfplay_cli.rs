@@ -200,3 +200,27 @@ fn bad_settings_and_a_failed_write_are_named() {
     assert!(err.contains("game-000001.sgf.tmp") && err.contains("--resume"), "{err}");
     assert!(out.join("games/game-000000.sgf").is_file());
 }
+
+#[test]
+fn a_second_writer_of_one_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("games");
+    let mut first = common::go_train(&["selfplay", "--games", "100000", "--max-moves", "40", "--out", path(&out)])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (holder, lock) = (format!("pid {}", first.id()), out.join(".go-train.lock"));
+    // Until the first run holds the folder (bounded: a first run that
+    // fails must not hang the test).
+    for waited in 0.. {
+        if std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&holder)) {
+            break;
+        }
+        assert!(first.try_wait().unwrap().is_none() && waited < 6000, "the first run never locked {}", out.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let err = fails(&["selfplay", "--games", "4", "--max-moves", "40", "--out", path(&out), "--force"]);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(err.contains("in use by") && err.contains(&holder), "{err}");
+}

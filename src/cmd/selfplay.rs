@@ -255,7 +255,8 @@ fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) 
         bail!("--value-positions alphago plays --sl-policy and --rl-policy, not --agent or --opponent");
     }
     let policy = |named: &Option<PathBuf>, default: Option<NetSource>, flag: &str| -> Result<NetSource> {
-        (named.clone().map(NetSource::File).or(default)).with_context(|| format!("give {flag} (no shipped policy here)"))
+        (named.clone().map(NetSource::File).or(default))
+            .with_context(|| format!("give {flag} (no shipped policy here)"))
     };
     // The shipped RL policy plays the end of the games unless a policy of
     // one's own is named.

@@ -24,6 +24,7 @@ use crate::dataset::filter::{GameList, GameRef};
 use crate::dataset::prepare::{prepare, PrepareOptions};
 use crate::dataset::Manifest;
 use crate::go::Color;
+use crate::lock::Lock;
 use crate::progress::Progress;
 use crate::sgf::{read_file, write_game, GameResult, WinBy};
 
@@ -113,6 +114,8 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     if options.games == 0 {
         bail!("--games must be at least 1");
     }
+    std::fs::create_dir_all(&options.out).with_context(|| format!("creating {}", options.out.display()))?;
+    let _lock = Lock::folder(&options.out)?;
     ready_folder(options)?;
     let games_dir = options.out.join(GAMES);
     std::fs::create_dir_all(&games_dir).with_context(|| format!("creating {}", games_dir.display()))?;
@@ -164,7 +167,9 @@ pub fn game_path(out: &Path, index: usize) -> PathBuf {
 /// leaves (other files stay); removes temporary files a kill left.
 fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
     let out = &options.out;
-    let holds_anything = std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(false);
+    // Its lock file is this run's own.
+    let holds_anything =
+        std::fs::read_dir(out).map(|d| d.flatten().any(|e| e.file_name() != crate::lock::FOLDER_LOCK)).unwrap_or(false);
     if holds_anything && !options.resume && !options.force {
         bail!(
             "{} is not empty: --resume to finish the run it holds, --force to replace it, or another --out",

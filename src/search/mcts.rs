@@ -30,7 +30,7 @@ use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use super::analysis::{Analysis, MoveInfo};
-use super::config::MctsConfig;
+use super::config::{LeafEval, MctsConfig, Selection};
 use super::net_agent::{choose_move, move_prob, scored_moves};
 use super::nets::NetEval;
 use super::ownership::LeafMix;
@@ -41,52 +41,6 @@ use super::{acceptable_points, Agent};
 use crate::features::Symmetry;
 use crate::go::{Color, Count, Event, Game, Move, Score};
 use crate::nn::BOARD;
-
-/// How a child is chosen during selection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Selection {
-    /// UCB1: mean value plus `c·sqrt(ln N / n)`; unvisited children first.
-    Ucb,
-    /// PUCT: mean value plus `c·P·sqrt(N) / (1 + n)`, P the policy prior.
-    Puct,
-}
-
-impl std::str::FromStr for Selection {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Selection> {
-        match s.to_ascii_lowercase().as_str() {
-            "ucb" | "ucb1" => Ok(Selection::Ucb),
-            "puct" => Ok(Selection::Puct),
-            _ => bail!("unknown selection {s:?}: use ucb or puct"),
-        }
-    }
-}
-
-/// How a simulated position is valued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LeafEval {
-    /// The value net's win probability.
-    Value,
-    /// The stone-count fallback: `0.5 + 0.5·tanh(gain / 5)`, the gain being
-    /// how much the area count (stones and surrounded points) moved in the
-    /// player's favour since the root. Measured from the root, one captured
-    /// stone (2 points of area) is worth about 0.2 whatever the score, where
-    /// an absolute count with komi would squash every value towards one end.
-    Stones,
-}
-
-impl std::str::FromStr for LeafEval {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<LeafEval> {
-        match s.to_ascii_lowercase().as_str() {
-            "value" => Ok(LeafEval::Value),
-            "stones" | "stone-count" => Ok(LeafEval::Stones),
-            _ => bail!("unknown leaf evaluation {s:?}: use value or stones"),
-        }
-    }
-}
 
 /// One node of the tree: the position after `mv`.
 #[derive(Clone, Debug)]

@@ -28,8 +28,8 @@ use anyhow::Result;
 use rand::RngExt;
 
 pub use analysis::{Analysis, MoveInfo};
-pub use config::{MctsConfig, Preset};
-pub use mcts::{LeafEval, Mcts, Selection};
+pub use config::{LeafEval, MctsConfig, Preset, Selection};
+pub use mcts::Mcts;
 pub use net_agent::NetAgent;
 pub use nets::{DefaultNets, NetChoice, NetEval, NetSource};
 pub use ownership::Ownership;

@@ -44,20 +44,7 @@ use crate::nn::weights::Meta;
 use crate::nn::{Model, Output};
 use crate::progress::Progress;
 
-/// How a run begins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// A fresh run; refuses a folder that holds anything a run wrote.
-    Fresh,
-    /// A fresh run that replaces whatever run the folder holds.
-    Overwrite,
-    /// Continue the folder's run from its last checkpoint; refuses a
-    /// folder without a run, or one whose run cannot be continued exactly.
-    Resume,
-    /// [`Start::Resume`], or a fresh run when the folder holds no run at
-    /// all: for a job that may be run again from the start (requeued).
-    ResumeOrStart,
-}
+pub use super::run_folder::Start;
 
 /// What a finished run reports.
 #[derive(Clone, Debug)]

@@ -18,10 +18,24 @@ use anyhow::{bail, Context, Result};
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
 use super::metrics;
-use super::run::Start;
 use crate::dataset::Dataset;
 use crate::lock::Lock;
 use crate::nn::weights::BEST_FILE;
+
+/// How a run begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A fresh run; refuses a folder that holds anything a run wrote.
+    Fresh,
+    /// A fresh run that replaces whatever run the folder holds.
+    Overwrite,
+    /// Continue the folder's run from its last checkpoint; refuses a
+    /// folder without a run, or one whose run cannot be continued exactly.
+    Resume,
+    /// [`Start::Resume`], or a fresh run when the folder holds no run at
+    /// all: for a job that may be run again from the start (requeued).
+    ResumeOrStart,
+}
 
 /// The run's settings, beside its checkpoints.
 pub const CONFIG_FILE: &str = "config.toml";

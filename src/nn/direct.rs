@@ -16,7 +16,7 @@
 
 use rayon::prelude::*;
 
-use super::kernels::{finish_plane, with_scratch, ConvGeom, ConvGrads};
+use super::conv_geom::{finish_plane, with_scratch, ConvGeom, ConvGrads};
 
 /// Lanes of one AVX-512 vector of f32.
 const LANES: usize = 16;

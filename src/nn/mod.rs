@@ -28,6 +28,7 @@
 //! `running_mean`, `running_var` (channels). Names ending in
 //! `running_mean`/`running_var` are statistics, not trained ([`is_statistic`]).
 
+mod conv_geom;
 mod conv_grad;
 #[cfg(feature = "cuda")]
 mod cuda;

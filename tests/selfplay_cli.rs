@@ -224,3 +224,20 @@ fn a_second_writer_of_one_folder_is_refused() {
     first.wait().unwrap();
     assert!(err.contains("in use by") && err.contains(&holder), "{err}");
 }
+
+#[test]
+fn a_damaged_game_is_named_and_played_again_once_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("games");
+    let args = ["selfplay", "--games", "3", "--max-moves", "30", "--out", path(&out)];
+    ok(&args);
+    let game = out.join("games/game-000001.sgf");
+    let played = std::fs::read(&game).unwrap();
+    std::fs::write(&game, "(;FF[4]GM[1]SZ[19];B[").unwrap();
+    let err = fails(&[&args[..], &["--resume"]].concat());
+    assert!(err.contains("game-000001.sgf") && err.contains("remove it"), "{err}");
+    assert!(game.is_file(), "the damaged record is left as it was");
+    std::fs::remove_file(&game).unwrap();
+    ok(&[&args[..], &["--resume"]].concat());
+    assert_eq!(std::fs::read(&game).unwrap(), played, "the same game again");
+}

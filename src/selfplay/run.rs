@@ -240,10 +240,12 @@ fn summarize(options: &SelfPlayOptions, this_run: PlayStats, dataset: Option<Man
         .into_par_iter()
         .map(|i| {
             let path = game_path(&options.out, i);
-            let record = read_file(&path)
-                .ok()
-                .and_then(|games| games.into_iter().next()?.ok())
-                .with_context(|| format!("{}: not a readable game record", path.display()))?;
+            let record = read_file(&path).ok().and_then(|games| games.into_iter().next()?.ok()).with_context(|| {
+                format!(
+                    "{}: not a readable game record (remove it, and --resume plays that game again)",
+                    path.display()
+                )
+            })?;
             let (winner, by) = match record.result {
                 Some(GameResult::Win { winner, by }) => (Some(winner), Some(by)),
                 _ => (None, None),

@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 use candle_core::{backprop::GradStore, DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
-use super::optim_kernels::{AdamDescend, AdamMoment, Descend, Momentum, PlainSgd};
+use super::optim_kernels::{AdamDescend, AdamMoment, Momentum, PlainSgd};
 use crate::nn::switches::Fused;
 
 /// An optimizer over a fixed list of named parameters.
@@ -201,7 +201,7 @@ impl Sgd {
             None => slot.state.insert(w.zeros_like()?),
         };
         v.inplace_op3(g, w, &Momentum { momentum: hp.momentum as f32, weight_decay, first })?;
-        Ok(w.inplace_op2(v, &Descend { lr })?)
+        Ok(w.inplace_op2(v, &PlainSgd { lr, weight_decay: None })?)
     }
 }
 

@@ -86,29 +86,9 @@ impl InplaceOp3 for Momentum {
     }
 }
 
-/// `w ← w − lr·d`, in place on the parameter, argument d (the momentum
-/// buffer).
-pub struct Descend {
-    pub lr: f32,
-}
-
-impl InplaceOp2 for Descend {
-    fn name(&self) -> &'static str {
-        "go-train-descend"
-    }
-
-    fn cpu_fwd(&self, ws: &mut CpuStorage, wl: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<()> {
-        let (w, d) = (values_mut(ws, wl, "parameter")?, values(ds, dl, "update")?);
-        same_sizes(w.len(), &[d.len()])?;
-        for (w, &d) in w.iter_mut().zip(d) {
-            *w -= scaled(d, self.lr);
-        }
-        Ok(())
-    }
-}
-
 /// Plain SGD, `w ← w − lr·g'`, in place on the parameter, argument the
-/// gradient.
+/// gradient; with no weight decay, also momentum SGD's last step, the
+/// argument then the momentum buffer.
 pub struct PlainSgd {
     pub lr: f32,
     pub weight_decay: Option<f32>,

@@ -332,23 +332,52 @@ fn channel_sums(p: &Planes, a: &[f32], b: Option<&[f32]>, relu_out: Option<&[f32
             // Without a mask, `a` masks itself: the same planes, no cost.
             let ms = p.channel(relu_out.unwrap_or(a), c);
             p.channel(a, c).zip(bs).zip(ms).fold((0.0, 0.0), |(s, sp), ((ra, rb), rm)| {
-                let (mut s1, mut s2) = (0.0f32, 0.0f32);
-                if relu_out.is_some() {
-                    for ((&va, &vb), &vm) in ra.iter().zip(rb).zip(rm) {
-                        let va = if vm > 0.0 { va } else { 0.0 };
-                        s1 += va;
-                        s2 += va * vb;
-                    }
-                } else {
-                    for (&va, &vb) in ra.iter().zip(rb) {
-                        s1 += va;
-                        s2 += va * vb;
-                    }
-                }
+                let (s1, s2) = plane_sums(ra, rb, relu_out.is_some().then_some(rm));
                 (s + s1 as f64, sp + s2 as f64)
             })
         })
         .collect()
+}
+
+/// `(Σ a, Σ a·b)` over one plane, `a` counted only where `mask` is
+/// positive. On AVX-512 sixteen running sums: the scalar sum is a chain of
+/// dependent additions that no compiler may reorder, and took 7% of a
+/// training step of the policy net (`perf`, AMD Zen 5).
+fn plane_sums(a: &[f32], b: &[f32], mask: Option<&[f32]>) -> (f32, f32) {
+    assert!(b.len() >= a.len() && mask.is_none_or(|m| m.len() >= a.len()));
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512 was just detected; the lengths are asserted.
+            return unsafe { plane_sums_avx512(a, b, mask) };
+        }
+    }
+    let (mut s1, mut s2) = (0.0f32, 0.0f32);
+    for (i, (&va, &vb)) in a.iter().zip(b).enumerate() {
+        let va = if mask.is_none_or(|m| m[i] > 0.0) { va } else { 0.0 };
+        s1 += va;
+        s2 += va * vb;
+    }
+    (s1, s2)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn plane_sums_avx512(a: &[f32], b: &[f32], mask: Option<&[f32]>) -> (f32, f32) {
+    use std::arch::x86_64::*;
+    let (mut s1, mut s2) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    for i in (0..a.len()).step_by(16) {
+        let left = a.len() - i;
+        let k: __mmask16 = if left >= 16 { !0 } else { (1u16 << left) - 1 };
+        let mut va = _mm512_maskz_loadu_ps(k, a.as_ptr().add(i));
+        if let Some(m) = mask {
+            let positive = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(k, _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)), _mm512_setzero_ps());
+            va = _mm512_maskz_mov_ps(positive, va);
+        }
+        s1 = _mm512_add_ps(s1, va);
+        s2 = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, b.as_ptr().add(i)), s2);
+    }
+    (_mm512_reduce_add_ps(s1), _mm512_reduce_add_ps(s2))
 }
 
 /// Per-channel mean and biased variance (what batch norm normalises with).

@@ -161,7 +161,12 @@ fn forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]>, relu: 
     }
     let grid = pad.grid();
     let mut y = vec![0.0f32; g.batch * g.c_out * points];
-    y.par_chunks_mut(g.c_out * points).zip(x.par_chunks(g.c_in * points)).for_each(|(yb, xb)| {
+    let sample = g.c_in * points;
+    y.par_chunks_mut(g.c_out * points).enumerate().for_each(|(b, yb)| {
+        let xb = &x[b * sample..][..sample];
+        if let Some(next) = x.get((b + 1) * sample..(b + 2) * sample) {
+            prefetch(next);
+        }
         let input_len = pad.len(g.c_in);
         with_scratch(input_len + g.c_out * grid, |scratch| {
             let (input, out) = scratch.split_at_mut(input_len);
@@ -191,21 +196,25 @@ fn convolve(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], out: &mut [f
         // co + n ≤ c_out) and write (out: the n planes from co).
         co += unsafe {
             match g.c_out - co {
-                16.. => block::<16>(pad, g, input, w_t, co, out),
-                8.. => block::<8>(pad, g, input, w_t, co, out),
-                4.. => block::<4>(pad, g, input, w_t, co, out),
-                2.. => block::<2>(pad, g, input, w_t, co, out),
-                _ => block::<1>(pad, g, input, w_t, co, out),
+                8.. => block::<8, 2>(pad, g, input, w_t, co, out),
+                4.. => block::<4, 4>(pad, g, input, w_t, co, out),
+                2.. => block::<2, 4>(pad, g, input, w_t, co, out),
+                _ => block::<1, 8>(pad, g, input, w_t, co, out),
             }
         };
     }
 }
 
-/// The kernel: `CO` output channels starting at `co`, all output blocks.
-/// Accumulators stay in registers across all input channels and taps.
+/// The kernel: `CO` output channels starting at `co`, all output blocks,
+/// `NB` blocks at a time (the last few one at a time). Accumulators stay
+/// in registers across all input channels and taps. Two blocks by 8
+/// channels load 2 vectors and broadcast 8 weights for 16 FMAs, where one
+/// block by 16 channels needed 17 loads: 8% more policy-net samples a
+/// second (`bench train`, AMD Zen 5, 2026-11-26). A single channel takes 8
+/// blocks, so that 8 independent sums fill the FMA pipes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn block<const CO: usize>(
+unsafe fn block<const CO: usize, const NB: usize>(
     pad: &Padded,
     g: &ConvGeom,
     input: &[f32],
@@ -213,28 +222,51 @@ unsafe fn block<const CO: usize>(
     co: usize,
     out: &mut [f32],
 ) -> usize {
+    let groups = pad.blocks / NB;
+    block_range::<CO, NB>(pad, g, input, w_t, co, out, 0, groups);
+    block_range::<CO, 1>(pad, g, input, w_t, co, out, groups * NB, pad.blocks - groups * NB);
+    CO
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_range<const CO: usize, const NB: usize>(
+    pad: &Padded,
+    g: &ConvGeom,
+    input: &[f32],
+    w_t: &[f32],
+    co: usize,
+    out: &mut [f32],
+    first: usize,
+    groups: usize,
+) {
     use std::arch::x86_64::*;
     let grid = pad.grid();
     let (inp, wp, op) = (input.as_ptr(), w_t.as_ptr().add(co), out.as_mut_ptr());
-    for b in 0..pad.blocks {
-        let base = b * LANES;
-        let mut acc = [_mm512_setzero_ps(); CO];
+    for gi in 0..groups {
+        let base = (first + gi * NB) * LANES;
+        let mut acc = [[_mm512_setzero_ps(); CO]; NB];
         for ci in 0..g.c_in {
             let plane = inp.add(ci * pad.plane + base);
             let w_ci = wp.add(ci * pad.taps.len() * g.c_out);
             for (t, &off) in pad.taps.iter().enumerate() {
-                let v = _mm512_loadu_ps(plane.add(off));
+                let v: [__m512; NB] = std::array::from_fn(|n| _mm512_loadu_ps(plane.add(off + n * LANES)));
                 let w_tap = w_ci.add(t * g.c_out);
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(_mm512_set1_ps(*w_tap.add(j)), v, *a);
+                for j in 0..CO {
+                    let w = _mm512_set1_ps(*w_tap.add(j));
+                    for (acc_n, &v_n) in acc.iter_mut().zip(&v) {
+                        acc_n[j] = _mm512_fmadd_ps(w, v_n, acc_n[j]);
+                    }
                 }
             }
         }
-        for (j, a) in acc.iter().enumerate() {
-            _mm512_storeu_ps(op.add(j * grid + base), *a);
+        for (n, acc_n) in acc.iter().enumerate() {
+            for (j, a) in acc_n.iter().enumerate() {
+                _mm512_storeu_ps(op.add(j * grid + base + n * LANES), *a);
+            }
         }
     }
-    CO
 }
 
 /// Backward convolution as [`super::kernels::conv_backward`] (gradient
@@ -306,6 +338,13 @@ fn backward(
                 let xb = &x[b * g.c_in * points..][..g.c_in * points];
                 let dyb = &dy[b * g.c_out * points..][..g.c_out * points];
                 let yb = relu_out.map(|y| &y[b * g.c_out * points..][..g.c_out * points]);
+                if b + 1 < g.batch {
+                    prefetch(&x[(b + 1) * g.c_in * points..][..g.c_in * points]);
+                    prefetch(&dy[(b + 1) * g.c_out * points..][..g.c_out * points]);
+                    if let Some(y) = relu_out {
+                        prefetch(&y[(b + 1) * g.c_out * points..][..g.c_out * points]);
+                    }
+                }
                 with_scratch(x_len + dy_len + g.c_in * grid, |scratch| {
                     let (px, rest) = scratch.split_at_mut(x_len);
                     let (pdy, out) = rest.split_at_mut(dy_len);
@@ -324,10 +363,10 @@ fn backward(
                         // (pad.len) and on_grid (c_out planes, asserted), and
                         // writes inside lanes, as co + CO ≤ c_out.
                         co += unsafe {
-                            if g.c_out - co >= 2 {
-                                weight_grad_block::<2, TAPS>(pad, g, px, on_grid, co, &mut lanes)
-                            } else {
-                                weight_grad_block::<1, TAPS>(pad, g, px, on_grid, co, &mut lanes)
+                            match g.c_out - co {
+                                3.. => weight_grad_block::<3, TAPS>(pad, g, px, on_grid, co, &mut lanes),
+                                2 => weight_grad_block::<2, TAPS>(pad, g, px, on_grid, co, &mut lanes),
+                                _ => weight_grad_block::<1, TAPS>(pad, g, px, on_grid, co, &mut lanes),
                             }
                         };
                     }
@@ -354,8 +393,10 @@ fn backward(
 
 /// Adds the dot products of output channels `co..co + CO` of `dy` (planes
 /// `pad.plane` apart, on the output grid) with every input channel of the
-/// padded `input` under each of the `T` taps into `lanes`; 2 × 9
-/// accumulators fit the 32 vector registers with room for the loads.
+/// padded `input` under each of the `T` taps into `lanes`; 3 × 9
+/// accumulators fit the 32 vector registers with room for the loads (12
+/// loads for 27 FMAs; 2 × 9 needed 11 for 18, and the policy net trained
+/// 8% slower: `bench train`, AMD Zen 5, 2026-11-26).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn weight_grad_block<const CO: usize, const T: usize>(
@@ -392,6 +433,20 @@ unsafe fn weight_grad_block<const CO: usize, const T: usize>(
     CO
 }
 
+/// Asks for `data` in the core's L2 cache: the next sample's planes,
+/// fetched while this one is convolved. Without it the padded copy waited
+/// on memory for 15% of a playout-net step (`perf annotate`, Zen 5); the
+/// hardware prefetcher barely starts on a 23 kB stream.
+fn prefetch(data: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in data.chunks(16) {
+        // SAFETY: a prefetch of an address inside a live slice.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 fn add_assign(acc: &mut [f32], v: &[f32]) {
     for (a, b) in acc.iter_mut().zip(v) {
         *a += b;
@@ -410,9 +465,13 @@ mod tests {
 
     #[test]
     fn direct_matches_gemm_path() {
-        for (k, c_in, c_out, relu) in [(3, 5, 21, true), (3, 16, 16, false), (1, 3, 2, true), (5, 2, 3, false)] {
-            let g = ConvGeom { batch: 3, c_in, c_out, k, h: 7, w: 6 };
-            let x: Vec<f32> = (0..g.batch * c_in * 42).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
+        // 7×6 planes have fewer blocks than any kernel takes at once; 19×19
+        // ones (25 blocks) have full groups of 2, 4 and 8 and leftovers.
+        let shapes = [(3, 5, 21, true, 7, 6), (3, 16, 16, false, 7, 6), (1, 3, 2, true, 7, 6), (5, 2, 3, false, 7, 6)];
+        let board = [(3, 3, 9, true, 19, 19), (3, 4, 6, false, 19, 19)];
+        for (k, c_in, c_out, relu, h, w) in shapes.into_iter().chain(board) {
+            let g = ConvGeom { batch: 3, c_in, c_out, k, h, w };
+            let x: Vec<f32> = (0..g.batch * c_in * h * w).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
             let w: Vec<f32> = (0..c_out * c_in * k * k).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
             let b: Vec<f32> = (0..c_out).map(|i| i as f32 * 0.01).collect();
             let Some(fast) = conv_forward(&g, &x, &w, Some(&b), relu) else { return };
@@ -424,7 +483,7 @@ mod tests {
 
     #[test]
     fn direct_backward_matches_gemm_path() {
-        for (c_in, c_out, relu, need_dx) in [(5, 3, true, true), (16, 16, false, true), (3, 1, true, false)] {
+        for (c_in, c_out, relu, need_dx) in [(5, 3, true, true), (16, 16, false, true), (3, 1, true, false), (4, 5, true, true)] {
             // 7 rows of 9 padded points: the grid's one extra point falls on
             // the bottom border, so the fused path applies.
             let g = ConvGeom { batch: 3, c_in, c_out, k: 3, h: 7, w: 7 };

@@ -18,6 +18,7 @@ pub mod run_folder;
 pub mod schedule;
 
 use anyhow::Result;
+use candle_core::backprop::GradStore;
 use candle_core::Tensor;
 
 use crate::nn::Model;
@@ -46,9 +47,36 @@ pub fn training_loss(
     Ok((loss, pred))
 }
 
-/// One optimizer step on a batch: [`training_loss`], backward, update.
-/// Returns the batch's mean loss, left where it was computed: reading it
-/// makes a GPU finish its queue ([`host_read_interval`]).
+/// [`training_loss`] and its gradients: (loss, predictions, gradients).
+///
+/// On the CPU both run on a thread of rayon's pool, so that the kernels'
+/// parallel loops start from a worker and this thread waits once a step,
+/// not once a loop: each wait and wake of a thread outside the pool cost
+/// the playout net a twelfth of its speed on 2 cores (`go-train bench
+/// train`, AMD Zen 5, 2026-11-26). Only this: a worker blocked on the batch
+/// reader, whose decoding also runs on the pool, could leave a one-thread
+/// pool with nobody to decode. A GPU's queue is fed from this thread.
+pub fn loss_and_gradients(
+    model: &Model,
+    x: &Tensor,
+    target: &Tensor,
+    ownership: OwnershipTargets,
+) -> Result<(Tensor, Tensor, GradStore)> {
+    let run = || -> Result<_> {
+        let (loss, pred) = training_loss(model, x, target, ownership)?;
+        let grads = loss.backward()?;
+        Ok((loss, pred, grads))
+    };
+    if x.device().is_cpu() {
+        rayon::scope(|_| run())
+    } else {
+        run()
+    }
+}
+
+/// One optimizer step on a batch: [`loss_and_gradients`], then the
+/// update. Returns the batch's mean loss, left where it was computed:
+/// reading it makes a GPU finish its queue ([`host_read_interval`]).
 pub fn train_step(
     model: &Model,
     optimizer: &mut dyn Optimizer,
@@ -56,8 +84,7 @@ pub fn train_step(
     target: &Tensor,
     ownership: OwnershipTargets,
 ) -> Result<Tensor> {
-    let (loss, _) = training_loss(model, x, target, ownership)?;
-    let grads = loss.backward()?;
+    let (loss, _, grads) = loss_and_gradients(model, x, target, ownership)?;
     optimizer.step(&grads)?;
     Ok(loss)
 }

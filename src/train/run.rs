@@ -289,9 +289,8 @@ fn train_epoch(
                 model.device(),
             )?),
         };
-        let (loss, pred) =
-            super::training_loss(model, &x, &target, owned.as_ref().map(|o| (o, steps.ownership_weight)))?;
-        let mut grads = loss.backward()?;
+        let (loss, pred, mut grads) =
+            super::loss_and_gradients(model, &x, &target, owned.as_ref().map(|o| (o, steps.ownership_weight)))?;
         if !steps.collective.is_alone() {
             let share = batch.len as f64 / steps.global_batch as f64;
             // The global loss comes back with the gradients, so that every

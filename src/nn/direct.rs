@@ -196,10 +196,10 @@ fn convolve(pad: &Padded, g: &ConvGeom, input: &[f32], w_t: &[f32], out: &mut [f
         // co + n ≤ c_out) and write (out: the n planes from co).
         co += unsafe {
             match g.c_out - co {
-                8.. => block::<8, 2>(pad, g, input, w_t, co, out),
-                4.. => block::<4, 4>(pad, g, input, w_t, co, out),
-                2.. => block::<2, 4>(pad, g, input, w_t, co, out),
-                _ => block::<1, 8>(pad, g, input, w_t, co, out),
+                8.. => block::<8, 2>(pad, g, input, w_t, co, out, 0..pad.blocks),
+                4.. => block::<4, 4>(pad, g, input, w_t, co, out, 0..pad.blocks),
+                2.. => block::<2, 4>(pad, g, input, w_t, co, out, 0..pad.blocks),
+                _ => block::<1, 8>(pad, g, input, w_t, co, out, 0..pad.blocks),
             }
         };
     }
@@ -221,27 +221,14 @@ unsafe fn block<const CO: usize, const NB: usize>(
     w_t: &[f32],
     co: usize,
     out: &mut [f32],
+    blocks: std::ops::Range<usize>,
 ) -> usize {
-    let groups = pad.blocks / NB;
-    block_range::<CO, NB>(pad, g, input, w_t, co, out, 0, groups);
-    block_range::<CO, 1>(pad, g, input, w_t, co, out, groups * NB, pad.blocks - groups * NB);
-    CO
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block_range<const CO: usize, const NB: usize>(
-    pad: &Padded,
-    g: &ConvGeom,
-    input: &[f32],
-    w_t: &[f32],
-    co: usize,
-    out: &mut [f32],
-    first: usize,
-    groups: usize,
-) {
     use std::arch::x86_64::*;
+    let groups = blocks.len() / NB;
+    if groups * NB < blocks.len() {
+        block::<CO, 1>(pad, g, input, w_t, co, out, blocks.start + groups * NB..blocks.end);
+    }
+    let first = blocks.start;
     let grid = pad.grid();
     let (inp, wp, op) = (input.as_ptr(), w_t.as_ptr().add(co), out.as_mut_ptr());
     for gi in 0..groups {
@@ -267,6 +254,7 @@ unsafe fn block_range<const CO: usize, const NB: usize>(
             }
         }
     }
+    CO
 }
 
 /// Backward convolution as [`super::kernels::conv_backward`] (gradient

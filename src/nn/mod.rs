@@ -417,6 +417,7 @@ pub fn init_threads(threads: Option<usize>) -> anyhow::Result<usize> {
         std::env::set_var("CANDLE_NUM_THREADS", "1");
     }
     keep_freed_memory();
+    candle_core::backprop::set_first_gradient_stored(switches::Fused::FirstGradients.enabled());
     Ok(n)
 }
 

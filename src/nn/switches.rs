@@ -15,6 +15,9 @@ pub enum Fused {
     /// Batch norm's running averages updated in place
     /// (`GO_TRAIN_FUSED_BN_STATS`).
     RunningStats,
+    /// The backward pass storing each first gradient as it is, not added
+    /// to a zero-filled slot (`GO_TRAIN_FUSED_GRADS`; vendor/README.md).
+    FirstGradients,
 }
 
 impl Fused {
@@ -24,19 +27,20 @@ impl Fused {
             Fused::Optimizer => "GO_TRAIN_FUSED_OPTIM",
             Fused::Loss => "GO_TRAIN_FUSED_LOSS",
             Fused::RunningStats => "GO_TRAIN_FUSED_BN_STATS",
+            Fused::FirstGradients => "GO_TRAIN_FUSED_GRADS",
         }
     }
 
     /// Whether it is on.
     pub fn enabled(self) -> bool {
-        static SWITCHES: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static SWITCHES: [OnceLock<bool>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
         *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
     }
 
     /// Every switch that is off, as `VARIABLE=0` words (empty when all are
     /// on): for reports of what ran.
     pub fn disabled() -> Vec<String> {
-        [Fused::Optimizer, Fused::Loss, Fused::RunningStats]
+        [Fused::Optimizer, Fused::Loss, Fused::RunningStats, Fused::FirstGradients]
             .into_iter()
             .filter(|f| !f.enabled())
             .map(|f| format!("{}=0", f.variable()))

@@ -2,6 +2,18 @@
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::{Error, Result, Tensor, TensorId};
 use std::collections::{hash_map::Entry, HashMap};
+use std::sync::atomic::AtomicBool;
+
+/// Whether `Tensor::backward` stores a tensor's first gradient as it is
+/// (go-train's patch, the default) or adds it to a zero-filled slot, as
+/// candle 0.11.1 does: a switch, so that one run can measure both.
+static FIRST_GRADIENT_STORED: AtomicBool = AtomicBool::new(true);
+
+/// Sets how `Tensor::backward` stores first gradients (see
+/// [`FIRST_GRADIENT_STORED`]); the gradients are the same to the bit.
+pub fn set_first_gradient_stored(stored: bool) {
+    FIRST_GRADIENT_STORED.store(stored, std::sync::atomic::Ordering::Relaxed);
+}
 
 // arg has been reduced to node via reduce_dims, expand it back to arg.
 // This has to handle keepdims.
@@ -728,15 +740,19 @@ impl GradStore {
         self.0.insert(id, grad)
     }
 
-    /// Get the gradient tensor associated with the given tensor, or, if it does not exist,
-    /// insert a tensor of zeroes, with the same shape and type as the given tensors and return it
     /// Adds `grad` into the gradient of `tensor`, storing it as the first
     /// one directly rather than adding it to zeros (go-train's patch: the
     /// zero-filled slot and the addition cost a pass over every
     /// activation-sized gradient). `grad` must have `tensor`'s shape, as
     /// the addition it replaces required; a strided view is made
-    /// contiguous, as the addition's result was.
+    /// contiguous, as the addition's result was. With
+    /// [`set_first_gradient_stored`]`(false)`, adds to zeros as released.
     fn accumulate(&mut self, tensor: &Tensor, grad: &Tensor) -> Result<()> {
+        if !FIRST_GRADIENT_STORED.load(std::sync::atomic::Ordering::Relaxed) {
+            let sum_grad = self.or_insert(tensor)?;
+            *sum_grad = sum_grad.add(grad)?;
+            return Ok(());
+        }
         match self.0.entry(tensor.id()) {
             Entry::Occupied(mut entry) => {
                 let sum = entry.get().add(grad)?;
@@ -749,6 +765,8 @@ impl GradStore {
         Ok(())
     }
 
+    /// Get the gradient tensor associated with the given tensor, or, if it does not exist,
+    /// insert a tensor of zeroes, with the same shape and type as the given tensors and return it
     fn or_insert(&mut self, tensor: &Tensor) -> Result<&mut Tensor> {
         let grad = match self.0.entry(tensor.id()) {
             Entry::Occupied(entry) => entry.into_mut(),

@@ -10,9 +10,13 @@
 //! single vector load and multiplies them by that tap's weight for up to 16
 //! output channels held in registers.
 //!
-//! Output points are computed on the padded width (`w + k − 1` per row), so
-//! that each tap is a constant offset into the padded plane; the extra
-//! columns are garbage and dropped when the result is written out.
+//! Output points are computed on the padded width, so that each tap is a
+//! constant offset into the padded plane; the extra columns are garbage
+//! and dropped when the result is written out. A padded row is `w + k/2`
+//! long, zeros first: a row's zeros are also the right padding of the row
+//! above, as a tap past a row's end reads on into the next row. With
+//! `w + k − 1` (both paddings) a 19×19 plane took 25 vector blocks of 16
+//! points, now 24.
 
 use rayon::prelude::*;
 
@@ -38,7 +42,7 @@ pub fn conv_forward(g: &ConvGeom, x: &[f32], weight: &[f32], bias: Option<&[f32]
 struct Padded {
     /// Padding on each side, k/2.
     pad: usize,
-    /// Padded row length, `w + k − 1`.
+    /// Padded row length, `w + k/2`: the left padding, then the row.
     width: usize,
     /// Floats per padded plane.
     plane: usize,
@@ -50,7 +54,7 @@ struct Padded {
 
 impl Padded {
     fn new(g: &ConvGeom) -> Padded {
-        let width = g.w + g.k - 1;
+        let width = g.w + g.k / 2;
         let plane = (g.h + g.k - 1) * width;
         let taps = (0..g.k).flat_map(|ky| (0..g.k).map(move |kx| ky * width + kx)).collect();
         Padded { pad: g.k / 2, width, plane, taps, blocks: (g.h * width).div_ceil(LANES) }
@@ -85,10 +89,10 @@ impl Padded {
 /// call per 19-float row cost more than the copy, and on AMD's Zen 5 a
 /// masked store cost more than the rest of the copy (a third of this
 /// function's time, by `perf annotate`). Each row's last store writes the
-/// masked load's zeros past the row, over its right padding and the next
-/// row's left padding, which must be zero, and over data written after it;
-/// so only the planes' top and bottom borders need zeroing, where the
-/// overshoot covers the padding between rows (else the whole copy is).
+/// masked load's zeros past the row, over the next row's padding, which
+/// must be zero, and over data written after it; so only the planes' top
+/// and bottom borders need zeroing, where the overshoot covers the padding
+/// between rows (else the whole copy is).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn fill_padded(
@@ -105,7 +109,7 @@ unsafe fn fill_padded(
     assert!(src.len() >= channels * points && relu_out.is_none_or(|y| y.len() >= channels * points));
     assert!(dst.len() >= pad.len(channels) && (sums.is_empty() || sums.len() == channels) && g.w > 0);
     let overshoot = g.w.next_multiple_of(LANES) - g.w;
-    if overshoot >= 2 * pad.pad {
+    if overshoot >= pad.pad {
         let first = pad.pad * pad.width + pad.pad;
         let end = (pad.pad + g.h - 1) * pad.width + pad.pad + g.w;
         for plane in dst[..channels * pad.plane].chunks_exact_mut(pad.plane) {
@@ -471,14 +475,17 @@ mod tests {
 
     #[test]
     fn direct_backward_matches_gemm_path() {
-        for (c_in, c_out, relu, need_dx) in [(5, 3, true, true), (16, 16, false, true), (3, 1, true, false), (4, 5, true, true)] {
-            // 7 rows of 9 padded points: the grid's one extra point falls on
-            // the bottom border, so the fused path applies.
-            let g = ConvGeom { batch: 3, c_in, c_out, k: 3, h: 7, w: 7 };
-            let x: Vec<f32> = (0..g.batch * c_in * 49).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
+        let cases = [(5, 3, true, true), (16, 16, false, true), (3, 1, true, false), (4, 5, true, true)];
+        // 7 rows of 9 padded points (8 and the padding) and the board's 19
+        // rows of 20: the grid's 1 and 4 extra points fall on the bottom
+        // border, so the fused path applies.
+        for ((c_in, c_out, relu, need_dx), (h, w)) in cases.into_iter().flat_map(|c| [(c, (7, 8)), (c, (19, 19))]) {
+            let g = ConvGeom { batch: 3, c_in, c_out, k: 3, h, w };
+            let points = h * w;
+            let x: Vec<f32> = (0..g.batch * c_in * points).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
             let w: Vec<f32> = (0..c_out * c_in * 9).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
-            let dy: Vec<f32> = (0..g.batch * c_out * 49).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
-            let y: Vec<f32> = (0..g.batch * c_out * 49).map(|i| ((i * 5) % 3) as f32 - 1.0).collect();
+            let dy: Vec<f32> = (0..g.batch * c_out * points).map(|i| ((i * 13) % 7) as f32 * 0.1 - 0.3).collect();
+            let y: Vec<f32> = (0..g.batch * c_out * points).map(|i| ((i * 5) % 3) as f32 - 1.0).collect();
             let relu_out = relu.then_some(&y[..]);
             let Some(fast) = conv_backward(&g, &x, &w, &dy, relu_out, need_dx) else {
                 #[cfg(target_arch = "x86_64")]

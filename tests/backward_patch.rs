@@ -20,8 +20,8 @@ fn gradients_are_contiguous_sums_whatever_reached_them() {
 
     // x reaches the loss three ways: as a narrow view of a concatenation
     // (with p broadcast beside it), transposed, and squared.
-    let joined = Tensor::cat(&[x.as_tensor(), &p.as_tensor().unsqueeze(0).unwrap().broadcast_as((2, 1)).unwrap()], 1)
-        .unwrap();
+    let joined =
+        Tensor::cat(&[x.as_tensor(), &p.as_tensor().unsqueeze(0).unwrap().broadcast_as((2, 1)).unwrap()], 1).unwrap();
     let loss = ((joined * &w).unwrap().sum_all().unwrap()
         + (x.as_tensor().t().unwrap() * &c).unwrap().sum_all().unwrap()
         + x.as_tensor().sqr().unwrap().sum_all().unwrap())

@@ -371,7 +371,11 @@ unsafe fn plane_sums_avx512(a: &[f32], b: &[f32], mask: Option<&[f32]>) -> (f32,
         let k: __mmask16 = if left >= 16 { !0 } else { (1u16 << left) - 1 };
         let mut va = _mm512_maskz_loadu_ps(k, a.as_ptr().add(i));
         if let Some(m) = mask {
-            let positive = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(k, _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)), _mm512_setzero_ps());
+            let positive = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(
+                k,
+                _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)),
+                _mm512_setzero_ps(),
+            );
             va = _mm512_maskz_mov_ps(positive, va);
         }
         s1 = _mm512_add_ps(s1, va);

@@ -1,4 +1,5 @@
-//! Switches of training's fused CPU paths. Each is on unless its
+//! Switches of training's fused paths (on the CPU; the backward pass's
+//! first gradients on every device). Each is on unless its
 //! environment variable is `0`: a run with one off A/Bs that piece
 //! (`go-train bench train`, a training run), and finds whether a problem
 //! lies in it. Read once, at first use.

@@ -19,7 +19,7 @@ pub mod schedule;
 
 use anyhow::Result;
 use candle_core::backprop::GradStore;
-use candle_core::Tensor;
+use candle_core::{Device, Tensor};
 
 use crate::nn::Model;
 use optim::Optimizer;
@@ -47,30 +47,34 @@ pub fn training_loss(
     Ok((loss, pred))
 }
 
-/// [`training_loss`] and its gradients: (loss, predictions, gradients).
-///
-/// On the CPU both run on a thread of rayon's pool, so that the kernels'
-/// parallel loops start from a worker and this thread waits once a step,
-/// not once a loop: each wait and wake of a thread outside the pool cost
-/// the playout net a twelfth of its speed on 2 cores (`go-train bench
-/// train`, AMD Zen 5, 2026-11-26). Only this: a worker blocked on the batch
-/// reader, whose decoding also runs on the pool, could leave a one-thread
-/// pool with nobody to decode. A GPU's queue is fed from this thread.
+/// [`training_loss`] and its gradients: (loss, predictions, gradients),
+/// computed [on the compute pool](on_compute_pool).
 pub fn loss_and_gradients(
     model: &Model,
     x: &Tensor,
     target: &Tensor,
     ownership: OwnershipTargets,
 ) -> Result<(Tensor, Tensor, GradStore)> {
-    let run = || -> Result<_> {
+    on_compute_pool(x.device(), || {
         let (loss, pred) = training_loss(model, x, target, ownership)?;
         let grads = loss.backward()?;
         Ok((loss, pred, grads))
-    };
-    if x.device().is_cpu() {
-        rayon::scope(|_| run())
+    })
+}
+
+/// Runs `work` (forward and backward passes) on a thread of rayon's pool
+/// when `device` is the CPU, so that the kernels' parallel loops start
+/// from a worker and the calling thread waits once, not once a loop: each
+/// wait and wake of a thread outside the pool cost the playout net a
+/// twelfth of its speed on 2 cores (`go-train bench train`, AMD Zen 5,
+/// 2026-11-26). `work` must not wait on other work of the pool (the batch
+/// reader's decoding runs there): on a one-thread pool nobody would do
+/// it. A GPU's queue is fed from the calling thread.
+pub fn on_compute_pool<R: Send>(device: &Device, work: impl FnOnce() -> R + Send) -> R {
+    if device.is_cpu() {
+        rayon::scope(|_| work())
     } else {
-        run()
+        work()
     }
 }
 

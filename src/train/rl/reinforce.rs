@@ -168,49 +168,52 @@ impl Examples {
     /// policy played by, see [`Examples`]), for `model`'s parameters (its
     /// batch norms keep their running statistics, as in play), computed
     /// `chunk` positions at a time; that sum; and the mean log π(action),
-    /// how sure the learner was of its moves.
+    /// how sure the learner was of its moves. Runs on the
+    /// [compute pool](crate::train::on_compute_pool).
     pub fn gradient(&self, model: &Model, chunk: usize) -> Result<(GradStore, f64, f64)> {
         let device = model.device();
         let params = model.parameters();
         let per_position = self.features.planes() * POINTS;
-        let mut total = GradStore::default();
-        let mut loss_sum = 0.0;
-        let mut log_p_sum = 0.0;
-        for start in (0..self.len()).step_by(chunk.max(1)) {
-            let end = (start + chunk.max(1)).min(self.len());
-            let n = end - start;
-            let mut data = vec![0f32; n * per_position];
-            for (planes, dst) in self.planes[start..end].iter().zip(data.chunks_exact_mut(per_position)) {
-                planes.unpack_into(dst);
-            }
-            let x = Tensor::from_vec(data, (n, self.features.planes(), BOARD, BOARD), device)?;
-            let actions = Tensor::from_slice(&self.actions[start..end], (n, 1), device)?;
-            let weights = Tensor::from_slice(&self.weights[start..end], n, device)?;
-            let mut mask = vec![MASKED_LOGIT as f32; n * MOVES];
-            for (bits, row) in self.choices[start..end].iter().zip(mask.chunks_exact_mut(MOVES)) {
-                for (i, m) in row.iter_mut().enumerate() {
-                    if bits[i / 64] >> (i % 64) & 1 == 1 {
-                        *m = 0.0;
+        crate::train::on_compute_pool(device, || {
+            let mut total = GradStore::default();
+            let mut loss_sum = 0.0;
+            let mut log_p_sum = 0.0;
+            for start in (0..self.len()).step_by(chunk.max(1)) {
+                let end = (start + chunk.max(1)).min(self.len());
+                let n = end - start;
+                let mut data = vec![0f32; n * per_position];
+                for (planes, dst) in self.planes[start..end].iter().zip(data.chunks_exact_mut(per_position)) {
+                    planes.unpack_into(dst);
+                }
+                let x = Tensor::from_vec(data, (n, self.features.planes(), BOARD, BOARD), device)?;
+                let actions = Tensor::from_slice(&self.actions[start..end], (n, 1), device)?;
+                let weights = Tensor::from_slice(&self.weights[start..end], n, device)?;
+                let mut mask = vec![MASKED_LOGIT as f32; n * MOVES];
+                for (bits, row) in self.choices[start..end].iter().zip(mask.chunks_exact_mut(MOVES)) {
+                    for (i, m) in row.iter_mut().enumerate() {
+                        if bits[i / 64] >> (i % 64) & 1 == 1 {
+                            *m = 0.0;
+                        }
                     }
                 }
+                let mask = Tensor::from_vec(mask, (n, MOVES), device)?;
+                let played = ((model.forward(&x, false)? * (1.0 / self.temperature as f64))? + mask)?;
+                let log_p = (played.gather(&actions, 1)?.squeeze(1)? - played.log_sum_exp(1)?)?;
+                log_p_sum += log_p.sum_all()?.to_scalar::<f32>()? as f64;
+                let loss = (log_p * weights)?.sum_all()?.neg()?;
+                loss_sum += loss.to_scalar::<f32>()? as f64;
+                let grads = loss.backward()?;
+                for (_, var) in &params {
+                    let Some(g) = grads.get(var.as_tensor()) else { continue };
+                    let sum = match total.remove(var.as_tensor()) {
+                        Some(before) => (before + g)?,
+                        None => g.clone(),
+                    };
+                    total.insert(var.as_tensor(), sum.detach());
+                }
             }
-            let mask = Tensor::from_vec(mask, (n, MOVES), device)?;
-            let played = ((model.forward(&x, false)? * (1.0 / self.temperature as f64))? + mask)?;
-            let log_p = (played.gather(&actions, 1)?.squeeze(1)? - played.log_sum_exp(1)?)?;
-            log_p_sum += log_p.sum_all()?.to_scalar::<f32>()? as f64;
-            let loss = (log_p * weights)?.sum_all()?.neg()?;
-            loss_sum += loss.to_scalar::<f32>()? as f64;
-            let grads = loss.backward()?;
-            for (_, var) in &params {
-                let Some(g) = grads.get(var.as_tensor()) else { continue };
-                let sum = match total.remove(var.as_tensor()) {
-                    Some(before) => (before + g)?,
-                    None => g.clone(),
-                };
-                total.insert(var.as_tensor(), sum.detach());
-            }
-        }
-        Ok((total, loss_sum, log_p_sum / self.len().max(1) as f64))
+            Ok((total, loss_sum, log_p_sum / self.len().max(1) as f64))
+        })
     }
 }
 

@@ -18,9 +18,11 @@
 #                 (GO_TRAIN_CUDNN_PLANS), then our own kernels for batch
 #                 norm, the residual sum and the bias as well
 #                 (GO_TRAIN_CUDA_KERNELS), then cuDNN algorithms chosen by
-#                 timing them (GO_TRAIN_CUDNN_BENCHMARK); last, all of these
+#                 timing them (GO_TRAIN_CUDNN_BENCHMARK); then all of these
 #                 with candle's zero-filled gradient slots back
-#                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md)
+#                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md); last, with
+#                 candle's ops for the optimizer's update instead of the
+#                 in-place kernels (GO_TRAIN_FUSED_OPTIM=0)
 #   selfplay      go-train selfplay of the shipped policy against itself on
 #                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
 #                 workers (16) of SELFPLAY_BATCH games (512)
@@ -100,13 +102,13 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads
-  for paths in 0,0,0,1 1,0,0,1 1,1,0,1 1,1,1,1 1,1,1,0; do
-    IFS=, read -r plans own timed grads <<<"$paths"
-    echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads" |
-      tee -a "$OUT/log.txt"
+  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim
+  for paths in 0,0,0,1,1 1,0,0,1,1 1,1,0,1,1 1,1,1,1,1 1,1,1,0,1 1,1,1,1,0; do
+    IFS=, read -r plans own timed grads optim <<<"$paths"
+    echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
+      "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
-      "$BIN" bench train \
+      GO_TRAIN_FUSED_OPTIM=$optim "$BIN" bench train \
       --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }

@@ -36,7 +36,8 @@ fn run_emulated(name: &str) {
 /// their gradients, against plain float arithmetic; for batch norm, the per-channel moments, the
 /// normalisation with and without ReLU, and the gradients (β, γ, input;
 /// batch statistics and running ones) against plain double arithmetic and
-/// finite differences.
+/// finite differences; the optimizers' in-place updates against the CPU's
+/// f32 arithmetic, bit for bit.
 #[test]
 fn gpu_kernels_match_plain_arithmetic() {
     run_emulated("kernels");

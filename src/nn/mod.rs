@@ -31,7 +31,7 @@
 mod conv_geom;
 mod conv_grad;
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 mod direct;
 pub mod instruments;
 mod kernels;

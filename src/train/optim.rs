@@ -105,10 +105,10 @@ fn slots<S>(params: Vec<(String, Var)>) -> Vec<Slot<S>> {
     params.into_iter().map(|(name, var)| Slot { name, var, state: None }).collect()
 }
 
-/// Whether `var` is updated in place: f32 on the CPU, with the fused
-/// updates `enabled`.
+/// Whether `var` is updated in place: f32 on the CPU or a CUDA GPU, with
+/// the fused updates `enabled`.
 fn in_place(var: &Var, enabled: bool) -> bool {
-    enabled && var.device().is_cpu() && var.dtype() == DType::F32
+    enabled && (var.device().is_cpu() || var.device().is_cuda()) && var.dtype() == DType::F32
 }
 
 /// The gradient of `var`, contiguous, for the in-place updates (which
@@ -173,7 +173,7 @@ pub struct SgdParams {
 pub struct Sgd {
     params: Vec<Slot<Tensor>>,
     hp: SgdParams,
-    /// Whether CPU parameters are updated in place.
+    /// Whether f32 parameters are updated in place ([`in_place`]).
     fused: bool,
 }
 
@@ -282,7 +282,7 @@ struct Moments {
 pub struct Adam {
     params: Vec<Slot<Moments>>,
     hp: AdamParams,
-    /// Whether CPU parameters are updated in place.
+    /// Whether f32 parameters are updated in place ([`in_place`]).
     fused: bool,
 }
 
@@ -509,7 +509,9 @@ mod tests {
     /// The in-place updates give the weights and state of candle's ops bit
     /// for bit, over steps whose gradients change (`sum(w² · c)`, gradient
     /// 2wc), with and without weight decay and momentum, for a parameter
-    /// that has a gradient only every other step too.
+    /// that has a gradient only every other step too; on the CPU and on the
+    /// test device (`GO_TRAIN_TEST_DEVICE`), whose kernels must also give
+    /// the CPU's values to the bit.
     #[test]
     fn in_place_updates_match_candle_ops_bit_for_bit() {
         let configs = [
@@ -523,25 +525,31 @@ mod tests {
         let values = |n: usize, seed: usize| -> Vec<f32> {
             (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2001) as f32 - 1000.0) / 997.0).collect()
         };
-        let c = Tensor::from_vec(values(257, 3), 257, &Device::Cpu).unwrap();
+        let mut devices = vec![Device::Cpu];
+        devices.extend(Some(crate::nn::test_device()).filter(|d| !d.is_cpu()));
         for config in configs {
             let mut ends = Vec::new();
-            for fused in [true, false] {
-                let a = Var::from_vec(values(257, 1), 257, &Device::Cpu).unwrap();
-                let b = Var::from_vec(values(12, 2), (3, 4), &Device::Cpu).unwrap();
-                let mut opt = build(config, vec![("a".into(), a.clone()), ("b".into(), b.clone())], fused);
-                for step in 0..5 {
-                    let mut loss = (a.as_tensor().sqr().unwrap() * &c).unwrap().sum_all().unwrap();
-                    if step % 2 == 0 {
-                        loss = (loss + b.as_tensor().sqr().unwrap().sum_all().unwrap()).unwrap();
+            for dev in &devices {
+                let c = Tensor::from_vec(values(257, 3), 257, dev).unwrap();
+                for fused in [true, false] {
+                    let a = Var::from_vec(values(257, 1), 257, dev).unwrap();
+                    let b = Var::from_vec(values(12, 2), (3, 4), dev).unwrap();
+                    let mut opt = build(config, vec![("a".into(), a.clone()), ("b".into(), b.clone())], fused);
+                    for step in 0..5 {
+                        let mut loss = (a.as_tensor().sqr().unwrap() * &c).unwrap().sum_all().unwrap();
+                        if step % 2 == 0 {
+                            loss = (loss + b.as_tensor().sqr().unwrap().sum_all().unwrap()).unwrap();
+                        }
+                        opt.step(&loss.backward().unwrap()).unwrap();
                     }
-                    opt.step(&loss.backward().unwrap()).unwrap();
+                    let mut end = vec![bits(a.as_tensor()), bits(b.as_tensor())];
+                    end.extend(opt.state().iter().map(|(_, t)| bits(t)));
+                    ends.push((format!("{dev:?}, fused {fused}"), end));
                 }
-                let mut end = vec![bits(a.as_tensor()), bits(b.as_tensor())];
-                end.extend(opt.state().iter().map(|(_, t)| bits(t)));
-                ends.push(end);
             }
-            assert_eq!(ends[0], ends[1], "{config:?}");
+            for (what, end) in &ends[1..] {
+                assert_eq!(&ends[0].1, end, "{config:?}: {what} against {}", ends[0].0);
+            }
         }
     }
 

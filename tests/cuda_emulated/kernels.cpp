@@ -25,8 +25,18 @@ static std::barrier<>* block_barrier = nullptr;
 #define __global__
 #define __shared__ static
 #define __syncthreads() block_barrier->arrive_and_wait()
+#define __device__
+// CUDA's correctly rounded f32 operations are the CPU's plain ones (x86-64
+// SSE, and ISO C++ fuses no multiply-add).
+static float __fadd_rn(float a, float b) { return a + b; }
+static float __fsub_rn(float a, float b) { return a - b; }
+static float __fmul_rn(float a, float b) { return a * b; }
+static float __fdiv_rn(float a, float b) { return a / b; }
+static float __fsqrt_rn(float a) { return std::sqrt(a); }
 
 #include "../../src/nn/cuda/kernels.cu"
+
+#include <cstring>
 
 // A launch: grid.x blocks of block.x threads.
 static void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
@@ -235,6 +245,77 @@ static void check_bias(int n, int c, int p, int splits, unsigned seed) {
     }
 }
 
+// The optimizers' updates against src/train/optim_kernels.rs's CPU
+// arithmetic written out again, compared bit for bit: n values on a grid
+// of 3 blocks of 32 threads (a grid-stride loop of several turns), with
+// zeros of both signs among them, every switch both ways.
+static void expect_same(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
+    if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
+        for (size_t i = 0; i < got.size(); i++) {
+            if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+                if (failures < 20) std::printf("MISMATCH %s[%zu]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
+                failures++;
+                return;
+            }
+        }
+    }
+}
+
+static float plain_scaled(float x, float s) { return x * s + 0.f; }
+static float plain_penalised(float g, float w, float wd, bool has_wd) { return has_wd ? g + plain_scaled(w, wd) : g; }
+
+static int check_optimizers(long n, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    auto values = [&](bool positive) {
+        std::vector<float> v(n);
+        for (auto& x : v) x = positive ? std::fabs(u(rng)) : u(rng);
+        v[0] = 0.f;
+        if (!positive) v[1] = -0.f;
+        return v;
+    };
+    const std::vector<float> g = values(false), w0 = values(false), m0 = values(false), v0 = values(true);
+    int cases = 0;
+    for (int has_wd : {0, 1}) {
+        const float wd = 1e-3f;
+        for (int first : {0, 1}) {
+            std::vector<float> got = m0, want = m0;
+            launch(3, 32, [&] { sgd_momentum(got.data(), g.data(), w0.data(), 0.9f, wd, has_wd, first, n); });
+            for (long i = 0; i < n; i++) {
+                const float gi = plain_penalised(g[i], w0[i], wd, has_wd);
+                want[i] = first ? gi : plain_scaled(m0[i], 0.9f) + gi;
+            }
+            expect_same("sgd_momentum", got, want);
+            cases++;
+        }
+        std::vector<float> got = w0, want = w0;
+        launch(3, 32, [&] { sgd_descend(got.data(), g.data(), 0.05f, wd, has_wd, n); });
+        for (long i = 0; i < n; i++) want[i] -= plain_scaled(plain_penalised(g[i], w0[i], wd, has_wd), 0.05f);
+        expect_same("sgd_descend", got, want);
+        for (int squared : {0, 1}) {
+            std::vector<float> got = m0, want = m0;
+            const float decay = squared ? 0.999f : 0.9f;
+            const float rest = 1.f - decay;
+            launch(3, 32, [&] { adam_moment(got.data(), g.data(), w0.data(), decay, rest, squared, wd, has_wd, n); });
+            for (long i = 0; i < n; i++) {
+                const float gi = plain_penalised(g[i], w0[i], wd, has_wd);
+                want[i] = plain_scaled(m0[i], decay) + plain_scaled(squared ? gi * gi : gi, rest);
+            }
+            expect_same("adam_moment", got, want);
+            cases++;
+        }
+        cases++;
+    }
+    std::vector<float> got = w0, want = w0;
+    launch(3, 32, [&] { adam_descend(got.data(), m0.data(), v0.data(), 0.01f, 1.2f, 1e-8f, n); });
+    for (long i = 0; i < n; i++) {
+        const float denom = plain_scaled(std::sqrt(v0[i]), 1.2f) * 1.f + 1e-8f;
+        want[i] -= plain_scaled(m0[i] / denom, 0.01f);
+    }
+    expect_same("adam_descend", got, want);
+    return cases + 1;
+}
+
 int main() {
     int cases = 0;
     // One block a channel, and a channel cut into runs of unequal length
@@ -245,6 +326,8 @@ int main() {
     cases += 3;
     check_residual(1000, 99);
     cases++;
+    cases += check_optimizers(1000, 5);
+    cases += check_optimizers(7, 6);
     unsigned seed = 4;
     for (bool batch_stats : {true, false})
         for (bool relu : {true, false}) {

@@ -135,3 +135,53 @@ extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, 
         g[i] = y[i] > 0.f ? dy[i] : 0.f;
     }
 }
+
+// The optimizers' in-place updates (src/train/optim_kernels.rs, launched by
+// src/nn/cuda/update.rs), value by value the f32 arithmetic of their CPU
+// versions: every product and sum rounded by itself (the _rn intrinsics,
+// which the compiler never fuses into a multiply-add), so that a step on
+// the GPU leaves the weights and state a step on the CPU leaves, to the bit.
+
+// x * s as candle's `Tensor * f64` computes it: affine(s, 0), so -0 becomes +0.
+__device__ float scaled(float x, float s) {
+    return __fadd_rn(__fmul_rn(x, s), 0.f);
+}
+
+// The gradient with its L2 penalty, g + w * wd, when has_wd.
+__device__ float penalised(float g, float w, float wd, int has_wd) {
+    return has_wd ? __fadd_rn(g, scaled(w, wd)) : g;
+}
+
+// Momentum SGD's buffer: v = g' on the first step, else momentum * v + g'.
+extern "C" __global__ void sgd_momentum(float* v, const float* g, const float* w, float momentum, float wd,
+                                        int has_wd, int first, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        const float gi = penalised(g[i], w[i], wd, has_wd);
+        v[i] = first ? gi : __fadd_rn(scaled(v[i], momentum), gi);
+    }
+}
+
+// Plain SGD, w -= lr * g' (momentum SGD's last step: g the buffer, no penalty).
+extern "C" __global__ void sgd_descend(float* w, const float* g, float lr, float wd, int has_wd, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        w[i] = __fsub_rn(w[i], scaled(penalised(g[i], w[i], wd, has_wd), lr));
+    }
+}
+
+// One of Adam's moments: m = decay * m + (1 - decay) * g' (g'^2 when squared).
+extern "C" __global__ void adam_moment(float* m, const float* g, const float* w, float decay, float one_minus_decay,
+                                       int squared, float wd, int has_wd, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        const float gi = penalised(g[i], w[i], wd, has_wd);
+        m[i] = __fadd_rn(scaled(m[i], decay), scaled(squared ? __fmul_rn(gi, gi) : gi, one_minus_decay));
+    }
+}
+
+// Adam's step: w -= step * m / (sqrt(v) * inv_bc2 + eps).
+extern "C" __global__ void adam_descend(float* w, const float* m, const float* v, float step, float inv_bc2,
+                                        float eps, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        const float denom = __fadd_rn(scaled(__fsqrt_rn(v[i]), inv_bc2), eps);
+        w[i] = __fsub_rn(w[i], scaled(__fdiv_rn(m[i], denom), step));
+    }
+}

@@ -4,6 +4,7 @@
 //! - [`norm`]: batch norm with its ReLU in kernels of our own;
 //! - [`residual`]: a residual block's sum and ReLU in one kernel;
 //! - [`bias`]: a convolution's bias, its gradient a per-channel sum;
+//! - [`update`]: the optimizers' updates, in place;
 //! - [`cudnn_conv`] (`--features cudnn`): convolutions through cuDNN,
 //!   planned once per shape.
 //!
@@ -26,6 +27,7 @@ pub mod bias;
 pub mod cudnn_conv;
 pub mod norm;
 pub mod residual;
+pub mod update;
 
 /// The kernels' source. NCHW f32; a block of [`THREADS`] threads.
 const SOURCE: &str = include_str!("kernels.cu");

@@ -20,9 +20,11 @@
 #                 (GO_TRAIN_CUDA_KERNELS), then cuDNN algorithms chosen by
 #                 timing them (GO_TRAIN_CUDNN_BENCHMARK); then all of these
 #                 with candle's zero-filled gradient slots back
-#                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md); last, with
+#                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md); then with
 #                 candle's ops for the optimizer's update instead of the
-#                 in-place kernels (GO_TRAIN_FUSED_OPTIM=0)
+#                 in-place kernels (GO_TRAIN_FUSED_OPTIM=0); last, with
+#                 candle's ops for the loss (GO_TRAIN_FUSED_LOSS=0). Each
+#                 for BENCH_AB_SECONDS (3) a net and batch
 #   selfplay      go-train selfplay of the shipped policy against itself on
 #                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
 #                 workers (16) of SELFPLAY_BATCH games (512)
@@ -35,7 +37,7 @@
 #
 # Environment: OUT (logs and results), GPU_CONFIG, GPU_RUN (checkpoint
 # folder, default checkpoints/gpu-resnet), GPU_TRAIN_ARGS (more train-policy
-# arguments, e.g. --set schedule.step_size=8), BENCH_NETS, BENCH_BATCHES,
+# arguments, e.g. --set schedule.step_size=8), BENCH_NETS, BENCH_BATCHES, BENCH_AB_SECONDS,
 # TORCH_SECONDS. A checkpoint brought back as $OUT/run.tar.gz and unpacked
 # into checkpoints/ is resumed.
 set -uo pipefail
@@ -102,14 +104,14 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim
-  for paths in 0,0,0,1,1 1,0,0,1,1 1,1,0,1,1 1,1,1,1,1 1,1,1,0,1 1,1,1,1,0; do
-    IFS=, read -r plans own timed grads optim <<<"$paths"
+  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss
+  for paths in 0,0,0,1,1,1 1,0,0,1,1,1 1,1,0,1,1,1 1,1,1,1,1,1 1,1,1,0,1,1 1,1,1,1,0,1 1,1,1,1,1,0; do
+    IFS=, read -r plans own timed grads optim loss <<<"$paths"
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
-      "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim" | tee -a "$OUT/log.txt"
+      "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_LOSS=$loss" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
-      GO_TRAIN_FUSED_OPTIM=$optim "$BIN" bench train \
-      --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
+      GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_LOSS=$loss "$BIN" bench train \
+      --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-3}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }
 

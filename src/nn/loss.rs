@@ -4,10 +4,13 @@
 //! value net. Done with candle's ops they take some 45 ops (each a pass and
 //! a new tensor) where PyTorch's cross-entropy is two fused kernels.
 //!
-//! They run in training on the CPU with f32 data (and `GO_TRAIN_FUSED_LOSS`
-//! not 0); evaluation and other devices keep candle's ops, which give the
-//! same values to rounding (the sums run in another order).
+//! They run in training with f32 data (and `GO_TRAIN_FUSED_LOSS` not 0),
+//! on the CPU and on a CUDA GPU (one kernel each way: `nn::cuda::loss`);
+//! evaluation and other devices keep candle's ops, which give the same
+//! values to rounding (the sums run in another order).
 
+#[cfg(feature = "cuda")]
+use candle_core::CudaStorage;
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor, D};
 
 use super::switches::Fused;
@@ -15,7 +18,26 @@ use super::{BOARD, EMPTY_PLANE, MASKED_LOGIT, MOVES, POINTS};
 
 /// Whether the fused ops run on `t`.
 fn fused(t: &Tensor) -> bool {
-    t.device().is_cpu() && t.dtype() == DType::F32 && Fused::Loss.enabled()
+    (t.device().is_cpu() || t.device().is_cuda()) && t.dtype() == DType::F32 && Fused::Loss.enabled()
+}
+
+/// The batch and the planes a sample of a masked log-softmax's arguments,
+/// logits (batch, 362) and planes (batch, planes, 19, 19).
+fn move_shapes(ll: &Layout, pl: &Layout) -> Result<(usize, usize)> {
+    let (batch, moves) = ll.shape().dims2()?;
+    let (pb, planes, h, w) = pl.shape().dims4()?;
+    if moves != MOVES || pb != batch || h != BOARD || w != BOARD || planes < EMPTY_PLANE + 1 {
+        candle_core::bail!("masked log-softmax: logits {:?} do not fit planes {:?}", ll.shape(), pl.shape());
+    }
+    Ok((batch, planes))
+}
+
+/// Checks that an MSE's prediction and target have one shape.
+fn same_shape(pl: &Layout, tl: &Layout) -> Result<()> {
+    if pl.shape() != tl.shape() {
+        candle_core::bail!("mse: prediction {:?} and target {:?} differ", pl.shape(), tl.shape());
+    }
+    Ok(())
 }
 
 /// The contiguous data of a CPU storage of `T` seen through `layout`.
@@ -77,11 +99,7 @@ impl CustomOp2 for MaskedLogSoftmax {
     }
 
     fn cpu_fwd(&self, ls: &CpuStorage, ll: &Layout, ps: &CpuStorage, pl: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (batch, moves) = ll.shape().dims2()?;
-        let (pb, planes, h, w) = pl.shape().dims4()?;
-        if moves != MOVES || pb != batch || h != BOARD || w != BOARD || planes < EMPTY_PLANE + 1 {
-            candle_core::bail!("masked log-softmax: logits {:?} do not fit planes {:?}", ll.shape(), pl.shape());
-        }
+        let (batch, planes) = move_shapes(ll, pl)?;
         let (logits, input) = (slice::<f32>(ls, ll, "logits")?, slice::<f32>(ps, pl, "planes")?);
         // As mask_occupied computes it: logit + (empty·(−M) + M).
         let (scale, shift) = (-MASKED_LOGIT as f32, MASKED_LOGIT as f32);
@@ -102,8 +120,18 @@ impl CustomOp2 for MaskedLogSoftmax {
         Ok((CpuStorage::F32(out), ll.shape().clone()))
     }
 
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, ls: &CudaStorage, ll: &Layout, ps: &CudaStorage, pl: &Layout) -> Result<(CudaStorage, Shape)> {
+        let (batch, planes) = move_shapes(ll, pl)?;
+        Ok((super::cuda::loss::masked_log_softmax((ls, ll), (ps, pl), batch, planes)?, ll.shape().clone()))
+    }
+
     /// d logits = dy − softmax · Σ dy, row by row; the planes get none.
     fn bwd(&self, _: &Tensor, _: &Tensor, res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        #[cfg(feature = "cuda")]
+        if res.device().is_cuda() {
+            return Ok((Some(super::cuda::loss::log_softmax_grad(res, dy)?), None));
+        }
         let (logp, dy) = (values(res)?, values(dy)?);
         let mut dx = vec![0.0f32; dy.len()];
         for ((dx, dy), logp) in dx.chunks_exact_mut(MOVES).zip(dy.chunks_exact(MOVES)).zip(logp.chunks_exact(MOVES)) {
@@ -157,8 +185,19 @@ impl CustomOp2 for Nll {
         Ok((CpuStorage::F32(vec![sum * (-1.0 / batch as f64) as f32 + 0.0]), Shape::from(())))
     }
 
+    /// On a GPU a target outside the moves makes the loss NaN (a kernel
+    /// cannot fail), which stops training.
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, ls: &CudaStorage, ll: &Layout, ts: &CudaStorage, tl: &Layout) -> Result<(CudaStorage, Shape)> {
+        Ok((super::cuda::loss::nll((ls, ll), (ts, tl))?, Shape::from(())))
+    }
+
     fn bwd(&self, logp: &Tensor, target: &Tensor, _: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (batch, moves) = logp.dims2()?;
+        #[cfg(feature = "cuda")]
+        if logp.device().is_cuda() {
+            return Ok((Some(super::cuda::loss::nll_grad(target, dy, moves)?), None));
+        }
         let g = dy.to_dtype(DType::F32)?.to_scalar::<f32>()? * (-1.0 / batch as f64) as f32;
         let mut d = vec![0.0f32; batch * moves];
         for (b, t) in target.to_vec1::<u32>()?.into_iter().enumerate() {
@@ -177,17 +216,25 @@ impl CustomOp2 for Mse {
     }
 
     fn cpu_fwd(&self, ps: &CpuStorage, pl: &Layout, ts: &CpuStorage, tl: &Layout) -> Result<(CpuStorage, Shape)> {
-        if pl.shape() != tl.shape() {
-            candle_core::bail!("mse: prediction {:?} and target {:?} differ", pl.shape(), tl.shape());
-        }
+        same_shape(pl, tl)?;
         let (pred, target) = (slice::<f32>(ps, pl, "prediction")?, slice::<f32>(ts, tl, "target")?);
         let sum: f32 = pred.iter().zip(target).map(|(p, t)| (p - t) * (p - t)).sum();
         let n = pred.len().max(1) as f64;
         Ok((CpuStorage::F32(vec![sum * (1.0 / n) as f32 + 0.0]), Shape::from(())))
     }
 
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, ps: &CudaStorage, pl: &Layout, ts: &CudaStorage, tl: &Layout) -> Result<(CudaStorage, Shape)> {
+        same_shape(pl, tl)?;
+        Ok((super::cuda::loss::mse((ps, pl), (ts, tl))?, Shape::from(())))
+    }
+
     /// d pred = 2(p − t)/n · dy; the target gets none.
     fn bwd(&self, pred: &Tensor, target: &Tensor, _: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        #[cfg(feature = "cuda")]
+        if pred.device().is_cuda() {
+            return Ok((Some(super::cuda::loss::mse_grad(pred, target, dy)?), None));
+        }
         let n = pred.elem_count().max(1) as f64;
         let g = dy.to_dtype(DType::F32)?.to_scalar::<f32>()? * (1.0 / n) as f32;
         let d = values(pred)?.iter().zip(values(target)?).map(|(p, t)| 2.0 * (p - t) * g).collect();
@@ -206,24 +253,26 @@ mod tests {
     }
 
     /// Planes whose empty plane has every third point occupied.
-    fn planes(batch: usize) -> Tensor {
+    fn planes(batch: usize, dev: &Device) -> Tensor {
         let data: Vec<f32> = (0..batch * 3 * POINTS)
             .map(|i| if (i / POINTS) % 3 == EMPTY_PLANE { ((i % 3) != 0) as u8 as f32 } else { 0.5 })
             .collect();
-        Tensor::from_vec(data, (batch, 3, BOARD, BOARD), &Device::Cpu).unwrap()
+        Tensor::from_vec(data, (batch, 3, BOARD, BOARD), dev).unwrap()
     }
 
-    fn logits(batch: usize) -> Var {
+    fn logits(batch: usize, dev: &Device) -> Var {
         let data: Vec<f32> = (0..batch * MOVES).map(|i| ((i * 7919) % 1000) as f32 / 150.0 - 3.0).collect();
-        Var::from_vec(data, (batch, MOVES), &Device::Cpu).unwrap()
+        Var::from_vec(data, (batch, MOVES), dev).unwrap()
     }
 
     /// The fused masked log-softmax and NLL give candle's loss, log-probabilities
-    /// and logit gradient, to rounding.
+    /// and logit gradient, to rounding, on the test device
+    /// (`GO_TRAIN_TEST_DEVICE`: there the kernels of `nn::cuda::loss`).
     #[test]
     fn fused_move_loss_matches_candle_ops() {
-        let (x, planes) = (logits(4), planes(4));
-        let target = Tensor::new(&[1u32, 5, 361, 200], &Device::Cpu).unwrap();
+        let dev = crate::nn::test_device();
+        let (x, planes) = (logits(4, &dev), planes(4, &dev));
+        let target = Tensor::new(&[1u32, 5, 361, 200], &dev).unwrap();
         let fused_logp = masked_log_softmax(x.as_tensor(), &planes, true).unwrap();
         let reference_logp = masked_log_softmax(x.as_tensor(), &planes, false).unwrap();
         assert!(max_diff(&fused_logp, &reference_logp) < 1e-5);
@@ -238,10 +287,12 @@ mod tests {
         assert!((p[0].iter().sum::<f32>() - 1.0).abs() < 1e-5);
     }
 
+    /// The same for the MSE, on the test device.
     #[test]
     fn fused_mse_matches_candle_ops() {
-        let pred = Var::from_vec(vec![0.1f32, 0.7, 0.4, 0.9, 0.5], 5, &Device::Cpu).unwrap();
-        let target = Tensor::new(&[0f32, 1.0, 1.0, 0.0, 1.0], &Device::Cpu).unwrap();
+        let dev = crate::nn::test_device();
+        let pred = Var::from_vec(vec![0.1f32, 0.7, 0.4, 0.9, 0.5], 5, &dev).unwrap();
+        let target = Tensor::new(&[0f32, 1.0, 1.0, 0.0, 1.0], &dev).unwrap();
         let (fused, reference) =
             (mse(pred.as_tensor(), &target).unwrap(), candle_nn::loss::mse(pred.as_tensor(), &target).unwrap());
         assert!(max_diff(&fused, &reference) < 1e-7);
@@ -251,7 +302,7 @@ mod tests {
 
     #[test]
     fn bad_targets_are_refused() {
-        let logp = masked_log_softmax(logits(2).as_tensor(), &planes(2), true).unwrap();
+        let logp = masked_log_softmax(logits(2, &Device::Cpu).as_tensor(), &planes(2, &Device::Cpu), true).unwrap();
         let err = nll(&logp, &Tensor::new(&[1u32, 362], &Device::Cpu).unwrap()).unwrap_err();
         assert!(err.to_string().contains("target 362"), "{err}");
     }

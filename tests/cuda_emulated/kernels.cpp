@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <thread>
@@ -33,10 +34,13 @@ static float __fsub_rn(float a, float b) { return a - b; }
 static float __fmul_rn(float a, float b) { return a * b; }
 static float __fdiv_rn(float a, float b) { return a / b; }
 static float __fsqrt_rn(float a) { return std::sqrt(a); }
+static float __int_as_float(int i) {
+    float f;
+    std::memcpy(&f, &i, sizeof f);
+    return f;
+}
 
 #include "../../src/nn/cuda/kernels.cu"
-
-#include <cstring>
 
 // A launch: grid.x blocks of block.x threads.
 static void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
@@ -316,6 +320,75 @@ static int check_optimizers(long n, unsigned seed) {
     return cases + 1;
 }
 
+// The losses' kernels against the same losses in double: the masked
+// log-softmax of `batch` rows of 362 logits (occupied points masked, as
+// src/nn/loss.rs does), its gradient, the NLL of the targets (a target
+// outside the moves gives NaN) with its gradient, and the MSE with its.
+static int check_losses(int batch, int n_planes, unsigned seed) {
+    const int points = 361, moves = 362;
+    const float M = -1e9f;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-4.f, 4.f);
+    std::vector<float> logits(batch * moves), planes(batch * n_planes * points), dy(batch * moves);
+    for (auto& x : logits) x = u(rng);
+    for (auto& x : dy) x = u(rng);
+    for (auto& x : planes) x = (rng() % 3 != 0) ? 1.f : 0.f;  // the empty plane: a third occupied
+    std::vector<float> logp(batch * moves), dx(batch * moves);
+    launch(batch, THREADS, [&] {
+        masked_log_softmax(logits.data(), planes.data(), logp.data(), n_planes, 0, points, moves, -M, M);
+    });
+    launch(batch, THREADS, [&] { log_softmax_grad(logp.data(), dy.data(), dx.data(), moves); });
+    for (int b = 0; b < batch; b++) {
+        std::vector<double> z(moves);
+        double max = -1e300, sum = 0, total = 0;
+        for (int j = 0; j < moves; j++) {
+            const bool legal = j == points || planes[(long)b * n_planes * points + j] == 1.f;
+            z[j] = legal ? logits[b * moves + j] : -1e9;
+            max = std::max(max, z[j]);
+            total += dy[b * moves + j];
+        }
+        for (int j = 0; j < moves; j++) sum += std::exp(z[j] - max);
+        for (int j = 0; j < moves; j++) {
+            const double want = z[j] - max - std::log(sum);
+            if (z[j] > -1e8) expect_close("masked_log_softmax", logp[b * moves + j], want, 1e-5);
+            else if (!(logp[b * moves + j] < -1e8)) expect_close("masked point", logp[b * moves + j], -1e9, 0);
+            expect_close("log_softmax_grad", dx[b * moves + j], dy[b * moves + j] - std::exp(want) * total, 1e-5);
+        }
+    }
+    std::vector<unsigned> target(batch);
+    for (int b = 0; b < batch; b++) target[b] = (b * 97 + 5) % moves;
+    float loss = 0, dloss = 0.7f;
+    launch(1, THREADS, [&] { nll_forward(logp.data(), target.data(), &loss, batch, moves, -1.f / batch); });
+    double want = 0;
+    for (int b = 0; b < batch; b++) want -= logp[b * moves + target[b]];
+    expect_close("nll_forward", loss, want / batch, 1e-6);
+    std::vector<float> d(batch * moves);
+    launch(3, 32, [&] { nll_grad(target.data(), &dloss, d.data(), moves, -1.f / batch, (long)batch * moves); });
+    for (int i = 0; i < batch * moves; i++) {
+        const bool hit = (int)target[i / moves] == i % moves;
+        expect_close("nll_grad", d[i], hit ? -0.7 / batch : 0.0, 1e-7);
+    }
+    target[batch - 1] = moves;  // outside the moves
+    launch(1, THREADS, [&] { nll_forward(logp.data(), target.data(), &loss, batch, moves, -1.f / batch); });
+    if (!std::isnan(loss)) {
+        std::printf("MISMATCH nll_forward: a target outside the moves gave %g, not NaN\n", loss);
+        failures++;
+    }
+    const long n = (long)batch * 300 + 7;
+    std::vector<float> p(n), t(n), dp(n);
+    for (long i = 0; i < n; i++) p[i] = u(rng), t[i] = (float)(rng() % 2);
+    float mse = 0;
+    launch(1, THREADS, [&] { mse_forward(p.data(), t.data(), &mse, n, 1.f / n); });
+    launch(3, 32, [&] { mse_grad(p.data(), t.data(), &dloss, dp.data(), 1.f / n, n); });
+    double sq = 0;
+    for (long i = 0; i < n; i++) {
+        sq += ((double)p[i] - t[i]) * ((double)p[i] - t[i]);
+        expect_close("mse_grad", dp[i], 2.0 * ((double)p[i] - t[i]) * 0.7 / n, 1e-6);
+    }
+    expect_close("mse_forward", mse, sq / n, 1e-5);
+    return 6;
+}
+
 int main() {
     int cases = 0;
     // One block a channel, and a channel cut into runs of unequal length
@@ -328,6 +401,8 @@ int main() {
     cases++;
     cases += check_optimizers(1000, 5);
     cases += check_optimizers(7, 6);
+    cases += check_losses(3, 15, 7);
+    cases += check_losses(5, 52, 8);
     unsigned seed = 4;
     for (bool batch_stats : {true, false})
         for (bool relu : {true, false}) {

@@ -185,3 +185,101 @@ extern "C" __global__ void adam_descend(float* w, const float* m, const float* v
         w[i] = __fsub_rn(w[i], scaled(__fdiv_rn(m[i], denom), step));
     }
 }
+
+// The training losses' last steps (src/nn/loss.rs, launched by
+// src/nn/cuda/loss.rs): a move net's masked log-softmax and the negative
+// log-likelihood of the played moves, a value net's mean squared error,
+// forward and backward, each one kernel where candle's ops take some 45.
+// The same arithmetic as the CPU's ops, the sums in another order.
+
+// e^x, flushing results below the smallest normal f32 to 0 as the CPU's
+// ops do (the masked points' exponents are about -1e9).
+__device__ float flushed_exp(float x) {
+    return x < -87.33654f ? 0.f : expf(x);
+}
+
+// The block's THREADS values in `red` (shared) reduced to red[0] by max
+// (want_max) or sum; every thread gets the result.
+__device__ float block_reduce(float* red, float v, int want_max) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k) {
+            red[threadIdx.x] = want_max ? fmaxf(red[threadIdx.x], red[threadIdx.x + k]) : red[threadIdx.x] + red[threadIdx.x + k];
+        }
+        __syncthreads();
+    }
+    const float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+// Block b: row b of `logits` (moves values), the points whose empty plane
+// in `planes` (n_planes planes of `points` a sample) is 0 given
+// logit + (empty * scale + shift), then log-softmax into `out`.
+extern "C" __global__ void masked_log_softmax(const float* logits, const float* planes, float* out, int n_planes,
+                                              int empty_plane, int points, int moves, float scale, float shift) {
+    __shared__ float red[THREADS];
+    const long row = (long)blockIdx.x * moves;
+    const float* empty = planes + ((long)blockIdx.x * n_planes + empty_plane) * points;
+    float max = -3.402823466e38f;
+    for (int j = threadIdx.x; j < moves; j += THREADS) {
+        const float legal = j < points ? empty[j] : 1.f;
+        const float v = logits[row + j] + (legal * scale + shift);
+        out[row + j] = v;
+        max = fmaxf(max, v);
+    }
+    max = block_reduce(red, max, 1);
+    float sum = 0.f;
+    for (int j = threadIdx.x; j < moves; j += THREADS) sum += flushed_exp(out[row + j] - max);
+    const float log_sum = logf(block_reduce(red, sum, 0));
+    for (int j = threadIdx.x; j < moves; j += THREADS) out[row + j] = (out[row + j] - max) - log_sum;
+}
+
+// Its gradient, block b for row b: dx = dy - softmax * sum(dy).
+extern "C" __global__ void log_softmax_grad(const float* logp, const float* dy, float* dx, int moves) {
+    __shared__ float red[THREADS];
+    const long row = (long)blockIdx.x * moves;
+    float total = 0.f;
+    for (int j = threadIdx.x; j < moves; j += THREADS) total += dy[row + j];
+    total = block_reduce(red, total, 0);
+    for (int j = threadIdx.x; j < moves; j += THREADS) dx[row + j] = dy[row + j] - flushed_exp(logp[row + j]) * total;
+}
+
+// One block: out[0] = scale * the sum of logp[b][target[b]] (scale -1/batch);
+// a target outside the moves makes it NaN, which stops training.
+extern "C" __global__ void nll_forward(const float* logp, const unsigned* target, float* out, int batch, int moves,
+                                       float scale) {
+    __shared__ float red[THREADS];
+    float sum = 0.f;
+    for (int b = threadIdx.x; b < batch; b += THREADS) {
+        sum += target[b] < (unsigned)moves ? logp[(long)b * moves + target[b]] : __int_as_float(0x7fc00000);
+    }
+    sum = block_reduce(red, sum, 0);
+    if (threadIdx.x == 0) out[0] = sum * scale + 0.f;
+}
+
+// Its gradient: dy[0] * scale at each row's target, 0 elsewhere.
+extern "C" __global__ void nll_grad(const unsigned* target, const float* dy, float* d, int moves, float scale, long total) {
+    const float g = dy[0] * scale;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        d[i] = (long)target[i / moves] == i % moves ? g : 0.f;
+    }
+}
+
+// One block: out[0] = scale * the sum of (p - t)^2 (scale 1/n).
+extern "C" __global__ void mse_forward(const float* p, const float* t, float* out, long n, float scale) {
+    __shared__ float red[THREADS];
+    float sum = 0.f;
+    for (long i = threadIdx.x; i < n; i += THREADS) sum += (p[i] - t[i]) * (p[i] - t[i]);
+    sum = block_reduce(red, sum, 0);
+    if (threadIdx.x == 0) out[0] = sum * scale + 0.f;
+}
+
+// Its gradient: 2 (p - t) * dy[0] * scale.
+extern "C" __global__ void mse_grad(const float* p, const float* t, const float* dy, float* d, float scale, long n) {
+    const float g = dy[0] * scale;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        d[i] = 2.f * (p[i] - t[i]) * g;
+    }
+}

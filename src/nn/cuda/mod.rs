@@ -4,6 +4,7 @@
 //! - [`norm`]: batch norm with its ReLU in kernels of our own;
 //! - [`residual`]: a residual block's sum and ReLU in one kernel;
 //! - [`bias`]: a convolution's bias, its gradient a per-channel sum;
+//! - [`loss`]: the training losses' last steps, forward and backward;
 //! - [`update`]: the optimizers' updates, in place;
 //! - [`cudnn_conv`] (`--features cudnn`): convolutions through cuDNN,
 //!   planned once per shape.
@@ -25,6 +26,7 @@ use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Sha
 pub mod bias;
 #[cfg(feature = "cudnn")]
 pub mod cudnn_conv;
+pub mod loss;
 pub mod norm;
 pub mod residual;
 pub mod update;

@@ -21,8 +21,9 @@
 #                 timing them (GO_TRAIN_CUDNN_BENCHMARK); then all of these
 #                 with candle's zero-filled gradient slots back
 #                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md); then with
-#                 candle's ops for the optimizer's update instead of the
-#                 in-place kernels (GO_TRAIN_FUSED_OPTIM=0); last, with
+#                 candle's ops for the optimizer's update and batch norm's
+#                 running averages instead of the in-place kernels
+#                 (GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0); last, with
 #                 candle's ops for the loss (GO_TRAIN_FUSED_LOSS=0). Each
 #                 for BENCH_AB_SECONDS (3) a net and batch
 #   selfplay      go-train selfplay of the shipped policy against itself on
@@ -108,9 +109,10 @@ bench_ab() {
   for paths in 0,0,0,1,1,1 1,0,0,1,1,1 1,1,0,1,1,1 1,1,1,1,1,1 1,1,1,0,1,1 1,1,1,1,0,1 1,1,1,1,1,0; do
     IFS=, read -r plans own timed grads optim loss <<<"$paths"
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
-      "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_LOSS=$loss" | tee -a "$OUT/log.txt"
+      "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim" \
+      "GO_TRAIN_FUSED_LOSS=$loss" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
-      GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_LOSS=$loss "$BIN" bench train \
+      GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss "$BIN" bench train \
       --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-3}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }

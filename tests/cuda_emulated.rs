@@ -36,8 +36,9 @@ fn run_emulated(name: &str) {
 /// their gradients, against plain float arithmetic; for batch norm, the per-channel moments, the
 /// normalisation with and without ReLU, and the gradients (β, γ, input;
 /// batch statistics and running ones) against plain double arithmetic and
-/// finite differences; the optimizers' in-place updates against the CPU's
-/// f32 arithmetic, bit for bit.
+/// finite differences; the optimizers' in-place updates and batch norm's
+/// running averages against the CPU's f32 arithmetic, bit for bit; the
+/// training losses, forward and backward, against double arithmetic.
 #[test]
 fn gpu_kernels_match_plain_arithmetic() {
     run_emulated("kernels");

@@ -323,9 +323,9 @@ impl BatchNorm {
     /// candle's ops take four and two new tensors, with the same f32
     /// arithmetic.
     fn update_running_in_place(&self, mean: &[f32], var: &[f32], p: &Planes) -> Result<()> {
-        for (old, new, scale) in [(&self.running_mean, mean, 1.0), (&self.running_var, var, unbiased_scale(p))] {
-            let blend = Blend { new, keep: (1.0 - BN_MOMENTUM) as f32, take: (BN_MOMENTUM * scale) as f32 };
-            old.as_tensor().inplace_op1(&blend)?;
+        let [(keep, take_mean), (_, take_var)] = blend_factors(p);
+        for (old, new, take) in [(&self.running_mean, mean, take_mean), (&self.running_var, var, take_var)] {
+            old.as_tensor().inplace_op1(&Blend { new, keep, take })?;
         }
         Ok(())
     }
@@ -335,7 +335,15 @@ impl BatchNorm {
     fn forward_cuda(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let stats = if train {
             let stats = super::cuda::norm::moments(x)?;
-            self.update_running(&stats.get(0)?, &stats.get(1)?, &planes(x)?)?;
+            let p = planes(x)?;
+            if Fused::RunningStats.enabled() {
+                let averages = [&self.running_mean, &self.running_var];
+                for (row, (old, (keep, take))) in averages.into_iter().zip(blend_factors(&p)).enumerate() {
+                    super::cuda::norm::blend_running(old.as_tensor(), &stats, row, keep, take)?;
+                }
+            } else {
+                self.update_running(&stats.get(0)?, &stats.get(1)?, &p)?;
+            }
             stats
         } else {
             Tensor::stack(&[self.running_mean.as_tensor(), self.running_var.as_tensor()], 0)?
@@ -368,6 +376,14 @@ impl BatchNorm {
             Ok(y)
         }
     }
+}
+
+/// (keep, take) of the in-place running averages, `avg ← keep·avg +
+/// take·batch`, for the mean and for the variance: the f32 factors of
+/// [`BatchNorm::update_running`]'s ops.
+fn blend_factors(p: &Planes) -> [(f32, f32); 2] {
+    let keep = (1.0 - BN_MOMENTUM) as f32;
+    [(keep, BN_MOMENTUM as f32), (keep, (BN_MOMENTUM * unbiased_scale(p)) as f32)]
 }
 
 /// The factor from the biased variance of a batch to the unbiased one

@@ -1,5 +1,4 @@
-//! Switches of training's fused paths (on the CPU; the optimizers'
-//! updates and the backward pass's first gradients on every device). Each
+//! Switches of training's fused paths, on the CPU and on a CUDA GPU. Each
 //! is on unless its environment variable is `0`: a run with one off A/Bs
 //! that piece (`go-train bench train`, a training run), and finds whether
 //! a problem lies in it. Read once, at first use.

@@ -249,10 +249,11 @@ static void check_bias(int n, int c, int p, int splits, unsigned seed) {
     }
 }
 
-// The optimizers' updates against src/train/optim_kernels.rs's CPU
-// arithmetic written out again, compared bit for bit: n values on a grid
-// of 3 blocks of 32 threads (a grid-stride loop of several turns), with
-// zeros of both signs among them, every switch both ways.
+// The optimizers' updates (and batch norm's running average, the same
+// kind of update) against the CPU's f32 arithmetic (src/train/optim_kernels.rs,
+// src/nn/layers.rs) written out again, compared bit for bit: n values on a
+// grid of 3 blocks of 32 threads (a grid-stride loop of several turns),
+// with zeros of both signs among them, every switch both ways.
 static void expect_same(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
     if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
         for (size_t i = 0; i < got.size(); i++) {
@@ -317,7 +318,14 @@ static int check_optimizers(long n, unsigned seed) {
         want[i] -= plain_scaled(m0[i] / denom, 0.01f);
     }
     expect_same("adam_descend", got, want);
-    return cases + 1;
+    // Batch norm's running average of n channels from row 1 of (2, n) statistics.
+    std::vector<float> stats = g;
+    stats.insert(stats.end(), v0.begin(), v0.end());
+    got = w0, want = w0;
+    launch(3, 32, [&] { running_blend(got.data(), stats.data(), 1, (int)n, 0.9f, 0.1f * 1.25f); });
+    for (long i = 0; i < n; i++) want[i] = plain_scaled(w0[i], 0.9f) + plain_scaled(v0[i], 0.1f * 1.25f);
+    expect_same("running_blend", got, want);
+    return cases + 2;
 }
 
 // The losses' kernels against the same losses in double: the masked

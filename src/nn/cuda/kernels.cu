@@ -186,6 +186,15 @@ extern "C" __global__ void adam_descend(float* w, const float* m, const float* v
     }
 }
 
+// Batch norm's running averages (src/nn/cuda/norm.rs), in place: avg =
+// keep * avg + take * stats[row][ch] for each of the c channels, as
+// candle's ops compute it (after the optimizers' `scaled`).
+extern "C" __global__ void running_blend(float* avg, const float* stats, int row, int c, float keep, float take) {
+    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+        avg[ch] = __fadd_rn(scaled(avg[ch], keep), scaled(stats[row * c + ch], take));
+    }
+}
+
 // The training losses' last steps (src/nn/loss.rs, launched by
 // src/nn/cuda/loss.rs): a move net's masked log-softmax and the negative
 // log-likelihood of the played moves, a value net's mean squared error,

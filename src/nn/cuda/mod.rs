@@ -19,7 +19,7 @@
 use std::sync::OnceLock;
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
 
@@ -65,6 +65,14 @@ fn ptx() -> Result<&'static str> {
 fn view<'a>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, f32>> {
     match layout.contiguous_offsets() {
         Some((start, end)) => Ok(s.as_cuda_slice::<f32>()?.slice(start..end)),
+        None => candle_core::bail!("GPU kernel: the {what} is not contiguous"),
+    }
+}
+
+/// The same, writable (for the kernels that update a tensor in place).
+fn view_mut<'a>(s: &'a mut CudaStorage, layout: &Layout, what: &str) -> Result<CudaViewMut<'a, f32>> {
+    match layout.contiguous_offsets() {
+        Some((start, end)) => Ok(s.as_cuda_slice_mut::<f32>()?.slice_mut(start..end)),
         None => candle_core::bail!("GPU kernel: the {what} is not contiguous"),
     }
 }

@@ -14,15 +14,59 @@
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp3, InplaceOp2, Layout, Result, Shape, Tensor};
 
-use super::{channel_reduce, channel_sums, cpu_refused, dims, elementwise, ptx, view, with_view, Reduce, MODULE};
+use super::{
+    channel_reduce, channel_sums, cpu_refused, dims, elementwise, ptx, view, view_mut, with_view, Reduce, MODULE,
+};
 
 /// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
 /// (2, c) tensor, not differentiated (the normalisation's gradient accounts
 /// for them).
 pub fn moments(x: &Tensor) -> Result<Tensor> {
     channel_reduce(&x.detach(), Reduce::Moments)
+}
+
+/// Folds row `row` (0: the means, 1: the variances) of a batch's `stats`
+/// (2, c) into the running average `avg` (c), in place: `avg ← keep·avg +
+/// take·stats[row]`, one launch where candle's ops take four and a copy.
+pub fn blend_running(avg: &Tensor, stats: &Tensor, row: usize, keep: f32, take: f32) -> Result<()> {
+    avg.inplace_op2(&stats.contiguous()?, &RunningBlend { row, keep, take })
+}
+
+/// The op of [`blend_running`]: in place on the average, argument the
+/// statistics.
+struct RunningBlend {
+    row: usize,
+    keep: f32,
+    take: f32,
+}
+
+impl InplaceOp2 for RunningBlend {
+    fn name(&self) -> &'static str {
+        "go-train-cuda-running-average"
+    }
+
+    fn cpu_fwd(&self, _: &mut CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> Result<()> {
+        cpu_refused(self.name())
+    }
+
+    fn cuda_fwd(&self, avg: &mut CudaStorage, al: &Layout, stats: &CudaStorage, sl: &Layout) -> Result<()> {
+        let c = al.shape().elem_count();
+        if sl.shape().dims() != [2, c] || self.row > 1 {
+            candle_core::bail!("batch norm: statistics {:?} for {c} running values", sl.shape());
+        }
+        let dev = avg.device().clone();
+        let func = dev.get_or_load_custom_func("running_blend", MODULE, ptx()?)?;
+        let stats = view(stats, sl, "batch statistics")?;
+        let mut avg = view_mut(avg, al, "running average")?;
+        let (row, c32) = (self.row as i32, c as i32);
+        let mut b = func.builder();
+        b.arg(&mut avg).arg(&stats).arg(&row).arg(&c32).arg(&self.keep).arg(&self.take);
+        // SAFETY: avg holds c floats, stats 2c.
+        unsafe { b.launch(elementwise(c)) }.w()?;
+        Ok(())
+    }
 }
 
 /// `γ·(x − mean)/√(var + eps) + β`, then ReLU when `relu`, with mean and

@@ -5,24 +5,16 @@
 //! its result; and the same f32 arithmetic as on the CPU, to the bit.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaViewMut, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaStorage, Layout, Result};
 
-use super::{elementwise, ptx, view, MODULE};
+use super::{elementwise, ptx, view, view_mut, MODULE};
 
 /// The buffer a kernel updates in place, and its layout.
 pub type Target<'a> = (&'a mut CudaStorage, &'a Layout);
 /// A buffer it reads.
 pub type Source<'a> = (&'a CudaStorage, &'a Layout);
-
-/// The contiguous f32 data of a storage seen through `layout`, writable.
-fn view_mut<'a>(s: &'a mut CudaStorage, layout: &Layout, what: &str) -> Result<CudaViewMut<'a, f32>> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(s.as_cuda_slice_mut::<f32>()?.slice_mut(start..end)),
-        None => candle_core::bail!("optimizer: the {what} is not contiguous"),
-    }
-}
 
 /// The values every buffer holds, as the kernels' `n`.
 fn common_size(target: &Layout, sources: &[&Layout]) -> Result<i64> {

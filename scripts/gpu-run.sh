@@ -23,9 +23,11 @@
 #                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md); then with
 #                 candle's ops for the optimizer's update and batch norm's
 #                 running averages instead of the in-place kernels
-#                 (GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0); last, with
-#                 candle's ops for the loss (GO_TRAIN_FUSED_LOSS=0). Each
-#                 for BENCH_AB_SECONDS (3) a net and batch
+#                 (GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0); then
+#                 with candle's ops for the loss (GO_TRAIN_FUSED_LOSS=0);
+#                 last, with cudarc's event tracking back
+#                 (GO_TRAIN_CUDA_EVENTS=1). Each for BENCH_AB_SECONDS (2) a
+#                 net and batch
 #   selfplay      go-train selfplay of the shipped policy against itself on
 #                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
 #                 workers (16) of SELFPLAY_BATCH games (512)
@@ -105,15 +107,17 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss
-  for paths in 0,0,0,1,1,1 1,0,0,1,1,1 1,1,0,1,1,1 1,1,1,1,1,1 1,1,1,0,1,1 1,1,1,1,0,1 1,1,1,1,1,0; do
-    IFS=, read -r plans own timed grads optim loss <<<"$paths"
+  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events
+  for paths in 0,0,0,1,1,1,0 1,0,0,1,1,1,0 1,1,0,1,1,1,0 1,1,1,1,1,1,0 1,1,1,0,1,1,0 1,1,1,1,0,1,0 1,1,1,1,1,0,0 \
+    1,1,1,1,1,1,1; do
+    IFS=, read -r plans own timed grads optim loss events <<<"$paths"
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
       "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim" \
-      "GO_TRAIN_FUSED_LOSS=$loss" | tee -a "$OUT/log.txt"
+      "GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
-      GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss "$BIN" bench train \
-      --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-3}" 2>&1 | tee -a "$OUT/log.txt"
+      GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events \
+      "$BIN" bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 |
+      tee -a "$OUT/log.txt"
   done
 }
 

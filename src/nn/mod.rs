@@ -376,9 +376,28 @@ pub fn device(spec: &str) -> anyhow::Result<Device> {
     cuda_device(ordinal)
 }
 
+/// GPU `ordinal`, with cudarc's event tracking off unless
+/// `GO_TRAIN_CUDA_EVENTS=1`. cudarc gives every buffer two CUDA events,
+/// created on allocation and destroyed on free (four driver calls), which
+/// it records and waits on only once a second stream exists; go-train and
+/// candle run each device on one stream (cuDNN and NCCL on that stream
+/// too), so the events were pure cost, on the hundreds of buffers a
+/// training step allocates.
 #[cfg(feature = "cuda")]
 fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
-    Device::new_cuda(ordinal).with_context(|| format!("cannot open GPU {ordinal}"))
+    let device = Device::new_cuda(ordinal).with_context(|| format!("cannot open GPU {ordinal}"))?;
+    let keep_events = std::env::var_os("GO_TRAIN_CUDA_EVENTS").is_some_and(|v| v == "1");
+    if let Device::Cuda(cuda) = &device {
+        if !keep_events && !cuda.cuda_stream().context().is_in_multi_stream_mode() {
+            // SAFETY: only buffers allocated from here on go untracked, and
+            // cudarc uses the tracking only in multi-stream mode, which
+            // nothing in go-train or candle enters (it takes
+            // `CudaContext::new_stream`, never called): one stream orders
+            // every use of a buffer.
+            unsafe { cuda.disable_event_tracking() };
+        }
+    }
+    Ok(device)
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -4,11 +4,11 @@
 //! for the GPU), where candle's ops take some 45.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
-use super::{cpu_refused, elementwise, ptx, view, MODULE, THREADS};
+use super::{cpu_refused, elementwise, ptx, view, view_of, MODULE, THREADS};
 use crate::nn::{EMPTY_PLANE, MASKED_LOGIT, MOVES, POINTS};
 
 /// One block of [`THREADS`] a row of `rows`.
@@ -18,14 +18,6 @@ fn rows(rows: usize) -> LaunchConfig {
 
 /// One block of [`THREADS`]: a whole-tensor sum.
 const ONE_BLOCK: LaunchConfig = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-
-/// The contiguous u32 data of a storage seen through `layout`.
-fn view_u32<'a>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, u32>> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(s.as_cuda_slice::<u32>()?.slice(start..end)),
-        None => candle_core::bail!("GPU kernel: the {what} is not contiguous"),
-    }
-}
 
 /// `masked_log_softmax` of `batch` rows of logits against planes of
 /// `planes` planes a sample (shapes checked by the caller).
@@ -59,7 +51,7 @@ pub fn nll((ls, ll): (&CudaStorage, &Layout), (ts, tl): (&CudaStorage, &Layout))
         candle_core::bail!("nll: {} targets for a batch of {batch}", tl.shape().elem_count());
     }
     let dev = ls.device();
-    let (logp, target) = (view(ls, ll, "log-probabilities")?, view_u32(ts, tl, "targets")?);
+    let (logp, target) = (view(ls, ll, "log-probabilities")?, view_of::<u32>(ts, tl, "targets")?);
     // SAFETY: uninitialised, but thread 0 writes its one value.
     let out = unsafe { dev.alloc::<f32>(1)? };
     let func = dev.get_or_load_custom_func("nll_forward", MODULE, ptx()?)?;
@@ -151,7 +143,7 @@ impl CustomOp2 for NllGrad {
     fn cuda_fwd(&self, ts: &CudaStorage, tl: &Layout, ds: &CudaStorage, dl: &Layout) -> Result<(CudaStorage, Shape)> {
         let batch = tl.shape().elem_count();
         let dev = ts.device();
-        let (target, dy) = (view_u32(ts, tl, "targets")?, view(ds, dl, "gradient")?);
+        let (target, dy) = (view_of::<u32>(ts, tl, "targets")?, view(ds, dl, "gradient")?);
         let total = batch * self.moves;
         // SAFETY: uninitialised, but `nll_grad` writes every one of its
         // `total` floats (a grid-stride loop over the whole tensor).

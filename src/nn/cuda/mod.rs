@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
-use candle_core::cuda_backend::{CudaDevice, WrapErr};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
 
 pub mod bias;
@@ -63,8 +63,13 @@ fn ptx() -> Result<&'static str> {
 /// The contiguous f32 data of a storage seen through `layout`; `what`
 /// names it in the error.
 fn view<'a>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, f32>> {
+    view_of(s, layout, what)
+}
+
+/// The same for data of type `T` (the targets' u32).
+fn view_of<'a, T: CudaDType>(s: &'a CudaStorage, layout: &Layout, what: &str) -> Result<CudaView<'a, T>> {
     match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(s.as_cuda_slice::<f32>()?.slice(start..end)),
+        Some((start, end)) => Ok(s.as_cuda_slice::<T>()?.slice(start..end)),
         None => candle_core::bail!("GPU kernel: the {what} is not contiguous"),
     }
 }

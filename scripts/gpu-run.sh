@@ -36,6 +36,11 @@
 #   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
 #                 config in $GPU_CONFIG (default configs/resnet-policy-gpu.toml),
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
+#   train-ab      a step's inputs as f32 copied from pageable memory
+#                 (GO_TRAIN_FUSED_INPUTS=0), then as bits through pinned
+#                 memory: one epoch of AB_STEPS (300) steps each of
+#                 train-policy with $GPU_CONFIG in a scratch folder, with its
+#                 positions/s and the GPU's busy share
 #   eval          eval of the checkpoint on the test split (games never trained on)
 #
 # Environment: OUT (logs and results), GPU_CONFIG, GPU_RUN (checkpoint
@@ -142,18 +147,38 @@ prepare() {
   "$BIN" bench reader --data "$DATA" --seconds 4 2>&1 | tee -a "$OUT/log.txt"
 }
 
+# Runs the command after NAME with nvidia-smi sampling the GPU's use into
+# $OUT/gpu-util-NAME.csv, and logs the mean busy share.
+with_gpu_busy() {
+  local name=$1 smi
+  shift
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >"$OUT/gpu-util-$name.csv" &
+  smi=$!
+  "$@" 2>&1 | grep -v '^\s*$' | tail -40 | tee -a "$OUT/log.txt"
+  kill "$smi" 2>/dev/null
+  awk -F', ' '{gsub(/ %/,"",$2); n++; s+=$2} END {if (n) printf "GPU busy: %.1f%% mean over %d samples\n", s/n, n}' \
+    "$OUT/gpu-util-$name.csv" | tee -a "$OUT/log.txt"
+}
+
 train() {
   local secs=$1
   log "train $secs s"
-  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >"$OUT/gpu-util-train.csv" &
-  local smi=$!
   # shellcheck disable=SC2086
-  "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume-or-start --stop-after "$secs" ${GPU_TRAIN_ARGS:-} 2>&1 |
-    grep -v '^\s*$' | tail -40 | tee -a "$OUT/log.txt"
-  kill "$smi" 2>/dev/null
-  awk -F', ' '{gsub(/ %/,"",$2); n++; s+=$2} END {if (n) printf "GPU busy: %.1f%% mean over %d samples\n", s/n, n}' \
-    "$OUT/gpu-util-train.csv" | tee -a "$OUT/log.txt"
+  with_gpu_busy train "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume-or-start --stop-after "$secs" \
+    ${GPU_TRAIN_ARGS:-}
   tar czf "$OUT/run.tar.gz" -C "$(dirname "$RUN")" "$(basename "$RUN")"
+}
+
+train_ab() {
+  log train-ab
+  local inputs scratch
+  for inputs in 0 1; do
+    scratch=$(mktemp -d)
+    echo "-- GO_TRAIN_FUSED_INPUTS=$inputs" | tee -a "$OUT/log.txt"
+    GO_TRAIN_FUSED_INPUTS=$inputs with_gpu_busy "inputs-$inputs" "$BIN" train-policy --config "$CONFIG" \
+      --out "$scratch/run" --set epochs=1 --set steps_per_epoch="${AB_STEPS:-300}" --set validation_positions=2000
+    rm -rf "$scratch"
+  done
 }
 
 eval_step() {
@@ -174,6 +199,7 @@ for step in "$@"; do
     selfplay) selfplay ;;
     prepare) prepare ;;
     train=*) train "${step#train=}" ;;
+    train-ab) train_ab ;;
     eval) eval_step ;;
     *) echo "gpu-run: unknown step $step" >&2; exit 2 ;;
   esac

@@ -245,6 +245,9 @@ pub struct BatchOptions {
     /// same stream (order and symmetries), so the slices of the ranks make
     /// up the batch a single process reads. (0, 1) reads whole batches.
     pub ranks: (usize, usize),
+    /// Leave the planes packed, one bit a point ([`Batch::planes_bits`]),
+    /// for a GPU to unpack: a 32nd of the bytes to copy.
+    pub packed_planes: bool,
 }
 
 /// Records `rank` of `ranks` takes of a batch of `n`: contiguous slices,
@@ -265,6 +268,7 @@ impl Default for BatchOptions {
             drop_last: false,
             window_blocks: DEFAULT_WINDOW_BLOCKS,
             ranks: (0, 1),
+            packed_planes: false,
         }
     }
 }
@@ -276,8 +280,14 @@ pub struct Batch {
     /// Records in the batch.
     pub len: usize,
     /// `len × planes × size²` values of 0.0 or 1.0, record after record,
-    /// plane after plane, row-major points.
+    /// plane after plane, row-major points (empty with
+    /// [`BatchOptions::packed_planes`]).
     pub planes: Vec<f32>,
+    /// With [`BatchOptions::packed_planes`], the same planes one bit a
+    /// point: `len × planes × ⌈size² / 64⌉` words, each plane's points in
+    /// row-major order from bit 0 of its first word (symmetry applied);
+    /// empty otherwise.
+    pub planes_bits: Vec<u64>,
     /// Move played: row-major point, or `size²` for a pass (symmetry
     /// applied).
     pub policy: Vec<u32>,
@@ -299,6 +309,7 @@ impl std::fmt::Debug for Batch {
         f.debug_struct("Batch")
             .field("len", &self.len)
             .field("planes", &format_args!("[{} values]", self.planes.len()))
+            .field("planes_bits", &format_args!("[{} words]", self.planes_bits.len()))
             .field("policy", &self.policy)
             .field("value", &self.value)
             .field("move_number", &self.move_number)
@@ -480,7 +491,8 @@ impl Batches {
             .take(mine.len())
             .map(|p| (&self.windows[p.window - self.first_window][p.block as usize], p.record as usize))
             .collect();
-        let batch = decode_batch(&records, &symmetries, &self.permutations, self.dataset.layout());
+        let batch =
+            decode_batch(&records, &symmetries, &self.permutations, self.dataset.layout(), self.options.packed_planes);
         self.release_windows();
         batch
     }
@@ -509,25 +521,36 @@ impl Iterator for Batches {
 }
 
 /// `records` (block, index in block) as a batch, each under its symmetry,
-/// unpacked in parallel; `permutations` are those of the 8 symmetries.
+/// unpacked in parallel (or, with `packed`, left as bits); `permutations`
+/// are those of the 8 symmetries.
 fn decode_batch(
     records: &[(&Block, usize)],
     symmetries: &[Symmetry],
     permutations: &[Vec<u16>],
     layout: Layout,
+    packed: bool,
 ) -> Batch {
     let size = layout.board_size;
     let per_record = layout.planes * size * size;
     let inputs = layout.planes * layout.plane_words();
-    let mut planes = Vec::new();
-    // Zeroed in parallel: `vec![0.0; n]` would be a 2 MB memset on this
-    // thread, which caps the gain from more threads.
-    planes.par_extend(rayon::iter::repeat_n(0.0f32, records.len() * per_record));
-    planes.par_chunks_mut(per_record).zip(records).zip(symmetries).for_each(|((out, &(block, i)), s)| {
-        let packed = PackedPlanes::from_words(size, layout.planes, block.words_of(i, layout, 0..inputs))
-            .expect("a decoded block holds planes_bytes bytes per record");
-        packed.unpack_permuted_into(&permutations[s.number() as usize], out);
-    });
+    let record_planes = |&(block, i): &(&Block, usize)| {
+        PackedPlanes::from_words(size, layout.planes, block.words_of(i, layout, 0..inputs))
+            .expect("a decoded block holds planes_bytes bytes per record")
+    };
+    let (mut planes, mut planes_bits) = (Vec::new(), Vec::new());
+    if packed {
+        planes_bits.resize(records.len() * inputs, 0u64);
+        planes_bits.par_chunks_mut(inputs).zip(records).zip(symmetries).for_each(|((out, record), s)| {
+            record_planes(record).permuted_words_into(&permutations[s.number() as usize], out);
+        });
+    } else {
+        // Zeroed in parallel: `vec![0.0; n]` would be a 2 MB memset on this
+        // thread, which caps the gain from more threads.
+        planes.par_extend(rayon::iter::repeat_n(0.0f32, records.len() * per_record));
+        planes.par_chunks_mut(per_record).zip(records).zip(symmetries).for_each(|((out, record), s)| {
+            record_planes(record).unpack_permuted_into(&permutations[s.number() as usize], out);
+        });
+    }
     let mut ownership = Vec::new();
     if layout.ownership {
         let labels = inputs..layout.planes_bytes() / 8;
@@ -540,6 +563,7 @@ fn decode_batch(
     Batch {
         len: records.len(),
         planes,
+        planes_bits,
         policy: records
             .iter()
             .zip(symmetries)
@@ -870,6 +894,33 @@ mod tests {
         assert_eq!(moves(&first), moves(&plain));
     }
 
+    /// Batches read as bits hold what the same batches read as floats
+    /// hold: the planes bit for bit (symmetries applied), the rest equal.
+    #[test]
+    fn packed_planes_are_the_bits_of_the_unpacked_ones() {
+        let Some((_dir, dataset, _)) = fixture() else { return };
+        let shuffled = BatchOptions { shuffle: true, symmetries: true, ..options(50) };
+        let floats = collect(&dataset, Split::Train, &shuffled);
+        let bits = collect(&dataset, Split::Train, &BatchOptions { packed_planes: true, ..shuffled });
+        assert_eq!(floats.len(), bits.len());
+        let layout = dataset.layout();
+        let per_record = layout.planes * layout.plane_words();
+        for (f, b) in floats.iter().zip(&bits) {
+            assert!(b.planes.is_empty() && f.planes_bits.is_empty());
+            assert_eq!(b.planes_bits.len(), b.len * per_record);
+            let unpacked: Vec<f32> = b
+                .planes_bits
+                .chunks_exact(per_record)
+                .flat_map(|words| PackedPlanes::from_words(19, layout.planes, words.to_vec()).unwrap().unpack())
+                .collect();
+            assert!(unpacked == f.planes, "the planes differ");
+            let mut without_planes = b.clone();
+            without_planes.planes = f.planes.clone();
+            assert_eq!(digest(&[without_planes]), digest(std::slice::from_ref(f)));
+        }
+        assert!(bits.iter().any(|b| b.symmetry.iter().any(|&s| s != 0)), "symmetries other than none were drawn");
+    }
+
     #[test]
     fn value_only_keeps_the_labelled_records() {
         let Some((_dir, dataset, records)) = fixture() else { return };
@@ -929,6 +980,7 @@ mod tests {
         let batch = || Batch {
             len: 0,
             planes: Vec::new(),
+            planes_bits: Vec::new(),
             policy: Vec::new(),
             value: Vec::new(),
             move_number: Vec::new(),

@@ -196,6 +196,7 @@ mod tests {
             Batch {
                 len: 1,
                 planes,
+                planes_bits: vec![],
                 policy: vec![0],
                 value: vec![1.0],
                 move_number: vec![move_number],

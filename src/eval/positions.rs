@@ -12,7 +12,7 @@ use crate::dataset::manifest::DatasetId;
 use crate::dataset::MANIFEST;
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
 use crate::features::Symmetry;
-use crate::nn::{Model, Output};
+use crate::nn::{inputs, Model, Output};
 use crate::search::ownership::LeafMix;
 
 /// What a net scores on a set of positions.
@@ -119,13 +119,18 @@ impl Tally {
     }
 }
 
-/// The tensors of a batch on the model's device: input planes and target.
+/// The tensors of a batch on the model's device: input planes (from
+/// their bits when the batch holds them so) and target.
 pub fn batch_tensors(model: &Model, batch: &Batch, size: usize) -> Result<(Tensor, Tensor)> {
     let device = model.device();
-    let x = Tensor::from_slice(&batch.planes, (batch.len, model.features().planes(), size, size), device)?;
+    let shape = (batch.len, model.features().planes(), size, size);
+    let x = match batch.planes_bits.is_empty() {
+        true => inputs::tensor(&batch.planes, shape, device)?,
+        false => inputs::planes_from_bits(&batch.planes_bits, (shape.0, shape.1, size), device)?,
+    };
     let target = match model.output() {
-        Output::MoveLogProbs => Tensor::from_slice(&batch.policy, batch.len, device)?,
-        Output::WinProb => Tensor::from_slice(&batch.value, batch.len, device)?,
+        Output::MoveLogProbs => inputs::tensor(&batch.policy, batch.len, device)?,
+        Output::WinProb => inputs::tensor(&batch.value, batch.len, device)?,
     };
     Ok((x, target))
 }
@@ -388,6 +393,7 @@ mod tests {
         let batch = Batch {
             len: 4,
             planes: vec![],
+            planes_bits: vec![],
             policy: vec![0; 4],
             value: vec![1.0, 0.0, 1.0, 1.0],
             move_number: vec![0; 4],

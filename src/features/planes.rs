@@ -121,6 +121,30 @@ impl PackedPlanes {
         }
     }
 
+    /// Writes the planes' words into `out` (as many words as the planes
+    /// hold), point `i` of every plane moved to `to[i]`: a symmetry
+    /// applied without unpacking, for inputs that travel as bits
+    /// (`to` from [`crate::features::Symmetry::permutation`]).
+    pub fn permuted_words_into(&self, to: &[u16], out: &mut [u64]) {
+        let n = self.size * self.size;
+        assert_eq!(to.len(), n, "a permutation of the board's points");
+        assert_eq!(out.len(), self.words.len(), "output must hold {} words", self.words.len());
+        out.fill(0);
+        let wpp = self.words_per_plane;
+        for (plane, dst) in out.chunks_exact_mut(wpp).enumerate() {
+            for (w, &word) in self.words[plane * wpp..(plane + 1) * wpp].iter().enumerate() {
+                // As in unpack_placed: bits past the last point are ignored.
+                let points = (n - 64 * w).min(64);
+                let mut bits = if points == 64 { word } else { word & ((1 << points) - 1) };
+                while bits != 0 {
+                    let at = to[64 * w + bits.trailing_zeros() as usize] as usize;
+                    dst[at / 64] |= 1 << (at % 64);
+                    bits &= bits - 1;
+                }
+            }
+        }
+    }
+
     /// The planes as a new `Vec<f32>`.
     pub fn unpack(&self) -> Vec<f32> {
         let mut out = vec![0.0; self.planes * self.size * self.size];

@@ -86,20 +86,9 @@ impl Symmetry {
 
     /// Applies the symmetry to packed planes.
     pub fn apply_packed(self, planes: &PackedPlanes) -> PackedPlanes {
-        let size = planes.size();
-        let n = size * size;
-        let perm = self.permutation(size);
-        let wpp = n.div_ceil(64);
-        let mut words = vec![0u64; planes.planes() * wpp];
-        for plane in 0..planes.planes() {
-            for (i, &to) in perm.iter().enumerate() {
-                if planes.get(plane, i) {
-                    let to = to as usize;
-                    words[plane * wpp + to / 64] |= 1 << (to % 64);
-                }
-            }
-        }
-        PackedPlanes::from_words(size, planes.planes(), words).expect("same shape")
+        let mut words = vec![0u64; planes.planes() * planes.words_per_plane()];
+        planes.permuted_words_into(&self.permutation(planes.size()), &mut words);
+        PackedPlanes::from_words(planes.size(), planes.planes(), words).expect("same shape")
     }
 }
 

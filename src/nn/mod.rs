@@ -33,6 +33,7 @@ mod conv_grad;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod direct;
+pub mod inputs;
 pub mod instruments;
 mod kernels;
 pub mod layers;

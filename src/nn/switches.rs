@@ -18,6 +18,9 @@ pub enum Fused {
     /// The backward pass storing each first gradient as it is, not added
     /// to a zero-filled slot (`GO_TRAIN_FUSED_GRADS`; vendor/README.md).
     FirstGradients,
+    /// On a GPU, a step's inputs copied through pinned memory, the planes
+    /// as bits unpacked there (`GO_TRAIN_FUSED_INPUTS`; [`super::inputs`]).
+    Inputs,
 }
 
 impl Fused {
@@ -28,19 +31,20 @@ impl Fused {
             Fused::Loss => "GO_TRAIN_FUSED_LOSS",
             Fused::RunningStats => "GO_TRAIN_FUSED_BN_STATS",
             Fused::FirstGradients => "GO_TRAIN_FUSED_GRADS",
+            Fused::Inputs => "GO_TRAIN_FUSED_INPUTS",
         }
     }
 
     /// Whether it is on.
     pub fn enabled(self) -> bool {
-        static SWITCHES: [OnceLock<bool>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static SWITCHES: [OnceLock<bool>; 5] = [const { OnceLock::new() }; 5];
         *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
     }
 
     /// Every switch that is off, as `VARIABLE=0` words (empty when all are
     /// on): for reports of what ran.
     pub fn disabled() -> Vec<String> {
-        [Fused::Optimizer, Fused::Loss, Fused::RunningStats, Fused::FirstGradients]
+        [Fused::Optimizer, Fused::Loss, Fused::RunningStats, Fused::FirstGradients, Fused::Inputs]
             .into_iter()
             .filter(|f| !f.enabled())
             .map(|f| format!("{}=0", f.variable()))

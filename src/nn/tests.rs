@@ -481,3 +481,38 @@ fn settled_batch_norms_hold_the_mean_of_the_batches_statistics() {
     let inputs = inputs.iter().map(|d| Ok(Tensor::from_vec(d.clone(), (batch, planes, BOARD, BOARD), &Device::Cpu)?));
     assert_eq!(plain.settle_batch_norms(inputs).unwrap(), 0);
 }
+
+/// A batch's inputs on the test device (`GO_TRAIN_TEST_DEVICE=cuda`: the
+/// pinned copies and the unpacking kernel) are the values on the host:
+/// planes from bits as the bits say, for boards whose planes fill their
+/// last word partly (19×19) and wholly (8×8), and more copies, of growing
+/// sizes, than the GPU's pinned buffers number.
+#[test]
+fn inputs_on_the_test_device_are_the_values_on_the_host() {
+    let dev = test_device();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for (n, planes, size) in [(3, PLANES, BOARD), (2, 4, 8), (5, 1, BOARD)] {
+        let points = size * size;
+        let words: Vec<u64> = (0..n * planes * points.div_ceil(64)).map(|_| next()).collect();
+        let got = inputs::planes_from_bits(&words, (n, planes, size), &dev).unwrap();
+        assert_eq!(got.dims(), [n, planes, size, size]);
+        let got: Vec<f32> = got.flatten_all().unwrap().to_vec1().unwrap();
+        let wpp = points.div_ceil(64);
+        let want: Vec<f32> = (0..n * planes * points)
+            .map(|i| (words[i / points * wpp + i % points / 64] >> (i % points % 64) & 1) as f32)
+            .collect();
+        assert!(got == want, "{n} records of {planes} planes of {size}×{size}");
+    }
+    assert!(inputs::planes_from_bits(&[0; 5], (1, 1, BOARD), &dev).is_err(), "5 words for a plane of 6");
+    for k in 1..=20usize {
+        let values: Vec<u32> = (0..k * 50_000).map(|_| next() as u32).collect();
+        let got: Vec<u32> = inputs::tensor(&values, values.len(), &dev).unwrap().to_vec1().unwrap();
+        assert!(got == values, "copy {k}");
+    }
+}

@@ -163,6 +163,7 @@ pub fn train(
             value_only: value_net,
             drop_last: true,
             ranks: (world.rank, world.size),
+            packed_planes: crate::nn::inputs::packed_on(model.device()),
             ..BatchOptions::default()
         };
         let positions = if value_net { dataset.value_len(Split::Train) } else { dataset.split_len(Split::Train) };
@@ -283,7 +284,7 @@ fn train_epoch(
         let (x, target) = batch_tensors(model, &batch, dataset.board_size())?;
         let owned = match batch.ownership.is_empty() {
             true => None,
-            false => Some(candle_core::Tensor::from_slice(
+            false => Some(crate::nn::inputs::tensor(
                 &batch.ownership,
                 (batch.len, batch.ownership.len() / batch.len),
                 model.device(),
@@ -306,7 +307,7 @@ fn train_epoch(
         state.step += 1;
         progress.inc(batch.len as u64);
         // Tally reads the targets alone: the planes and ownership can go.
-        (batch.planes, batch.ownership) = (Vec::new(), Vec::new());
+        (batch.planes, batch.planes_bits, batch.ownership) = (Vec::new(), Vec::new(), Vec::new());
         unread.push((state.step, loss, pred, batch));
         if unread.len() == every {
             read_steps(&mut unread, &mut tally, model.output())?;

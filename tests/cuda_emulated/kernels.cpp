@@ -397,8 +397,26 @@ static int check_losses(int batch, int n_planes, unsigned seed) {
     return 6;
 }
 
+// unpack_bits against the bits read one by one: planes of 361 points (6
+// words, the last partly used, its spare bits set to show they are
+// ignored) and of 64 (one full word), on a grid-stride loop of several turns.
+static int check_unpack_bits(int planes, int points, unsigned seed) {
+    const int wpp = (points + 63) / 64;
+    std::mt19937_64 rng(seed);
+    std::vector<unsigned long long> words((size_t)planes * wpp);
+    for (auto& w : words) w = rng();
+    std::vector<float> got((size_t)planes * points, -1.f), want(got.size());
+    for (int p = 0; p < planes; p++)
+        for (int i = 0; i < points; i++) want[(size_t)p * points + i] = (float)((words[(size_t)p * wpp + i / 64] >> (i % 64)) & 1);
+    launch(3, 32, [&] { unpack_bits(words.data(), got.data(), points, wpp, (long)planes); });
+    expect_same("unpack_bits", got, want);
+    return 1;
+}
+
 int main() {
     int cases = 0;
+    cases += check_unpack_bits(15 * 3, 361, 11);
+    cases += check_unpack_bits(4, 64, 12);
     // One block a channel, and a channel cut into runs of unequal length
     // (5 planes into 2 and 3; 3 planes into 1, 1 and 1).
     check_bias(3, 4, 25, 1, 7);

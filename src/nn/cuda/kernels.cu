@@ -292,3 +292,17 @@ extern "C" __global__ void mse_grad(const float* p, const float* t, const float*
         d[i] = 2.f * (p[i] - t[i]) * g;
     }
 }
+
+// A batch's input planes from their bits (src/nn/cuda/upload.rs): planes
+// of `points` points, each `words_per_plane` 64-bit words with point i at
+// bit i % 64 of word i / 64, into `planes * points` floats of 0 or 1.
+extern "C" __global__ void unpack_bits(const unsigned long long* words, float* out, int points, int words_per_plane,
+                                       long planes) {
+    const long total = planes * points;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        const long plane = i / points;
+        const int point = (int)(i - plane * points);
+        const unsigned long long word = words[plane * words_per_plane + point / 64];
+        out[i] = (float)((word >> (point % 64)) & 1ull);
+    }
+}

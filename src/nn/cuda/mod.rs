@@ -6,6 +6,7 @@
 //! - [`bias`]: a convolution's bias, its gradient a per-channel sum;
 //! - [`loss`]: the training losses' last steps, forward and backward;
 //! - [`update`]: the optimizers' updates, in place;
+//! - [`upload`]: a step's inputs through pinned memory, planes as bits;
 //! - [`cudnn_conv`] (`--features cudnn`): convolutions through cuDNN,
 //!   planned once per shape.
 //!
@@ -30,6 +31,7 @@ pub mod loss;
 pub mod norm;
 pub mod residual;
 pub mod update;
+pub mod upload;
 
 /// The kernels' source. NCHW f32; a block of [`THREADS`] threads.
 const SOURCE: &str = include_str!("kernels.cu");

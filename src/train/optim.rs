@@ -7,9 +7,11 @@
 //! no state yet, as in PyTorch.
 //!
 //! On the CPU the updates run in place, one pass over a parameter for each
-//! tensor they write ([`super::optim_kernels`]), with the same arithmetic
-//! as the chains of candle ops that run elsewhere (and with
-//! `GO_TRAIN_FUSED_OPTIM=0`): the weights come out the same bit for bit.
+//! tensor they write ([`super::optim_kernels`]), and on a CUDA GPU in
+//! place for all parameters in one kernel launch (`nn::cuda::update`),
+//! with the same arithmetic as the chains of candle ops that run elsewhere
+//! (and with `GO_TRAIN_FUSED_OPTIM=0`): the weights come out the same bit
+//! for bit.
 
 use std::collections::HashMap;
 
@@ -105,10 +107,19 @@ fn slots<S>(params: Vec<(String, Var)>) -> Vec<Slot<S>> {
     params.into_iter().map(|(name, var)| Slot { name, var, state: None }).collect()
 }
 
-/// Whether `var` is updated in place: f32 on the CPU or a CUDA GPU, with
-/// the fused updates `enabled`.
+/// Whether `var` is updated in place on the CPU: f32 there, with the fused
+/// updates `enabled`.
 fn in_place(var: &Var, enabled: bool) -> bool {
-    enabled && (var.device().is_cpu() || var.device().is_cuda()) && var.dtype() == DType::F32
+    enabled && var.device().is_cpu() && var.dtype() == DType::F32
+}
+
+/// Whether the parameters are updated together in one kernel: all f32 on
+/// one CUDA GPU, with the fused updates `enabled`.
+#[cfg(feature = "cuda")]
+fn all_on_one_gpu<S>(params: &[Slot<S>], enabled: bool) -> bool {
+    let Some(first) = params.first() else { return false };
+    let gpu = first.var.device();
+    enabled && gpu.is_cuda() && params.iter().all(|s| s.var.device().same_device(gpu) && s.var.dtype() == DType::F32)
 }
 
 /// The gradient of `var`, contiguous, for the in-place updates (which
@@ -203,10 +214,36 @@ impl Sgd {
         v.inplace_op3(g, w, &Momentum { momentum: hp.momentum as f32, weight_decay, first })?;
         Ok(w.inplace_op2(v, &PlainSgd { lr, weight_decay: None })?)
     }
+
+    /// One update of every parameter with a gradient, in one launch.
+    #[cfg(feature = "cuda")]
+    fn step_on_gpu(&mut self, grads: &GradStore) -> Result<()> {
+        use crate::nn::cuda::update;
+        let hp = self.hp;
+        let momentum = (hp.momentum != 0.0).then_some(hp.momentum as f32);
+        let mut taken = Vec::new();
+        for slot in &mut self.params {
+            let Some(g) = contiguous_grad(grads, &slot.var)? else { continue };
+            let first = momentum.is_some() && slot.state.is_none();
+            if first {
+                slot.state = Some(slot.var.zeros_like()?);
+            }
+            taken.push((slot.var.as_tensor().clone(), g, slot.state.clone().filter(|_| momentum.is_some()), first));
+        }
+        let rows: Vec<update::Row> = taken
+            .iter()
+            .map(|(w, g, v, first)| update::Row { w, g, state: [v.as_ref(), None], own: [*first as u32, 0] })
+            .collect();
+        Ok(update::sgd(&rows, hp.lr as f32, momentum, decay(hp.weight_decay))?)
+    }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self, grads: &GradStore) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if all_on_one_gpu(&self.params, self.fused) {
+            return self.step_on_gpu(grads);
+        }
         for slot in &mut self.params {
             if in_place(&slot.var, self.fused) {
                 if let Some(g) = contiguous_grad(grads, &slot.var)? {
@@ -319,10 +356,42 @@ impl Adam {
         };
         Ok(w.inplace_op3(&s.exp_avg, &s.exp_avg_sq, &descend)?)
     }
+
+    /// One update of every parameter with a gradient, in one launch.
+    #[cfg(feature = "cuda")]
+    fn step_on_gpu(&mut self, grads: &GradStore) -> Result<()> {
+        use crate::nn::cuda::update;
+        let hp = self.hp;
+        let mut taken = Vec::new();
+        for slot in &mut self.params {
+            let Some(g) = contiguous_grad(grads, &slot.var)? else { continue };
+            let w = slot.var.as_tensor();
+            let s = match &mut slot.state {
+                Some(s) => s,
+                None => slot.state.insert(Moments { exp_avg: w.zeros_like()?, exp_avg_sq: w.zeros_like()?, step: 0 }),
+            };
+            s.step += 1;
+            // As `step_in_place` computes them.
+            let t = s.step as i32;
+            let step_size = (hp.lr / (1.0 - hp.beta1.powi(t))) as f32;
+            let inv_bias_correction2 = (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32;
+            let own = [step_size.to_bits(), inv_bias_correction2.to_bits()];
+            taken.push((w.clone(), g, s.exp_avg.clone(), s.exp_avg_sq.clone(), own));
+        }
+        let rows: Vec<update::Row> =
+            taken.iter().map(|(w, g, m, v, own)| update::Row { w, g, state: [Some(m), Some(v)], own: *own }).collect();
+        let (b1, b2) = (hp.beta1, hp.beta2);
+        let decays = (b1 as f32, b2 as f32);
+        Ok(update::adam(&rows, decays, ((1.0 - b1) as f32, (1.0 - b2) as f32), hp.eps as f32, decay(hp.weight_decay))?)
+    }
 }
 
 impl Optimizer for Adam {
     fn step(&mut self, grads: &GradStore) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if all_on_one_gpu(&self.params, self.fused) {
+            return self.step_on_gpu(grads);
+        }
         let hp = self.hp;
         for slot in &mut self.params {
             if in_place(&slot.var, self.fused) {

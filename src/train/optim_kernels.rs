@@ -7,13 +7,10 @@
 //! is `x·s + 0` in f32; `Tensor / f64` multiplies by the f32 of `1/s`), so
 //! that training gives the same weights bit for bit either way
 //! ([`super::optim`]'s tests compare them). On a GPU the same arithmetic
-//! runs as kernels of go-train's own (`nn::cuda::update`), so that a step
-//! there gives the CPU's weights to the bit too.
+//! runs for all parameters in one kernel of go-train's own
+//! (`nn::cuda::update`), so that a step there gives the CPU's weights to
+//! the bit too.
 
-#[cfg(feature = "cuda")]
-use crate::nn::cuda::update;
-#[cfg(feature = "cuda")]
-use candle_core::CudaStorage;
 use candle_core::{CpuStorage, InplaceOp2, InplaceOp3, Layout, Result};
 
 /// The values of a contiguous f32 storage seen through `layout`.
@@ -89,19 +86,6 @@ impl InplaceOp3 for Momentum {
         }
         Ok(())
     }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        vs: &mut CudaStorage,
-        vl: &Layout,
-        gs: &CudaStorage,
-        gl: &Layout,
-        ws: &CudaStorage,
-        wl: &Layout,
-    ) -> Result<()> {
-        update::sgd_momentum((vs, vl), (gs, gl), (ws, wl), self.momentum, self.weight_decay, self.first)
-    }
 }
 
 /// Plain SGD, `w ← w − lr·g'`, in place on the parameter, argument the
@@ -124,11 +108,6 @@ impl InplaceOp2 for PlainSgd {
             *w -= scaled(penalised(g, *w, self.weight_decay), self.lr);
         }
         Ok(())
-    }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, ws: &mut CudaStorage, wl: &Layout, gs: &CudaStorage, gl: &Layout) -> Result<()> {
-        update::sgd_descend((ws, wl), (gs, gl), self.lr, self.weight_decay)
     }
 }
 
@@ -165,20 +144,6 @@ impl InplaceOp3 for AdamMoment {
         }
         Ok(())
     }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        ms: &mut CudaStorage,
-        ml: &Layout,
-        gs: &CudaStorage,
-        gl: &Layout,
-        ws: &CudaStorage,
-        wl: &Layout,
-    ) -> Result<()> {
-        let decays = (self.decay, self.one_minus_decay);
-        update::adam_moment((ms, ml), (gs, gl), (ws, wl), decays, self.squared, self.weight_decay)
-    }
 }
 
 /// Adam's step `w ← w − step·m / (√v·c + ε)`, in place on the parameter;
@@ -212,18 +177,5 @@ impl InplaceOp3 for AdamDescend {
             *w -= scaled(m / denom, self.step_size);
         }
         Ok(())
-    }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        ws: &mut CudaStorage,
-        wl: &Layout,
-        ms: &CudaStorage,
-        ml: &Layout,
-        vs: &CudaStorage,
-        vl: &Layout,
-    ) -> Result<()> {
-        update::adam_descend((ws, wl), (ms, ml), (vs, vl), self.step_size, self.inv_bias_correction2, self.eps)
     }
 }

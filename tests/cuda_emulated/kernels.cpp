@@ -269,63 +269,89 @@ static void expect_same(const char* what, const std::vector<float>& got, const s
 static float plain_scaled(float x, float s) { return x * s + 0.f; }
 static float plain_penalised(float g, float w, float wd, bool has_wd) { return has_wd ? g + plain_scaled(w, wd) : g; }
 
+// A table row of the optimizers' kernels (TABLE_COLUMNS words).
+static void table_row(std::vector<unsigned long long>& table, float* w, const float* g, float* s1, float* s2, long start,
+                      unsigned a, unsigned b) {
+    for (unsigned long long x : {(unsigned long long)w, (unsigned long long)g, (unsigned long long)s1,
+                                 (unsigned long long)s2, (unsigned long long)start, (unsigned long long)a,
+                                 (unsigned long long)b, 0ull})
+        table.push_back(x);
+}
+
+static unsigned float_bits(float x) {
+    unsigned u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+// The optimizers' kernels over three tensors of n, 7 and 1 values (the
+// table's bisection; values 0 and 1 of the first are zeros of both
+// signs), each tensor with numbers of its own (first step or not; Adam's
+// step size and bias correction), against the CPU's f32 arithmetic.
 static int check_optimizers(long n, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
     auto values = [&](bool positive) {
-        std::vector<float> v(n);
+        std::vector<float> v(n + 8);
         for (auto& x : v) x = positive ? std::fabs(u(rng)) : u(rng);
         v[0] = 0.f;
         if (!positive) v[1] = -0.f;
         return v;
     };
     const std::vector<float> g = values(false), w0 = values(false), m0 = values(false), v0 = values(true);
+    const long sizes[3] = {n, 7, 1}, starts[3] = {0, n, n + 7}, total = n + 8;
     int cases = 0;
     for (int has_wd : {0, 1}) {
         const float wd = 1e-3f;
-        for (int first : {0, 1}) {
-            std::vector<float> got = m0, want = m0;
-            launch(3, 32, [&] { sgd_momentum(got.data(), g.data(), w0.data(), 0.9f, wd, has_wd, first, n); });
-            for (long i = 0; i < n; i++) {
-                const float gi = plain_penalised(g[i], w0[i], wd, has_wd);
-                want[i] = first ? gi : plain_scaled(m0[i], 0.9f) + gi;
-            }
-            expect_same("sgd_momentum", got, want);
+        for (int has_momentum : {0, 1}) {
+            std::vector<float> w = w0, v = m0, want_w = w0, want_v = m0;
+            std::vector<unsigned long long> table;
+            for (int k = 0; k < 3; k++)
+                table_row(table, &w[starts[k]], &g[starts[k]], &v[starts[k]], nullptr, starts[k], k == 1, 0);
+            launch(3, 32, [&] { sgd_tensors(table.data(), 3, total, 0.9f, has_momentum, wd, has_wd, 0.05f); });
+            for (int k = 0; k < 3; k++)
+                for (long i = starts[k]; i < starts[k] + sizes[k]; i++) {
+                    const float gi = plain_penalised(g[i], w0[i], wd, has_wd);
+                    if (has_momentum) {
+                        want_v[i] = k == 1 ? gi : plain_scaled(m0[i], 0.9f) + gi;
+                        want_w[i] = w0[i] - plain_scaled(want_v[i], 0.05f);
+                    } else {
+                        want_w[i] = w0[i] - plain_scaled(gi, 0.05f);
+                    }
+                }
+            expect_same("sgd_tensors w", w, want_w);
+            expect_same("sgd_tensors v", v, want_v);
             cases++;
         }
-        std::vector<float> got = w0, want = w0;
-        launch(3, 32, [&] { sgd_descend(got.data(), g.data(), 0.05f, wd, has_wd, n); });
-        for (long i = 0; i < n; i++) want[i] -= plain_scaled(plain_penalised(g[i], w0[i], wd, has_wd), 0.05f);
-        expect_same("sgd_descend", got, want);
-        for (int squared : {0, 1}) {
-            std::vector<float> got = m0, want = m0;
-            const float decay = squared ? 0.999f : 0.9f;
-            const float rest = 1.f - decay;
-            launch(3, 32, [&] { adam_moment(got.data(), g.data(), w0.data(), decay, rest, squared, wd, has_wd, n); });
-            for (long i = 0; i < n; i++) {
+        std::vector<float> w = w0, m = m0, v = v0, want_w = w0, want_m = m0, want_v = v0;
+        const float step[3] = {0.01f, 0.02f, 0.003f}, inv_bc2[3] = {1.2f, 3.5f, 1.01f};
+        std::vector<unsigned long long> table;
+        for (int k = 0; k < 3; k++)
+            table_row(table, &w[starts[k]], &g[starts[k]], &m[starts[k]], &v[starts[k]], starts[k], float_bits(step[k]),
+                      float_bits(inv_bc2[k]));
+        launch(3, 32, [&] { adam_tensors(table.data(), 3, total, 0.9f, 0.1f, 0.999f, 0.001f, wd, has_wd, 1e-8f); });
+        for (int k = 0; k < 3; k++)
+            for (long i = starts[k]; i < starts[k] + sizes[k]; i++) {
                 const float gi = plain_penalised(g[i], w0[i], wd, has_wd);
-                want[i] = plain_scaled(m0[i], decay) + plain_scaled(squared ? gi * gi : gi, rest);
+                want_m[i] = plain_scaled(m0[i], 0.9f) + plain_scaled(gi, 0.1f);
+                want_v[i] = plain_scaled(v0[i], 0.999f) + plain_scaled(gi * gi, 0.001f);
+                const float denom = plain_scaled(std::sqrt(want_v[i]), inv_bc2[k]) * 1.f + 1e-8f;
+                want_w[i] = w0[i] - plain_scaled(want_m[i] / denom, step[k]);
             }
-            expect_same("adam_moment", got, want);
-            cases++;
-        }
+        expect_same("adam_tensors w", w, want_w);
+        expect_same("adam_tensors m", m, want_m);
+        expect_same("adam_tensors v", v, want_v);
         cases++;
     }
-    std::vector<float> got = w0, want = w0;
-    launch(3, 32, [&] { adam_descend(got.data(), m0.data(), v0.data(), 0.01f, 1.2f, 1e-8f, n); });
-    for (long i = 0; i < n; i++) {
-        const float denom = plain_scaled(std::sqrt(v0[i]), 1.2f) * 1.f + 1e-8f;
-        want[i] -= plain_scaled(m0[i] / denom, 0.01f);
-    }
-    expect_same("adam_descend", got, want);
+    std::vector<float> got, want;
     // Batch norm's running average of n channels from row 1 of (2, n) statistics.
-    std::vector<float> stats = g;
-    stats.insert(stats.end(), v0.begin(), v0.end());
+    std::vector<float> stats(g.begin(), g.begin() + n);
+    stats.insert(stats.end(), v0.begin(), v0.begin() + n);
     got = w0, want = w0;
     launch(3, 32, [&] { running_blend(got.data(), stats.data(), 1, (int)n, 0.9f, 0.1f * 1.25f); });
     for (long i = 0; i < n; i++) want[i] = plain_scaled(w0[i], 0.9f) + plain_scaled(v0[i], 0.1f * 1.25f);
     expect_same("running_blend", got, want);
-    return cases + 2;
+    return cases + 1;
 }
 
 // The losses' kernels against the same losses in double: the masked

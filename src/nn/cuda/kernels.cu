@@ -152,37 +152,71 @@ __device__ float penalised(float g, float w, float wd, int has_wd) {
     return has_wd ? __fadd_rn(g, scaled(w, wd)) : g;
 }
 
-// Momentum SGD's buffer: v = g' on the first step, else momentum * v + g'.
-extern "C" __global__ void sgd_momentum(float* v, const float* g, const float* w, float momentum, float wd,
-                                        int has_wd, int first, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        const float gi = penalised(g[i], w[i], wd, has_wd);
-        v[i] = first ? gi : __fadd_rn(scaled(v[i], momentum), gi);
+// The optimizers update every parameter of a net in one launch: `table`
+// holds a row of TABLE_COLUMNS 64-bit words a tensor (its buffers'
+// addresses, the offset of its first value among all the tensors' values,
+// and numbers of its own), the rows in the order of their offsets, and
+// each thread finds the tensor of its value by bisection.
+#define TABLE_COLUMNS 8
+#define COL_W 0
+#define COL_G 1
+#define COL_S1 2
+#define COL_S2 3
+#define COL_START 4
+#define COL_A 5
+#define COL_B 6
+
+// The row of the tensor that value i of all the tensors belongs to.
+__device__ const unsigned long long* table_row(const unsigned long long* table, int count, long i) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if ((long)table[mid * TABLE_COLUMNS + COL_START] <= i) lo = mid; else hi = mid - 1;
+    }
+    return table + lo * TABLE_COLUMNS;
+}
+
+__device__ float* column(const unsigned long long* row, int col) { return (float*)row[col]; }
+
+// SGD over `total` values of `count` tensors; a row: w, g, the momentum
+// buffer v (unused without momentum), start, and a nonzero COL_A on the
+// tensor's first step. With momentum: v = g' (first step) or momentum * v
+// + g', then w -= lr * v; without: w -= lr * g'.
+extern "C" __global__ void sgd_tensors(const unsigned long long* table, int count, long total, float momentum,
+                                       int has_momentum, float wd, int has_wd, float lr) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        const unsigned long long* row = table_row(table, count, i);
+        const long j = i - (long)row[COL_START];
+        float* w = column(row, COL_W);
+        const float gi = penalised(column(row, COL_G)[j], w[j], wd, has_wd);
+        if (has_momentum) {
+            float* v = column(row, COL_S1);
+            v[j] = row[COL_A] ? gi : __fadd_rn(scaled(v[j], momentum), gi);
+            w[j] = __fsub_rn(w[j], scaled(v[j], lr));
+        } else {
+            w[j] = __fsub_rn(w[j], scaled(gi, lr));
+        }
     }
 }
 
-// Plain SGD, w -= lr * g' (momentum SGD's last step: g the buffer, no penalty).
-extern "C" __global__ void sgd_descend(float* w, const float* g, float lr, float wd, int has_wd, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        w[i] = __fsub_rn(w[i], scaled(penalised(g[i], w[i], wd, has_wd), lr));
-    }
-}
-
-// One of Adam's moments: m = decay * m + (1 - decay) * g' (g'^2 when squared).
-extern "C" __global__ void adam_moment(float* m, const float* g, const float* w, float decay, float one_minus_decay,
-                                       int squared, float wd, int has_wd, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        const float gi = penalised(g[i], w[i], wd, has_wd);
-        m[i] = __fadd_rn(scaled(m[i], decay), scaled(squared ? __fmul_rn(gi, gi) : gi, one_minus_decay));
-    }
-}
-
-// Adam's step: w -= step * m / (sqrt(v) * inv_bc2 + eps).
-extern "C" __global__ void adam_descend(float* w, const float* m, const float* v, float step, float inv_bc2,
-                                        float eps, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        const float denom = __fadd_rn(scaled(__fsqrt_rn(v[i]), inv_bc2), eps);
-        w[i] = __fsub_rn(w[i], scaled(__fdiv_rn(m[i], denom), step));
+// Adam over `total` values of `count` tensors; a row: w, g, the moments m
+// and v, start, and the tensor's step size and 1/sqrt(1 - beta2^t) as the
+// bits of floats (PyTorch counts steps a parameter):
+// m = beta1 * m + (1 - beta1) * g', v = beta2 * v + (1 - beta2) * g'^2,
+// w -= step * m / (sqrt(v) * inv_bc2 + eps).
+extern "C" __global__ void adam_tensors(const unsigned long long* table, int count, long total, float beta1,
+                                        float one_minus_beta1, float beta2, float one_minus_beta2, float wd,
+                                        int has_wd, float eps) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        const unsigned long long* row = table_row(table, count, i);
+        const long j = i - (long)row[COL_START];
+        float *w = column(row, COL_W), *m = column(row, COL_S1), *v = column(row, COL_S2);
+        const float step = __int_as_float((int)row[COL_A]), inv_bc2 = __int_as_float((int)row[COL_B]);
+        const float gi = penalised(column(row, COL_G)[j], w[j], wd, has_wd);
+        m[j] = __fadd_rn(scaled(m[j], beta1), scaled(gi, one_minus_beta1));
+        v[j] = __fadd_rn(scaled(v[j], beta2), scaled(__fmul_rn(gi, gi), one_minus_beta2));
+        const float denom = __fadd_rn(scaled(__fsqrt_rn(v[j]), inv_bc2), eps);
+        w[j] = __fsub_rn(w[j], scaled(__fdiv_rn(m[j], denom), step));
     }
 }
 

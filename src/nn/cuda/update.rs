@@ -1,28 +1,83 @@
-//! The optimizers' in-place updates on a GPU: the kernels of `kernels.cu`
-//! behind `train::optim_kernels`' ops. One launch for each buffer a step
-//! writes (two a parameter for momentum SGD, three for Adam), in place,
-//! where candle's ops take 5 to 14 launches a parameter, each allocating
-//! its result; and the same f32 arithmetic as on the CPU, to the bit.
+//! The optimizers' updates on a GPU: every parameter of a net in one
+//! launch (`sgd_tensors`, `adam_tensors` of `kernels.cu`), in place, where
+//! candle's ops take 5 to 14 launches a parameter, each allocating its
+//! result. The kernel finds each tensor through a table of addresses,
+//! copied to the GPU without waiting ([`super::upload`]). The arithmetic is
+//! the CPU's f32 arithmetic, to the bit.
 
-use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
-use candle_core::cuda_backend::WrapErr;
-use candle_core::{CudaStorage, Layout, Result};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
+use candle_core::cuda_backend::{CudaDevice, WrapErr};
+use candle_core::{Result, Storage, Tensor};
 
-use super::{elementwise, ptx, view, view_mut, MODULE};
+use super::{elementwise, ptx, MODULE};
 
-/// The buffer a kernel updates in place, and its layout.
-pub type Target<'a> = (&'a mut CudaStorage, &'a Layout);
-/// A buffer it reads.
-pub type Source<'a> = (&'a CudaStorage, &'a Layout);
+/// 64-bit words a tensor in the table (`TABLE_COLUMNS` in `kernels.cu`):
+/// parameter, gradient, two state buffers, offset of its first value, two
+/// numbers of its own, one spare.
+const COLUMNS: usize = 8;
 
-/// The values every buffer holds, as the kernels' `n`.
-fn common_size(target: &Layout, sources: &[&Layout]) -> Result<i64> {
-    let n = target.shape().elem_count();
-    if sources.iter().any(|l| l.shape().elem_count() != n) {
-        candle_core::bail!("optimizer: a parameter, its gradient and its state differ in size");
+/// One parameter's buffers for a step: the parameter, its gradient and its
+/// state (none for plain SGD, the momentum buffer, or Adam's two moments),
+/// each contiguous f32 on the same GPU; and two numbers of its own as the
+/// kernel takes them.
+pub struct Row<'a> {
+    pub w: &'a Tensor,
+    pub g: &'a Tensor,
+    pub state: [Option<&'a Tensor>; 2],
+    pub own: [u32; 2],
+}
+
+/// The address of `t`'s first value on the GPU, with its number of values.
+fn address(t: &Tensor, dev: &CudaDevice) -> Result<(u64, usize)> {
+    let (storage, layout) = t.storage_and_layout();
+    let (Storage::Cuda(s), Some((start, end))) = (&*storage, layout.contiguous_offsets()) else {
+        candle_core::bail!("optimizer: a tensor is not contiguous data on the GPU");
+    };
+    let stream = dev.cuda_stream();
+    let (base, _record) = s.as_cuda_slice::<f32>()?.device_ptr(&stream);
+    Ok((base + (start * std::mem::size_of::<f32>()) as u64, end - start))
+}
+
+/// The device of the rows, the table the kernels read, and the values in
+/// all (each buffer of a row checked to hold as many as its parameter).
+fn table(rows: &[Row]) -> Result<(CudaDevice, Vec<u64>, usize)> {
+    let Some(first) = rows.first() else { candle_core::bail!("optimizer: no parameter to update") };
+    let dev = first.w.device().as_cuda_device()?.clone();
+    let mut table = Vec::with_capacity(rows.len() * COLUMNS);
+    let mut total = 0usize;
+    for row in rows {
+        let (w, n) = address(row.w, &dev)?;
+        let mut line = [w, 0, 0, 0, total as u64, row.own[0] as u64, row.own[1] as u64, 0];
+        for (k, t) in [Some(row.g), row.state[0], row.state[1]].into_iter().enumerate() {
+            let Some(t) = t else { continue };
+            let (address, m) = address(t, &dev)?;
+            if m != n {
+                candle_core::bail!("optimizer: a parameter, its gradient and its state differ in size");
+            }
+            line[1 + k] = address;
+        }
+        table.extend(line);
+        total += n;
     }
-    Ok(n as i64)
+    Ok((dev, table, total))
+}
+
+/// The rows' table on the GPU, with the number of rows and of values.
+struct OnGpu {
+    dev: CudaDevice,
+    table: CudaSlice<u64>,
+    count: i32,
+    total: usize,
+}
+
+/// The rows as a kernel takes them; `None` when they hold no value.
+fn on_gpu(rows: &[Row]) -> Result<Option<OnGpu>> {
+    let (dev, table, total) = table(rows)?;
+    if total == 0 {
+        return Ok(None);
+    }
+    let table = super::upload::to_device(&dev, &table)?;
+    Ok(Some(OnGpu { dev, table, count: rows.len() as i32, total }))
 }
 
 /// A weight decay as the kernels take it: (wd, has_wd).
@@ -30,82 +85,41 @@ fn decay_args(weight_decay: Option<f32>) -> (f32, i32) {
     (weight_decay.unwrap_or(0.0), weight_decay.is_some() as i32)
 }
 
-/// `sgd_momentum`: `v ← μ·v + g'` (or `v ← g'` when `first`).
-pub fn sgd_momentum(
-    v: Target,
-    g: Source,
-    w: Source,
-    momentum: f32,
-    weight_decay: Option<f32>,
-    first: bool,
-) -> Result<()> {
-    let n = common_size(v.1, &[g.1, w.1])?;
-    let dev = v.0.device().clone();
-    let func = dev.get_or_load_custom_func("sgd_momentum", MODULE, ptx()?)?;
-    let (g, w) = (view(g.0, g.1, "gradient")?, view(w.0, w.1, "parameter")?);
-    let mut v = view_mut(v.0, v.1, "momentum buffer")?;
-    let ((wd, has_wd), first) = (decay_args(weight_decay), first as i32);
+/// SGD over all `rows`: with `momentum`, `v ← μ·v + g'` (`v ← g'` where a
+/// row's first number is 1: its first step), then `w ← w − lr·v`; without,
+/// `w ← w − lr·g'`.
+pub fn sgd(rows: &[Row], lr: f32, momentum: Option<f32>, weight_decay: Option<f32>) -> Result<()> {
+    let Some(t) = on_gpu(rows)? else { return Ok(()) };
+    let ((wd, has_wd), has_momentum, momentum) =
+        (decay_args(weight_decay), momentum.is_some() as i32, momentum.unwrap_or(0.0));
+    let func = t.dev.get_or_load_custom_func("sgd_tensors", MODULE, ptx()?)?;
+    let total = t.total as i64;
     let mut b = func.builder();
-    b.arg(&mut v).arg(&g).arg(&w).arg(&momentum).arg(&wd).arg(&has_wd).arg(&first).arg(&n);
-    // SAFETY: v, g and w hold n floats each.
-    unsafe { b.launch(elementwise(n as usize)) }.w()?;
+    b.arg(&t.table).arg(&t.count).arg(&total).arg(&momentum).arg(&has_momentum).arg(&wd).arg(&has_wd).arg(&lr);
+    // SAFETY: each row of the table holds the addresses of buffers of the
+    // row's number of values (checked in `table`), which the caller keeps
+    // alive: a GPU frees them in stream order, after the kernel.
+    unsafe { b.launch(elementwise(t.total)) }.w()?;
     Ok(())
 }
 
-/// `sgd_descend`: `w ← w − lr·g'`.
-pub fn sgd_descend(w: Target, g: Source, lr: f32, weight_decay: Option<f32>) -> Result<()> {
-    let n = common_size(w.1, &[g.1])?;
-    let dev = w.0.device().clone();
-    let func = dev.get_or_load_custom_func("sgd_descend", MODULE, ptx()?)?;
-    let g = view(g.0, g.1, "gradient")?;
-    let mut w = view_mut(w.0, w.1, "parameter")?;
-    let (wd, has_wd) = decay_args(weight_decay);
-    let mut b = func.builder();
-    b.arg(&mut w).arg(&g).arg(&lr).arg(&wd).arg(&has_wd).arg(&n);
-    // SAFETY: w and g hold n floats each.
-    unsafe { b.launch(elementwise(n as usize)) }.w()?;
-    Ok(())
-}
-
-/// `adam_moment`: `m ← d·m + (1−d)·g'` (`g'²` when `squared`).
-pub fn adam_moment(
-    m: Target,
-    g: Source,
-    w: Source,
-    (decay, one_minus_decay): (f32, f32),
-    squared: bool,
-    weight_decay: Option<f32>,
-) -> Result<()> {
-    let n = common_size(m.1, &[g.1, w.1])?;
-    let dev = m.0.device().clone();
-    let func = dev.get_or_load_custom_func("adam_moment", MODULE, ptx()?)?;
-    let (g, w) = (view(g.0, g.1, "gradient")?, view(w.0, w.1, "parameter")?);
-    let mut m = view_mut(m.0, m.1, "Adam moment")?;
-    let ((wd, has_wd), squared) = (decay_args(weight_decay), squared as i32);
-    let mut b = func.builder();
-    b.arg(&mut m).arg(&g).arg(&w).arg(&decay).arg(&one_minus_decay).arg(&squared).arg(&wd).arg(&has_wd).arg(&n);
-    // SAFETY: m, g and w hold n floats each.
-    unsafe { b.launch(elementwise(n as usize)) }.w()?;
-    Ok(())
-}
-
-/// `adam_descend`: `w ← w − step·m / (√v·c + ε)`.
-pub fn adam_descend(
-    w: Target,
-    m: Source,
-    v: Source,
-    step_size: f32,
-    inv_bias_correction2: f32,
+/// Adam over all `rows` (numbers of a row: its step size and
+/// `1/√(1−β₂ᵗ)`, as f32 bits).
+pub fn adam(
+    rows: &[Row],
+    (beta1, beta2): (f32, f32),
+    (one_minus_beta1, one_minus_beta2): (f32, f32),
     eps: f32,
+    weight_decay: Option<f32>,
 ) -> Result<()> {
-    let n = common_size(w.1, &[m.1, v.1])?;
-    let dev = w.0.device().clone();
-    let func = dev.get_or_load_custom_func("adam_descend", MODULE, ptx()?)?;
-    let (m, v) = (view(m.0, m.1, "first moment")?, view(v.0, v.1, "second moment")?);
-    let mut w = view_mut(w.0, w.1, "parameter")?;
+    let Some(t) = on_gpu(rows)? else { return Ok(()) };
+    let (wd, has_wd) = decay_args(weight_decay);
+    let func = t.dev.get_or_load_custom_func("adam_tensors", MODULE, ptx()?)?;
+    let total = t.total as i64;
     let mut b = func.builder();
-    b.arg(&mut w).arg(&m).arg(&v).arg(&step_size).arg(&inv_bias_correction2).arg(&eps).arg(&n);
-    // SAFETY: w, m and v hold n floats each.
-    unsafe { b.launch(elementwise(n as usize)) }.w()?;
+    b.arg(&t.table).arg(&t.count).arg(&total).arg(&beta1).arg(&one_minus_beta1).arg(&beta2).arg(&one_minus_beta2);
+    b.arg(&wd).arg(&has_wd).arg(&eps);
+    // SAFETY: as in `sgd`.
+    unsafe { b.launch(elementwise(t.total)) }.w()?;
     Ok(())
 }

@@ -334,17 +334,15 @@ impl BatchNorm {
     #[cfg(feature = "cuda")]
     fn forward_cuda(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let stats = if train {
-            let stats = super::cuda::norm::moments(x)?;
             let p = planes(x)?;
             if Fused::RunningStats.enabled() {
-                let averages = [&self.running_mean, &self.running_var];
-                for (row, (old, (keep, take))) in averages.into_iter().zip(blend_factors(&p)).enumerate() {
-                    super::cuda::norm::blend_running(old.as_tensor(), &stats, row, keep, take)?;
-                }
+                let running = [self.running_mean.as_tensor(), self.running_var.as_tensor()];
+                super::cuda::norm::moments_blending(x, running, blend_factors(&p))?
             } else {
+                let stats = super::cuda::norm::moments(x)?;
                 self.update_running(&stats.get(0)?, &stats.get(1)?, &p)?;
+                stats
             }
-            stats
         } else {
             Tensor::stack(&[self.running_mean.as_tensor(), self.running_var.as_tensor()], 0)?
         };

@@ -63,13 +63,18 @@ static void launch(unsigned grid, unsigned block, const std::function<void()>& k
 
 // channel_sums as src/nn/cuda/mod.rs launches it: `splits` blocks a
 // channel, then one thread a channel adding up their sums.
+// With `avg` (the running mean, then the running variance: 2c values), the
+// moments are folded into it as batch norm's running averages.
 static void channel_sums(const float* x, const float* dy, const float* y, const float* stats, float eps, float* out,
-                         int n, int c, int p, int what, int relu, int splits) {
+                         int n, int c, int p, int what, int relu, int splits, float* avg = nullptr) {
     std::vector<double> partial(2 * c * splits);
     launch(c * splits, THREADS, [&] {
         channel_partial_sums(x, dy, y, stats, eps, partial.data(), n, c, p, what, relu, splits);
     });
-    launch((c + 63) / 64, 64, [&] { channel_finish(partial.data(), out, n, c, p, what, splits); });
+    float* avg_var = avg ? avg + c : nullptr;
+    launch((c + 63) / 64, 64, [&] {
+        channel_finish(partial.data(), out, n, c, p, what, splits, avg, avg_var, 0.9f, 0.1f, 0.1f * 1.25f, avg != nullptr);
+    });
 }
 
 static const float EPS = 1e-5f;
@@ -343,14 +348,16 @@ static int check_optimizers(long n, unsigned seed) {
         expect_same("adam_tensors v", v, want_v);
         cases++;
     }
-    std::vector<float> got, want;
-    // Batch norm's running average of n channels from row 1 of (2, n) statistics.
-    std::vector<float> stats(g.begin(), g.begin() + n);
-    stats.insert(stats.end(), v0.begin(), v0.begin() + n);
-    got = w0, want = w0;
-    launch(3, 32, [&] { running_blend(got.data(), stats.data(), 1, (int)n, 0.9f, 0.1f * 1.25f); });
-    for (long i = 0; i < n; i++) want[i] = plain_scaled(w0[i], 0.9f) + plain_scaled(v0[i], 0.1f * 1.25f);
-    expect_same("running_blend", got, want);
+    // Batch norm's running averages, folded in by channel_finish: 3
+    // channels of 4 planes of 9 points.
+    const int c = 3, planes = 4 * 9;
+    std::vector<float> x(c * planes), stats(2 * c), avg(2 * c);
+    for (auto& v : x) v = u(rng);
+    for (int i = 0; i < 2 * c; i++) avg[i] = i < c ? u(rng) : std::fabs(u(rng));
+    std::vector<float> want(avg);
+    channel_sums(x.data(), x.data(), x.data(), x.data(), 0.f, stats.data(), 4, c, 9, MOMENTS, 0, 2, avg.data());
+    for (int i = 0; i < 2 * c; i++) want[i] = plain_scaled(want[i], 0.9f) + plain_scaled(stats[i], i < c ? 0.1f : 0.1f * 1.25f);
+    expect_same("channel_finish's running averages", avg, want);
     return cases + 1;
 }
 

@@ -7,6 +7,12 @@
 // variances. Sums accumulate in double.
 #define THREADS 256
 
+// x * s as candle's `Tensor * f64` computes it: affine(s, 0), so -0 becomes
+// +0 (rounded by itself, never fused into a multiply-add, as on the CPU).
+__device__ float scaled(float x, float s) {
+    return __fadd_rn(__fmul_rn(x, s), 0.f);
+}
+
 // What channel_sums computes per channel, in two kernels. A channel holds
 // n * p values (369,664 at batch 1,024): one block a channel left most of a
 // GPU idle for the few channels a net has (16 to 128), so each channel is
@@ -65,8 +71,12 @@ extern "C" __global__ void channel_partial_sums(const float* x, const float* dy,
 }
 
 // out (2, c) from the partial sums: thread ch of the grid adds channel ch's.
+// For MOMENTS with `blend`, it also folds them into batch norm's running
+// averages in place, avg = keep * avg + take * out (take_var for the
+// variances), as candle's ops compute it (and the CPU, to the bit).
 extern "C" __global__ void channel_finish(const double* partial, float* out, int n, int c, int p, int what,
-                                          int splits) {
+                                          int splits, float* avg_mean, float* avg_var, float keep, float take_mean,
+                                          float take_var, int blend) {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
     double s = 0.0, q = 0.0;
@@ -80,6 +90,10 @@ extern "C" __global__ void channel_finish(const double* partial, float* out, int
         const double var = q / m - mu * mu;
         out[ch] = (float)mu;
         out[c + ch] = (float)(var > 0.0 ? var : 0.0);
+        if (blend) {
+            avg_mean[ch] = __fadd_rn(scaled(avg_mean[ch], keep), scaled(out[ch], take_mean));
+            avg_var[ch] = __fadd_rn(scaled(avg_var[ch], keep), scaled(out[c + ch], take_var));
+        }
     } else {
         out[ch] = (float)s;
         out[c + ch] = (float)q;
@@ -141,11 +155,6 @@ extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, 
 // versions: every product and sum rounded by itself (the _rn intrinsics,
 // which the compiler never fuses into a multiply-add), so that a step on
 // the GPU leaves the weights and state a step on the CPU leaves, to the bit.
-
-// x * s as candle's `Tensor * f64` computes it: affine(s, 0), so -0 becomes +0.
-__device__ float scaled(float x, float s) {
-    return __fadd_rn(__fmul_rn(x, s), 0.f);
-}
 
 // The gradient with its L2 penalty, g + w * wd, when has_wd.
 __device__ float penalised(float g, float w, float wd, int has_wd) {
@@ -217,15 +226,6 @@ extern "C" __global__ void adam_tensors(const unsigned long long* table, int cou
         v[j] = __fadd_rn(scaled(v[j], beta2), scaled(__fmul_rn(gi, gi), one_minus_beta2));
         const float denom = __fadd_rn(scaled(__fsqrt_rn(v[j]), inv_bc2), eps);
         w[j] = __fsub_rn(w[j], scaled(__fdiv_rn(m[j], denom), step));
-    }
-}
-
-// Batch norm's running averages (src/nn/cuda/norm.rs), in place: avg =
-// keep * avg + take * stats[row][ch] for each of the c channels, as
-// candle's ops compute it (after the optimizers' `scaled`).
-extern "C" __global__ void running_blend(float* avg, const float* stats, int row, int c, float keep, float take) {
-    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
-        avg[ch] = __fadd_rn(scaled(avg[ch], keep), scaled(stats[row * c + ch], take));
     }
 }
 

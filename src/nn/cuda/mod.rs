@@ -20,7 +20,7 @@
 use std::sync::OnceLock;
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DevicePtr, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
 
@@ -76,14 +76,6 @@ fn view_of<'a, T: CudaDType>(s: &'a CudaStorage, layout: &Layout, what: &str) ->
     }
 }
 
-/// The same, writable (for the kernels that update a tensor in place).
-fn view_mut<'a>(s: &'a mut CudaStorage, layout: &Layout, what: &str) -> Result<CudaViewMut<'a, f32>> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(s.as_cuda_slice_mut::<f32>()?.slice_mut(start..end)),
-        None => candle_core::bail!("GPU kernel: the {what} is not contiguous"),
-    }
-}
-
 /// Runs `f` with the contiguous f32 data of `t` on the GPU (held under its
 /// storage's read lock meanwhile).
 fn with_view<T>(t: &Tensor, what: &str, f: impl FnOnce(CudaView<'_, f32>) -> Result<T>) -> Result<T> {
@@ -135,9 +127,35 @@ fn reduce_splits(n: usize, c: usize) -> usize {
     REDUCE_BLOCKS.div_ceil(c.max(1)).clamp(1, n.max(1))
 }
 
+/// Batch norm's running averages (their addresses on the GPU, c values
+/// each), for `channel_finish` to fold a batch's moments into in place:
+/// `avg ← keep·avg + take·moment`.
+#[derive(Clone, Copy, Debug)]
+struct RunningBlend {
+    mean: u64,
+    var: u64,
+    keep: f32,
+    take_mean: f32,
+    take_var: f32,
+}
+
+/// The address of `t`'s first value on the GPU, with its number of values
+/// (for kernels that take many buffers, or write one beside their output).
+fn address(t: &Tensor, dev: &CudaDevice) -> Result<(u64, usize)> {
+    let (storage, layout) = t.storage_and_layout();
+    let (Storage::Cuda(s), Some((start, end))) = (&*storage, layout.contiguous_offsets()) else {
+        candle_core::bail!("GPU kernel: a tensor is not contiguous data on the GPU");
+    };
+    let stream = dev.cuda_stream();
+    let (base, _record) = s.as_cuda_slice::<f32>()?.device_ptr(&stream);
+    Ok((base + (start * std::mem::size_of::<f32>()) as u64, end - start))
+}
+
 /// `channel_sums` of `kernels.cu` over (`x`, `dy`, `y`) of `(n, c, p)`
 /// values into a fresh (2, c) buffer; `dy`, `y` and `stats` are read for
-/// [`Reduce::Gradient`] only (pass anything of the right size otherwise).
+/// [`Reduce::Gradient`] only (pass anything of the right size otherwise),
+/// `blend` for [`Reduce::Moments`] only.
+#[allow(clippy::too_many_arguments)]
 fn channel_sums(
     dev: &CudaDevice,
     (x, dy, y): (&CudaView<f32>, &CudaView<f32>, &CudaView<f32>),
@@ -146,6 +164,7 @@ fn channel_sums(
     (n, c, p): (usize, usize, usize),
     what: Reduce,
     relu: bool,
+    blend: Option<RunningBlend>,
 ) -> Result<CudaSlice<f32>> {
     let splits = reduce_splits(n, c);
     // SAFETY: uninitialised, but `channel_partial_sums` runs one block for
@@ -166,10 +185,14 @@ fn channel_sums(
     // (partial) values.
     unsafe { b.launch(cfg) }.w()?;
     let func = dev.get_or_load_custom_func("channel_finish", MODULE, ptx()?)?;
+    let r = blend.unwrap_or(RunningBlend { mean: 0, var: 0, keep: 0.0, take_mean: 0.0, take_var: 0.0 });
+    let blending = (blend.is_some() && what == Reduce::Moments as i32) as i32;
     let mut b = func.builder();
     b.arg(&partial).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&splits32);
+    b.arg(&r.mean).arg(&r.var).arg(&r.keep).arg(&r.take_mean).arg(&r.take_var).arg(&blending);
     // SAFETY: one thread a channel reads its 2·splits partial sums and
-    // writes its 2 values of out (2c).
+    // writes its 2 values of out (2c) and, blending, of the running
+    // averages (whose c values each the caller checked).
     unsafe { b.launch(elementwise(c)) }.w()?;
     Ok(out)
 }
@@ -196,7 +219,7 @@ impl CustomOp1 for Reduce {
         let dev = s.device();
         let x = view(s, l, "input")?;
         let (n, c, p) = dims(l)?;
-        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), *self, false)?;
+        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), *self, false, None)?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
     }
 }

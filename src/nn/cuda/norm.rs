@@ -14,10 +14,11 @@
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CpuStorage, CudaStorage, CustomOp3, InplaceOp2, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
 
 use super::{
-    channel_reduce, channel_sums, cpu_refused, dims, elementwise, ptx, view, view_mut, with_view, Reduce, MODULE,
+    address, channel_reduce, channel_sums, cpu_refused, dims, elementwise, ptx, view, with_view, Reduce, RunningBlend,
+    MODULE,
 };
 
 /// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
@@ -27,45 +28,39 @@ pub fn moments(x: &Tensor) -> Result<Tensor> {
     channel_reduce(&x.detach(), Reduce::Moments)
 }
 
-/// Folds row `row` (0: the means, 1: the variances) of a batch's `stats`
-/// (2, c) into the running average `avg` (c), in place: `avg ← keep·avg +
-/// take·stats[row]`, one launch where candle's ops take four and a copy.
-pub fn blend_running(avg: &Tensor, stats: &Tensor, row: usize, keep: f32, take: f32) -> Result<()> {
-    avg.inplace_op2(&stats.contiguous()?, &RunningBlend { row, keep, take })
+/// [`moments`], folded as well into batch norm's running averages
+/// `running` (mean, variance; c values each) in place: `avg ← keep·avg +
+/// take·moment`, `factors` (keep, take) for each. The same launches as
+/// [`moments`] alone, where candle's ops take eight and two copies.
+pub fn moments_blending(x: &Tensor, running: [&Tensor; 2], factors: [(f32, f32); 2]) -> Result<Tensor> {
+    let dev = x.device().as_cuda_device()?.clone();
+    let c = dims(x.layout())?.1;
+    let [(mean, m), (var, v)] = [address(running[0], &dev)?, address(running[1], &dev)?];
+    if m != c || v != c {
+        candle_core::bail!("batch norm: running averages of {m} and {v} values for {c} channels");
+    }
+    let [(keep, take_mean), (_, take_var)] = factors;
+    x.detach().contiguous()?.apply_op1(BlendingMoments(RunningBlend { mean, var, keep, take_mean, take_var }))
 }
 
-/// The op of [`blend_running`]: in place on the average, argument the
-/// statistics.
-struct RunningBlend {
-    row: usize,
-    keep: f32,
-    take: f32,
-}
+/// The op of [`moments_blending`].
+struct BlendingMoments(RunningBlend);
 
-impl InplaceOp2 for RunningBlend {
+impl CustomOp1 for BlendingMoments {
     fn name(&self) -> &'static str {
-        "go-train-cuda-running-average"
+        "go-train-cuda-moments-blending"
     }
 
-    fn cpu_fwd(&self, _: &mut CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> Result<()> {
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
         cpu_refused(self.name())
     }
 
-    fn cuda_fwd(&self, avg: &mut CudaStorage, al: &Layout, stats: &CudaStorage, sl: &Layout) -> Result<()> {
-        let c = al.shape().elem_count();
-        if sl.shape().dims() != [2, c] || self.row > 1 {
-            candle_core::bail!("batch norm: statistics {:?} for {c} running values", sl.shape());
-        }
-        let dev = avg.device().clone();
-        let func = dev.get_or_load_custom_func("running_blend", MODULE, ptx()?)?;
-        let stats = view(stats, sl, "batch statistics")?;
-        let mut avg = view_mut(avg, al, "running average")?;
-        let (row, c32) = (self.row as i32, c as i32);
-        let mut b = func.builder();
-        b.arg(&mut avg).arg(&stats).arg(&row).arg(&c32).arg(&self.keep).arg(&self.take);
-        // SAFETY: avg holds c floats, stats 2c.
-        unsafe { b.launch(elementwise(c)) }.w()?;
-        Ok(())
+    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
+        let dev = s.device();
+        let x = view(s, l, "input")?;
+        let (n, c, p) = dims(l)?;
+        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), Reduce::Moments, false, Some(self.0))?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
     }
 }
 
@@ -225,7 +220,7 @@ impl CustomOp3 for NormOp {
                         let n = l1.shape().dims()[0];
                         let sums = with_view(&self.stats, "statistics", |stats| {
                             let (inputs, shape) = ((&x, &dy, &y), (n, c, p));
-                            channel_sums(dev, inputs, &stats, self.eps, shape, Reduce::Gradient, self.relu)
+                            channel_sums(dev, inputs, &stats, self.eps, shape, Reduce::Gradient, self.relu, None)
                         })?;
                         (sums, Shape::from((2, c)))
                     }

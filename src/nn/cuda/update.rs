@@ -5,11 +5,11 @@
 //! copied to the GPU without waiting ([`super::upload`]). The arithmetic is
 //! the CPU's f32 arithmetic, to the bit.
 
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{Result, Storage, Tensor};
+use candle_core::{Result, Tensor};
 
-use super::{elementwise, ptx, MODULE};
+use super::{address, elementwise, ptx, MODULE};
 
 /// 64-bit words a tensor in the table (`TABLE_COLUMNS` in `kernels.cu`):
 /// parameter, gradient, two state buffers, offset of its first value, two
@@ -25,17 +25,6 @@ pub struct Row<'a> {
     pub g: &'a Tensor,
     pub state: [Option<&'a Tensor>; 2],
     pub own: [u32; 2],
-}
-
-/// The address of `t`'s first value on the GPU, with its number of values.
-fn address(t: &Tensor, dev: &CudaDevice) -> Result<(u64, usize)> {
-    let (storage, layout) = t.storage_and_layout();
-    let (Storage::Cuda(s), Some((start, end))) = (&*storage, layout.contiguous_offsets()) else {
-        candle_core::bail!("optimizer: a tensor is not contiguous data on the GPU");
-    };
-    let stream = dev.cuda_stream();
-    let (base, _record) = s.as_cuda_slice::<f32>()?.device_ptr(&stream);
-    Ok((base + (start * std::mem::size_of::<f32>()) as u64, end - start))
 }
 
 /// The device of the rows, the table the kernels read, and the values in

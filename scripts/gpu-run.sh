@@ -28,6 +28,12 @@
 #                 last, with cudarc's event tracking back
 #                 (GO_TRAIN_CUDA_EVENTS=1). Each for BENCH_AB_SECONDS (2) a
 #                 net and batch
+#   profile       where a step's GPU time goes, kernel by kernel: Nsight
+#                 Compute times each kernel of PROFILE_STEPS (5) timed steps
+#                 of go-train bench train (scripts/kernel-times.py sums
+#                 them by name), and torch.profiler the same steps of
+#                 scripts/torch_nets.py; for each net:batch of PROFILE_RUNS
+#                 (policy:1024 value:1024 resnet-policy:10x128:1024 policy:100)
 #   selfplay      go-train selfplay of the shipped policy against itself on
 #                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
 #                 workers (16) of SELFPLAY_BATCH games (512)
@@ -126,6 +132,27 @@ bench_ab() {
   done
 }
 
+profile() {
+  log profile
+  local ncu spec net batch report steps="${PROFILE_STEPS:-5}"
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  for spec in ${PROFILE_RUNS:-policy:1024 value:1024 resnet-policy:10x128:1024 policy:100}; do
+    net=${spec%:*} batch=${spec##*:}
+    echo "-- $net, batch $batch" | tee -a "$OUT/log.txt"
+    if [ -n "$ncu" ]; then
+      report=$(mktemp -u /tmp/ncu-XXXXXX)
+      timeout 180 "$ncu" --profile-from-start off --metrics gpu__time_duration.sum -o "$report" \
+        "$BIN" bench train --device cuda --net "$net" --batch "$batch" --steps "$steps" --seconds 1 >>"$OUT/log.txt" 2>&1
+      "$ncu" --import "$report.ncu-rep" --csv --page raw --print-units base >"$report.csv" 2>>"$OUT/log.txt" &&
+        python3 scripts/kernel-times.py "$report.csv" --steps "$steps" 2>&1 | tee -a "$OUT/log.txt"
+    else
+      echo "profile: no ncu on this machine" | tee -a "$OUT/log.txt"
+    fi
+    PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$net" --batch "$batch" --seconds 1 \
+      --profile "$steps" 2>&1 | grep -v '^\(USDT\|ERROR\|WARNING\):' | tee -a "$OUT/log.txt"
+  done
+}
+
 selfplay() {
   log selfplay
   rm -rf "$OUT/selfplay"
@@ -196,6 +223,7 @@ for step in "$@"; do
     test) test_step ;;
     bench) bench ;;
     bench-ab) bench_ab ;;
+    profile) profile ;;
     selfplay) selfplay ;;
     prepare) prepare ;;
     train=*) train "${step#train=}" ;;

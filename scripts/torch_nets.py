@@ -6,11 +6,15 @@ batch size. The figure go-train's `bench train` is compared with.
 Usage:
   python3 scripts/torch_nets.py DEVICE [--batch 100,1024] [--seconds 5]
                                 [--net policy,playout,value,resnet-policy:10x128]
+                                [--profile STEPS]
 DEVICE is cpu or cuda. Each step is forward, backward and optimizer step
 (SGD momentum 0.9 for move nets, Adam for the value net), as in the seed;
 each step also reads the loss back, as go-train's training loop does, so
 the two are timed alike. cuDNN's autotuner (benchmark mode) is on and TF32
-is PyTorch's default for convolutions.
+is PyTorch's default for convolutions. With --profile, STEPS more steps
+run under torch.profiler and the kernels (operators on the CPU) that took
+the most device time are listed, a step's share, as scripts/kernel-times.py
+lists go-train's.
 """
 import argparse
 import os
@@ -74,7 +78,31 @@ def make(name):
     sys.exit(f"torch_nets.py: unknown net {name!r}")
 
 
-def bench(name, batch, dev, seconds):
+def profile(step, steps, dev):
+    """Runs `steps` more steps under torch.profiler; prints where a step's time goes."""
+    from torch.profiler import ProfilerActivity, profile as profiler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    with profiler(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+    rows = []
+    for e in prof.key_averages():
+        # Kernels carry device time of their own; on the CPU, operators.
+        own = getattr(e, "self_device_time_total", None)
+        if own is None:
+            own = getattr(e, "self_cuda_time_total", 0)
+        if dev != "cuda":
+            own = e.self_cpu_time_total
+        if own > 0:
+            rows.append((own, e.count, e.key))
+    total = sum(r[0] for r in rows)
+    print(f"  profile: {total / steps / 1e3:.3f} ms of {dev} time a step ({steps} steps)")
+    for own, count, key in sorted(rows, reverse=True)[:25]:
+        print(f"  {own / steps / 1e3:8.3f} {own / total:6.1%} {count / steps:6.1f}  {key[:110]}")
+
+
+def bench(name, batch, dev, seconds, profile_steps=0):
     torch.manual_seed(0)
     net, opt_kind = make(name)
     net = net.to(dev)
@@ -104,6 +132,8 @@ def bench(name, batch, dev, seconds):
     dt = time.perf_counter() - t
     print(f"torch {name}: {steps * batch / dt:,.0f} samples/s ({dev}, batch {batch}, {steps} steps in {dt:.1f} s)",
           flush=True)
+    if profile_steps:
+        profile(step, profile_steps, dev)
 
 
 if __name__ == "__main__":
@@ -112,8 +142,11 @@ if __name__ == "__main__":
     ap.add_argument("--batch", default="100")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--net", default="policy,playout,value")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
     a = ap.parse_args()
+    if a.profile < 0:
+        sys.exit("torch_nets.py: --profile takes a number of steps, 0 or more")
     torch.backends.cudnn.benchmark = True
     for batch in [int(b) for b in a.batch.split(",")]:
         for name in a.net.split(","):
-            bench(name, batch, a.device, a.seconds)
+            bench(name, batch, a.device, a.seconds, a.profile)

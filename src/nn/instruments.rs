@@ -144,7 +144,9 @@ impl Counts {
 
 /// The GPU's time over a stretch of queued work, by CUDA events: set
 /// against the host's time to queue the same work, it shows whether the
-/// GPU or the host (launch overhead) limits a step.
+/// GPU or the host (launch overhead) limits a step. The stretch is also
+/// the span a profiler records when started with collection off (`ncu
+/// --profile-from-start off`: `scripts/gpu-run.sh profile`).
 #[cfg(feature = "cuda")]
 pub struct GpuTimer {
     stream: std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
@@ -163,6 +165,9 @@ impl GpuTimer {
         let Ok(cuda) = device.as_cuda_device() else { return Ok(None) };
         let stream = cuda.cuda_stream();
         let start = stream.record_event(Self::TIMED).w()?;
+        // Without a profiler attached this does nothing; its result tells
+        // nothing either way.
+        let _ = candle_core::cuda_backend::cudarc::driver::profiler_start();
         Ok(Some(GpuTimer { stream, start }))
     }
 
@@ -171,6 +176,7 @@ impl GpuTimer {
     pub fn stop(self) -> Result<f64> {
         use candle_core::cuda_backend::WrapErr;
         let end = self.stream.record_event(Self::TIMED).w()?;
+        let _ = candle_core::cuda_backend::cudarc::driver::profiler_stop();
         Ok(self.start.elapsed_ms(&end).w()? as f64)
     }
 }

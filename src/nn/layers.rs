@@ -136,41 +136,45 @@ impl Conv {
     /// the reference in tests.
     #[cfg(test)]
     fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_with(
-            x,
-            |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1),
-            |y, b| y.broadcast_add(&b.reshape((1, (), 1, 1))?),
-        )
+        self.forward_with(x, |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1), add_bias_by_ops)
     }
 
-    /// The convolution by `conv`, the bias by `bias` (when the layer has
-    /// one), then the ReLU.
+    /// The convolution by `conv`, then the bias and the ReLU by `bias`
+    /// (when the layer has a bias; the ReLU alone otherwise).
     fn forward_with(
         &self,
         x: &Tensor,
         conv: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
-        bias: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
+        bias: impl Fn(&Tensor, &Tensor, bool) -> Result<Tensor>,
     ) -> Result<Tensor> {
-        let mut y = conv(x, &self.weight)?;
-        if self.has_bias {
-            y = bias(&y, &self.bias)?;
+        let y = conv(x, &self.weight)?;
+        match (self.has_bias, self.relu) {
+            (true, relu) => bias(&y, &self.bias, relu),
+            (false, true) => y.relu(),
+            (false, false) => Ok(y),
         }
-        if self.relu {
-            y = y.relu()?;
-        }
-        Ok(y)
     }
 }
 
-/// `y + b` per channel, `y` (batch, c, h, w), `b` (c): on a GPU by
-/// `nn::cuda::bias`, whose gradient for `b` is one per-channel sum,
-/// elsewhere by candle's broadcast add.
-fn add_bias(y: &Tensor, b: &Tensor) -> Result<Tensor> {
+/// `y + b` per channel, `y` (batch, c, h, w), `b` (c), then the ReLU when
+/// `relu`: on a GPU by `nn::cuda::bias` (one kernel forward; the bias's
+/// gradient one per-channel sum), elsewhere by candle's ops.
+fn add_bias(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
     #[cfg(feature = "cuda")]
     if super::cuda::applies(y) {
-        return super::cuda::bias::add_bias(y, b);
+        return super::cuda::bias::add_bias(y, b, relu);
     }
-    y.broadcast_add(&b.reshape((1, (), 1, 1))?)
+    add_bias_by_ops(y, b, relu)
+}
+
+/// [`add_bias`] by candle's ops.
+fn add_bias_by_ops(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
+    let y = y.broadcast_add(&b.reshape((1, (), 1, 1))?)?;
+    if relu {
+        y.relu()
+    } else {
+        Ok(y)
+    }
 }
 
 /// The fused convolution op: arguments (x, weight, bias).

@@ -228,9 +228,9 @@ static void check_residual(int total, unsigned seed) {
     }
 }
 
-// A convolution's bias: y = x + b per channel, and the bias gradient as
-// channel_sums' plain sums of dy.
-static void check_bias(int n, int c, int p, int splits, unsigned seed) {
+// A convolution's bias: y = x + b per channel (then the ReLU when `relu`),
+// and the bias gradient as channel_sums' plain sums of dy.
+static void check_bias(int n, int c, int p, int splits, bool relu, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     int total = n * c * p;
@@ -238,14 +238,15 @@ static void check_bias(int n, int c, int p, int splits, unsigned seed) {
     for (auto& v : x) v = u(rng);
     for (auto& v : dy) v = u(rng);
     for (auto& v : b) v = u(rng);
-    launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total); });
+    launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total, relu); });
     channel_sums(dy.data(), dy.data(), dy.data(), dy.data(), 0.f, sums.data(), n, c, p, SUMS, 0, splits);
     for (int ch = 0; ch < c; ch++) {
         double s = 0, q = 0;
         for (int k = 0; k < n; k++)
             for (int j = 0; j < p; j++) {
                 int i = (k * c + ch) * p + j;
-                expect_close("bias output", y[i], x[i] + b[ch], 0.0);
+                const float v = x[i] + b[ch];
+                expect_close("bias output", y[i], relu ? std::max(v, 0.f) : v, 0.0);
                 s += dy[i];
                 q += (double)dy[i] * dy[i];
             }
@@ -452,9 +453,9 @@ int main() {
     cases += check_unpack_bits(4, 64, 12);
     // One block a channel, and a channel cut into runs of unequal length
     // (5 planes into 2 and 3; 3 planes into 1, 1 and 1).
-    check_bias(3, 4, 25, 1, 7);
-    check_bias(5, 2, 81, 2, 8);
-    check_bias(3, 4, 25, 3, 9);
+    check_bias(3, 4, 25, 1, false, 7);
+    check_bias(5, 2, 81, 2, true, 8);
+    check_bias(3, 4, 25, 3, true, 9);
     cases += 3;
     check_residual(1000, 99);
     cases++;

@@ -1,24 +1,29 @@
-//! A convolution's bias on a GPU. candle's broadcast add is one kernel
-//! forward, but its gradient for the bias is a generic reduction over the
-//! batch and the board, the `fast_sum` row of docs/cuda.md's profile; here
-//! it is the per-channel sum of `kernels.cu`, and the input's gradient is
-//! the output's, passed on without a copy.
+//! A convolution's bias, with the ReLU that follows it, on a GPU. candle's
+//! broadcast add is one kernel forward, but its gradient for the bias is a
+//! generic reduction over the batch and the board, the `fast_sum` row of
+//! docs/cuda.md's profile, and its ReLU another pass forward and three
+//! backward; here the bias and the ReLU are one kernel forward, and
+//! backward the ReLU's mask and the per-channel sum of `kernels.cu`, the
+//! input's gradient the masked one, passed on without a copy.
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Result, Shape, Tensor};
 
+use super::residual::relu_passed;
 use super::{channel_reduce, cpu_refused, dims, elementwise, ptx, view, Reduce, MODULE};
 
 /// `x + b`, `b` (c) added to every point of channel c of `x` (batch, c, h,
-/// w); differentiable in both.
-pub fn add_bias(x: &Tensor, b: &Tensor) -> Result<Tensor> {
-    x.contiguous()?.apply_op2(&b.contiguous()?, BiasAdd)
+/// w), then the ReLU when `relu`; differentiable in both.
+pub fn add_bias(x: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
+    x.contiguous()?.apply_op2(&b.contiguous()?, BiasAdd { relu })
 }
 
 /// The op: arguments (x, b).
-struct BiasAdd;
+struct BiasAdd {
+    relu: bool,
+}
 
 impl CustomOp2 for BiasAdd {
     fn name(&self) -> &'static str {
@@ -42,16 +47,16 @@ impl CustomOp2 for BiasAdd {
         // anything reads it.
         let y = unsafe { dev.alloc::<f32>(total)? };
         let func = dev.get_or_load_custom_func("channel_bias", MODULE, ptx()?)?;
-        let (c, p, total64) = (c as i32, p as i32, total as i64);
+        let (c, p, total64, relu) = (c as i32, p as i32, total as i64, self.relu as i32);
         let mut builder = func.builder();
-        builder.arg(&x).arg(&b).arg(&y).arg(&c).arg(&p).arg(&total64);
+        builder.arg(&x).arg(&b).arg(&y).arg(&c).arg(&p).arg(&total64).arg(&relu);
         // SAFETY: x and y hold `total` floats, b c.
         unsafe { builder.launch(elementwise(total)) }.w()?;
         Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), xl.shape().clone()))
     }
 
-    fn bwd(&self, x: &Tensor, b: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let dy = dy.detach();
+    fn bwd(&self, x: &Tensor, b: &Tensor, y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let dy = if self.relu { relu_passed(y, dy)? } else { dy.detach() };
         let db = if b.track_op() { Some(channel_reduce(&dy, Reduce::Sums)?.get(0)?) } else { None };
         Ok((x.track_op().then_some(dy), db))
     }

@@ -128,10 +128,12 @@ extern "C" __global__ void normalize_grad(const float* x, const float* dy, const
     }
 }
 
-// A convolution's bias (src/nn/cuda/bias.rs): y = x + b[channel].
-extern "C" __global__ void channel_bias(const float* x, const float* b, float* y, int c, int p, long total) {
+// A convolution's bias (src/nn/cuda/bias.rs): y = x + b[channel], then
+// the ReLU when `relu`.
+extern "C" __global__ void channel_bias(const float* x, const float* b, float* y, int c, int p, long total, int relu) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        y[i] = x[i] + b[(i / p) % c];
+        const float v = x[i] + b[(i / p) % c];
+        y[i] = (relu && v < 0.f) ? 0.f : v;
     }
 }
 

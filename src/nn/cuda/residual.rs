@@ -15,6 +15,11 @@ pub fn residual_relu(x: &Tensor, skip: &Tensor) -> Result<Tensor> {
     x.contiguous()?.apply_op2(&skip.contiguous()?, Residual::Forward)
 }
 
+/// A ReLU's backward from its output `y`: `dy` where `y > 0`, else 0.
+pub(super) fn relu_passed(y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+    y.detach().apply_op2(&dy.detach().contiguous()?, Residual::Grad)
+}
+
 /// The op's two passes, each of two tensors of one shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Residual {
@@ -64,7 +69,7 @@ impl CustomOp2 for Residual {
         if *self != Residual::Forward {
             candle_core::bail!("{}: no second derivative", self.name());
         }
-        let passed = y.detach().apply_op2(&dy.detach().contiguous()?, Residual::Grad)?;
+        let passed = relu_passed(y, dy)?;
         let dx = if x.track_op() { Some(passed.clone()) } else { None };
         Ok((dx, skip.track_op().then_some(passed)))
     }

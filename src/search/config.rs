@@ -315,6 +315,10 @@ search_settings! {
     /// board's 8 symmetries, or as it is. Experimental: lost its match
     /// (docs/results/strength.md).
     random_symmetry: bool = "symmetry", Domain::Words(&["identity", "random"]), seed false, tuned false;
+    /// The root policy's priors (the root's children) averaged over the
+    /// board's 8 symmetries: 8 passes of that net a move. Experimental: in
+    /// its match (docs/results/strength.md).
+    root_symmetries: bool = "root-symmetries", Domain::Switch, seed false, tuned false;
     /// Seconds per move at most, on top of the iterations (a GTP clock may
     /// shorten it); none: no limit.
     time: Option<f64> = "time", Domain::Or { word: "none", domain: &crate::bounds::SECONDS }, seed None, tuned None;

@@ -455,9 +455,16 @@ impl Mcts {
         if game.is_over() {
             return Ok(());
         }
-        let symmetry =
-            if self.config.random_symmetry { Symmetry::new(self.rng.random_range(0..8)) } else { Symmetry::IDENTITY };
-        let probs = net.move_probs_seen(&[&game], symmetry)?.remove(0);
+        let probs = if self.config.root_symmetries {
+            net.move_probs_averaged(&game)?
+        } else {
+            let symmetry = if self.config.random_symmetry {
+                Symmetry::new(self.rng.random_range(0..8))
+            } else {
+                Symmetry::IDENTITY
+            };
+            net.move_probs_seen(&[&game], symmetry)?.remove(0)
+        };
         let wanted = self.candidates(&game, Some(&probs), 0);
         let tree = self.tree.as_mut().expect("a tree exists during a search");
         let root = tree.root as usize;
@@ -758,6 +765,9 @@ impl Agent for Mcts {
         }
         if let Some(r) = &self.root_policy {
             name.push_str(&format!(", the root's top-{} of {}", c.expand, r.source()));
+            if c.root_symmetries {
+                name.push_str(" averaged over the 8 symmetries");
+            }
         }
         if let Some(p) = &self.playout {
             name.push_str(&format!(", playout {}", p.source()));
@@ -1053,6 +1063,43 @@ mod tests {
             let p = scored_moves(&game, &probs).into_iter().find(|m| m.0 == mv).unwrap().1;
             assert!((prior - p).abs() < 1e-6, "{mv:?}: prior {prior}, root net {p}");
         }
+    }
+
+    /// With `root_symmetries`, the root's children take the root policy's
+    /// probabilities averaged over the 8 views of the board, which an
+    /// untrained net (not equivariant) gives unlike its plain view.
+    #[test]
+    fn root_symmetries_average_the_root_policy_over_the_eight_views() {
+        let root = random_net(Arch::Policy, 3);
+        let mut game = Game::new(19, Rules::CHINESE);
+        for (color, at) in [(Color::Black, "D4"), (Color::White, "Q16"), (Color::Black, "C16")] {
+            game.play(color, v(at, 19)).unwrap();
+        }
+        let config = MctsConfig { expand: 5, batch: 4, root_symmetries: true, ..stones_config(8) };
+        let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None)
+            .unwrap()
+            .with_root_policy(random_net(Arch::Policy, 3));
+        let report = mcts.search(&game, None).unwrap();
+        let mut averaged = vec![0f32; crate::nn::MOVES];
+        for s in 0..8 {
+            let seen = root.move_probs_seen(&[&game], Symmetry::new(s)).unwrap().remove(0);
+            averaged.iter_mut().zip(seen).for_each(|(a, p)| *a += p / 8.0);
+        }
+        let plain = root.move_probs(&[&game]).unwrap().remove(0);
+        let prob = |probs: &[f32], mv: Move| scored_moves(&game, probs).into_iter().find(|m| m.0 == mv).unwrap().1;
+        assert_eq!(report.children.len(), 5);
+        let mut differs = false;
+        for (mv, _, _, prior) in report.children {
+            // The net's probabilities are near 1/358; its views differ by
+            // a few parts in a thousand, rounding by a part in a million.
+            assert!(
+                (prior - prob(&averaged, mv)).abs() < 1e-8,
+                "{mv:?}: prior {prior}, averaged {}",
+                prob(&averaged, mv)
+            );
+            differs |= (prior - prob(&plain, mv)).abs() > 2e-6;
+        }
+        assert!(differs, "the average differs from the plain view somewhere");
     }
 
     #[test]

@@ -81,7 +81,20 @@ pub fn to_device<T: DeviceRepr>(dev: &CudaDevice, data: &[T]) -> Result<CudaSlic
             all.len() - 1
         }
     };
-    let slot = all[index].slot(stream.context(), bytes)?;
+    let slot = match all[index].slot(stream.context(), bytes) {
+        Ok(slot) => slot,
+        Err(e) => {
+            // Page-locked memory can be refused (a limit on locked memory):
+            // the copy from pageable memory is slower, not wrong.
+            static TOLD: std::sync::Once = std::sync::Once::new();
+            TOLD.call_once(|| {
+                eprintln!("go-train: no pinned memory for GPU copies ({e}); copying from pageable memory")
+            });
+            drop(all);
+            stream.memcpy_htod(data, &mut out).w()?;
+            return Ok(out);
+        }
+    };
     let host = &mut slot.buffer.as_mut_slice().w()?[..bytes];
     // SAFETY: `T: DeviceRepr` is plain data, which the GPU reads as bytes
     // anyway; `bytes` is the size of `data`.

@@ -73,14 +73,31 @@ impl NetEval {
     /// The input tensor (n, planes, 19, 19) of `games`, each from its side
     /// to move, in the net's feature set, seen through `symmetry`.
     fn input(&self, games: &[&Game], symmetry: Symmetry) -> Result<Tensor> {
+        self.input_as(games, symmetry, crate::nn::inputs::packed_on(self.model.device()))
+    }
+
+    /// [`NetEval::input`], the planes copied as bits (`packed`, for a GPU)
+    /// or as floats.
+    fn input_as(&self, games: &[&Game], symmetry: Symmetry, packed: bool) -> Result<Tensor> {
         let features = self.model.features();
+        if let Some(game) = games.iter().find(|g| g.size() != BOARD) {
+            bail!("the nets play on {BOARD}x{BOARD} only, not {}x{}", game.size(), game.size());
+        }
+        let device = self.model.device();
+        if packed {
+            // As bits, unpacked on the device: a 32nd of the bytes to copy.
+            let to = symmetry.permutation(BOARD);
+            let per_position = features.planes() * POINTS.div_ceil(64);
+            let mut words = vec![0u64; games.len() * per_position];
+            for (game, chunk) in games.iter().zip(words.chunks_exact_mut(per_position)) {
+                features.encode(game).permuted_words_into(&to, chunk);
+            }
+            return Ok(crate::nn::inputs::planes_from_bits(&words, (games.len(), features.planes(), BOARD), device)?);
+        }
         let per_position = features.planes() * POINTS;
         let mut data = vec![0f32; games.len() * per_position];
         let mut plain = vec![0f32; if symmetry == Symmetry::IDENTITY { 0 } else { per_position }];
         for (game, chunk) in games.iter().zip(data.chunks_exact_mut(per_position)) {
-            if game.size() != BOARD {
-                bail!("the nets play on {BOARD}x{BOARD} only, not {}x{}", game.size(), game.size());
-            }
             if symmetry == Symmetry::IDENTITY {
                 features.encode(game).unpack_into(chunk);
             } else {
@@ -88,7 +105,7 @@ impl NetEval {
                 symmetry.apply_f32(&plain, chunk, BOARD);
             }
         }
-        Ok(Tensor::from_vec(data, (games.len(), features.planes(), BOARD, BOARD), self.model.device())?)
+        Ok(Tensor::from_vec(data, (games.len(), features.planes(), BOARD, BOARD), device)?)
     }
 
     /// Move probabilities (362 each: points in row-major order, then pass)
@@ -315,4 +332,42 @@ pub fn raw_output(
     };
     let value = value.map(|net| net.win_probs_seen(&[game], symmetry)).transpose()?.map(|mut v| v.remove(0));
     Ok(RawOutput { symmetry, policy, value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::FeatureSet;
+    use crate::go::{Color, Move, Rules};
+    use crate::nn::{Arch, Model};
+    use candle_core::Device;
+
+    /// The planes copied as bits (as to a GPU, unpacked there) are the
+    /// planes copied as floats: for both feature sets, every symmetry, and
+    /// positions of either colour to move.
+    #[test]
+    fn inputs_as_bits_are_the_inputs_as_floats() {
+        let mut games = vec![Game::new(19, Rules::CHINESE)];
+        for (i, at) in ["D4", "Q16", "C16", "D17", "R3", "S3", "Q3", "R4", "C4"].into_iter().enumerate() {
+            let mut next = games.last().unwrap().clone();
+            let color = if i % 2 == 0 { Color::Black } else { Color::White };
+            next.play(color, Move::parse_gtp(at, 19).unwrap()).unwrap();
+            games.push(next);
+        }
+        let games: Vec<&Game> = games.iter().skip(7).collect();
+        for features in [FeatureSet::Seed, FeatureSet::Extended] {
+            let net = NetEval::new(Model::new(Arch::Policy, features, &Device::Cpu, 1).unwrap(), "untrained");
+            for s in 0..8 {
+                let symmetry = Symmetry::new(s);
+                let values = |packed| -> Vec<f32> {
+                    let x = net.input_as(&games, symmetry, packed).unwrap();
+                    assert_eq!(x.dims(), [games.len(), features.planes(), BOARD, BOARD]);
+                    x.flatten_all().unwrap().to_vec1().unwrap()
+                };
+                let floats = values(false);
+                assert!(floats.iter().filter(|&&v| v == 1.0).count() > 1000, "planes with something on them");
+                assert!(values(true) == floats, "{features:?} under {symmetry:?}");
+            }
+        }
+    }
 }

@@ -489,14 +489,10 @@ fn settled_batch_norms_hold_the_mean_of_the_batches_statistics() {
 /// sizes, than the GPU's pinned buffers number.
 #[test]
 fn inputs_on_the_test_device_are_the_values_on_the_host() {
+    use rand::{RngExt, SeedableRng};
     let dev = test_device();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+    let mut next = move || rng.random::<u64>();
     for (n, planes, size) in [(3, PLANES, BOARD), (2, 4, 8), (5, 1, BOARD)] {
         let points = size * size;
         let words: Vec<u64> = (0..n * planes * points.div_ceil(64)).map(|_| next()).collect();

@@ -316,7 +316,7 @@ search_settings! {
     /// (docs/results/strength.md).
     random_symmetry: bool = "symmetry", Domain::Words(&["identity", "random"]), seed false, tuned false;
     /// The root policy's priors (the root's children) averaged over the
-    /// board's 8 symmetries: 8 passes of that net a move. Experimental: in
+    /// board's 8 symmetries: 8 passes of that net a move. Experimental: lost
     /// its match (docs/results/strength.md).
     root_symmetries: bool = "root-symmetries", Domain::Switch, seed false, tuned false;
     /// Seconds per move at most, on top of the iterations (a GTP clock may

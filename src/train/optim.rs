@@ -338,23 +338,28 @@ impl Adam {
     /// One in-place update of `slot` by `g`.
     fn step_in_place(slot: &mut Slot<Moments>, g: &Tensor, hp: &AdamParams) -> Result<()> {
         let w = slot.var.as_tensor();
-        let s = match &mut slot.state {
-            Some(s) => s,
-            None => slot.state.insert(Moments { exp_avg: w.zeros_like()?, exp_avg_sq: w.zeros_like()?, step: 0 }),
-        };
-        s.step += 1;
+        let (s, (step_size, inv_bias_correction2)) = Adam::next_step(w, &mut slot.state, hp)?;
         let weight_decay = decay(hp.weight_decay);
         for (m, decay, squared) in [(&s.exp_avg, hp.beta1, false), (&s.exp_avg_sq, hp.beta2, true)] {
             let one_minus_decay = (1.0 - decay) as f32;
             m.inplace_op3(g, w, &AdamMoment { decay: decay as f32, one_minus_decay, squared, weight_decay })?;
         }
-        let t = s.step as i32;
-        let descend = AdamDescend {
-            step_size: (hp.lr / (1.0 - hp.beta1.powi(t))) as f32,
-            inv_bias_correction2: (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32,
-            eps: hp.eps as f32,
-        };
+        let descend = AdamDescend { step_size, inv_bias_correction2, eps: hp.eps as f32 };
         Ok(w.inplace_op3(&s.exp_avg, &s.exp_avg_sq, &descend)?)
+    }
+
+    /// Counts a step of parameter `w` whose moments are `state` (made, zero,
+    /// on the first) and gives them with the step's `lr/(1−β₁ᵗ)` and
+    /// `1/√(1−β₂ᵗ)` in f32, as the in-place updates take them.
+    fn next_step<'a>(w: &Tensor, state: &'a mut Option<Moments>, hp: &AdamParams) -> Result<(&'a Moments, (f32, f32))> {
+        if state.is_none() {
+            *state = Some(Moments { exp_avg: w.zeros_like()?, exp_avg_sq: w.zeros_like()?, step: 0 });
+        }
+        let s = state.as_mut().expect("made above");
+        s.step += 1;
+        let t = s.step as i32;
+        let corrections = ((hp.lr / (1.0 - hp.beta1.powi(t))) as f32, (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32);
+        Ok((s, corrections))
     }
 
     /// One update of every parameter with a gradient, in one launch.
@@ -365,18 +370,10 @@ impl Adam {
         let mut taken = Vec::new();
         for slot in &mut self.params {
             let Some(g) = contiguous_grad(grads, &slot.var)? else { continue };
-            let w = slot.var.as_tensor();
-            let s = match &mut slot.state {
-                Some(s) => s,
-                None => slot.state.insert(Moments { exp_avg: w.zeros_like()?, exp_avg_sq: w.zeros_like()?, step: 0 }),
-            };
-            s.step += 1;
-            // As `step_in_place` computes them.
-            let t = s.step as i32;
-            let step_size = (hp.lr / (1.0 - hp.beta1.powi(t))) as f32;
-            let inv_bias_correction2 = (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32;
+            let w = slot.var.as_tensor().clone();
+            let (s, (step_size, inv_bias_correction2)) = Adam::next_step(&w, &mut slot.state, &hp)?;
             let own = [step_size.to_bits(), inv_bias_correction2.to_bits()];
-            taken.push((w.clone(), g, s.exp_avg.clone(), s.exp_avg_sq.clone(), own));
+            taken.push((w, g, s.exp_avg.clone(), s.exp_avg_sq.clone(), own));
         }
         let rows: Vec<update::Row> =
             taken.iter().map(|(w, g, m, v, own)| update::Row { w, g, state: [Some(m), Some(v)], own: *own }).collect();
@@ -605,6 +602,9 @@ mod tests {
                     let b = Var::from_vec(values(12, 2), (3, 4), dev).unwrap();
                     let mut opt = build(config, vec![("a".into(), a.clone()), ("b".into(), b.clone())], fused);
                     for step in 0..5 {
+                        // A step where no parameter has a gradient changes nothing.
+                        let nothing = Tensor::new(1f32, dev).unwrap().backward().unwrap();
+                        opt.step(&nothing).unwrap();
                         let mut loss = (a.as_tensor().sqr().unwrap() * &c).unwrap().sum_all().unwrap();
                         if step % 2 == 0 {
                             loss = (loss + b.as_tensor().sqr().unwrap().sum_all().unwrap()).unwrap();

@@ -30,7 +30,7 @@ pub struct Row<'a> {
 /// The device of the rows, the table the kernels read, and the values in
 /// all (each buffer of a row checked to hold as many as its parameter).
 fn table(rows: &[Row]) -> Result<(CudaDevice, Vec<u64>, usize)> {
-    let Some(first) = rows.first() else { candle_core::bail!("optimizer: no parameter to update") };
+    let Some(first) = rows.first() else { candle_core::bail!("optimizer: a table of no parameter") };
     let dev = first.w.device().as_cuda_device()?.clone();
     let mut table = Vec::with_capacity(rows.len() * COLUMNS);
     let mut total = 0usize;
@@ -59,8 +59,12 @@ struct OnGpu {
     total: usize,
 }
 
-/// The rows as a kernel takes them; `None` when they hold no value.
+/// The rows as a kernel takes them; `None` when they hold no value (a
+/// step where no parameter had a gradient).
 fn on_gpu(rows: &[Row]) -> Result<Option<OnGpu>> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
     let (dev, table, total) = table(rows)?;
     if total == 0 {
         return Ok(None);

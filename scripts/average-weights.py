@@ -24,6 +24,13 @@ except ImportError:
     sys.exit("average-weights.py: needs the safetensors and torch packages (pip install safetensors torch)")
 
 
+def weights(path):
+    try:
+        return safe_open(path, "pt")
+    except Exception as e:  # a missing file, or one that is not safetensors
+        sys.exit(f"average-weights.py: cannot read {path} as safetensors weights: {e}")
+
+
 def fields(meta):
     return dict(f.split("=", 1) for f in meta.get("go_train", "").split() if "=" in f)
 
@@ -39,7 +46,7 @@ def main():
         sys.exit(f"average-weights.py: alpha {x.alpha} is not between 0 and 1")
     if os.path.exists(x.out):
         sys.exit(f"average-weights.py: {x.out} exists; give another name")
-    fa, fb = safe_open(x.a, "pt"), safe_open(x.b, "pt")
+    fa, fb = weights(x.a), weights(x.b)
     ma, mb = fields(fa.metadata() or {}), fields(fb.metadata() or {})
     for key in ("net", "features"):
         if ma.get(key) != mb.get(key):

@@ -78,7 +78,11 @@ def main():
     if a.steps < 1:
         sys.exit("kernel-times.py: --steps must be at least 1")
     total, launches = defaultdict(float), defaultdict(int)
-    with open(a.csv, newline="") as f:
+    try:
+        f = open(a.csv, newline="")
+    except OSError as e:
+        sys.exit(f"kernel-times.py: {e}")
+    with f:
         # ncu prints its own lines (==PROF==, ==WARNING==) before the CSV.
         lines = (line for line in f if line.startswith('"'))
         for name, ns in durations(csv.reader(lines)):

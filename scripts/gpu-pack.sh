@@ -3,8 +3,8 @@
 # machine that has no Rust, no network and no ../shared: the stripped CUDA
 # binary, the CUDA test binaries (lib and tests/train_cli.rs), the seed's
 # PyTorch nets, and the game records to train on (kgs-6d's even games and
-# tygem-9d), each gzip-compressed (the GPU machine has no zstd) to fit a 64 MiB
-# transfer.
+# as much of tygem-9d as fits), each gzip-compressed (the GPU machine has no
+# zstd) to fit a 64 MiB transfer.
 #
 #   scripts/gpu-pack.sh            # build (scripts/build-cuda.sh) and pack
 #   scripts/gpu-pack.sh --no-data  # binaries only (the records are already packed)
@@ -47,8 +47,23 @@ if [ "${1:-}" != --no-data ]; then
   # bytes; `filter` on the GPU machine decides again, exactly.
   (cd "$DATASETS" && grep -rlE 'KM\[(5\.50|6\.50|7\.50)\]' kgs-6d | xargs grep -LE 'HA\[[2-9]' | sort |
     tar czf "$OLDPWD/$PACK/kgs.tar.gz" -T -)
-  (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/tygem.tar.gz" tygem-9d-2010-2011)
   # The robustness records some CLI tests read.
   (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/gnugo.tar.gz" gnugo-regression)
+  # tygem-9d: as many of its monthly files as the transfer still holds
+  # beside the repo and the rest of the pack (GPU_PACK_MIB, 64 in all, less
+  # a margin). A game's split depends on its moves alone
+  # (src/dataset/split.rs), so a part of the files keeps every game's split.
+  rm -f "$PACK/tygem.tar.gz"
+  repo=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s}')
+  room=$(( ${GPU_PACK_MIB:-64} * 1048576 - repo - $(du -cb "$PACK"/*.gz | tail -1 | cut -f1) - 2000000 ))
+  files=()
+  for f in "$DATASETS"/tygem-9d-2010-2011/*.sgf; do
+    size=$(gzip -6 -c "$f" | wc -c)
+    [ "$size" -lt "$room" ] || break
+    room=$((room - size))
+    files+=("tygem-9d-2010-2011/$(basename "$f")")
+  done
+  echo "gpu-pack: tygem-9d: ${#files[@]} of $(ls "$DATASETS"/tygem-9d-2010-2011/*.sgf | wc -l) files fit" >&2
+  [ ${#files[@]} = 0 ] || (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/tygem.tar.gz" "${files[@]}")
 fi
 du -ch "$PACK"/* | tail -20

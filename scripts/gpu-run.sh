@@ -42,18 +42,27 @@
 #   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
 #                 config in $GPU_CONFIG (default configs/resnet-policy-gpu.toml),
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
+#                 (split in 15 MB parts: $OUT takes no bigger file).
+#                 train=left: until GPU_DEADLINE, less EVAL_RESERVE (60) seconds
 #   train-ab      a step's inputs as f32 copied from pageable memory
 #                 (GO_TRAIN_FUSED_INPUTS=0), then as bits through pinned
 #                 memory: one epoch of AB_STEPS (300) steps each of
 #                 train-policy with $GPU_CONFIG in a scratch folder, with its
 #                 positions/s and the GPU's busy share
 #   eval          eval of the checkpoint on the test split (games never trained on)
+#                 beside the shipped nets/resnet-policy.safetensors on the same
+#                 positions; the run's best weights to $OUT
 #
 # Environment: OUT (logs and results), GPU_CONFIG, GPU_RUN (checkpoint
 # folder, default checkpoints/gpu-resnet), GPU_TRAIN_ARGS (more train-policy
 # arguments, e.g. --set schedule.step_size=8), BENCH_NETS, BENCH_BATCHES, BENCH_AB_SECONDS,
-# TORCH_SECONDS. A checkpoint brought back as $OUT/run.tar.gz and unpacked
-# into checkpoints/ is resumed.
+# TORCH_SECONDS, AB_PATHS (bench-ab's settings, each
+# plans,own,timed,grads,optim,loss,events as 0 or 1), GPU_DEADLINE (seconds
+# from the start after which no further step starts: a lease's device time
+# is short and a step cut off brings nothing back), STEP_SECONDS (the most
+# one go-train command of bench, profile or train-ab may run: a hang costs
+# that, not the lease). A checkpoint brought back as $OUT/run.tar.gz (or its
+# parts) and unpacked into checkpoints/ is resumed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-out}"
@@ -64,6 +73,18 @@ DATA=datasets/gpu
 RUN="${GPU_RUN:-checkpoints/gpu-resnet}"
 CONFIG="${GPU_CONFIG:-configs/resnet-policy-gpu.toml}"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt" >&2; }
+STEP_SECONDS="${STEP_SECONDS:-240}"
+# Seconds left before GPU_DEADLINE (a large number without one).
+left() { if [ -n "${GPU_DEADLINE:-}" ]; then echo $((GPU_DEADLINE - SECONDS)); else echo 999999; fi; }
+# go-train under STEP_SECONDS; a failure is logged with its status, and
+# bench and bench-ab steps go on with the next command.
+gt() {
+  timeout "$STEP_SECONDS" "$BIN" "$@"
+  local rc=$?
+  # The callers log stderr.
+  [ "$rc" = 0 ] || echo "gpu-run: go-train $1 ${2:-} ended with status $rc$([ "$rc" = 124 ] && echo " (past STEP_SECONDS=$STEP_SECONDS)")" >&2
+  return "$rc"
+}
 
 cuda_libs() {
   local site
@@ -92,7 +113,10 @@ setup() {
   if [ "$PWD" != /work/main ] && ! [ -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
   mkdir -p target/cuda/release && cp "$BIN" target/cuda/release/go-train
   # A run brought back from an earlier machine continues here.
-  if [ -e "$PACK/run.tar.gz" ] && ! [ -e "$RUN/last" ]; then mkdir -p "$(dirname "$RUN")" && tar xzf "$PACK/run.tar.gz" -C "$(dirname "$RUN")"; fi
+  if ! [ -e "$RUN/last" ]; then
+    if [ -e "$PACK/run.tar.gz" ]; then mkdir -p "$(dirname "$RUN")" && tar xzf "$PACK/run.tar.gz" -C "$(dirname "$RUN")"
+    elif [ -e "$PACK/run.tar.gz.part-aa" ]; then mkdir -p "$(dirname "$RUN")" && cat "$PACK"/run.tar.gz.part-* | tar xzf - -C "$(dirname "$RUN")"; fi
+  fi
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/log.txt"
   echo "cores: $(nproc)" | tee -a "$OUT/log.txt"
 }
@@ -109,8 +133,17 @@ bench() {
   log bench
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
   local batches="${BENCH_BATCHES:-100,1024}"
-  "$BIN" bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
-  "$BIN" bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 | tee -a "$OUT/log.txt"
+  if ! gt bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"; then
+    # A new fused path that fails on this machine should not cost the
+    # whole comparison: the same again with every fused path off.
+    echo "-- again with GO_TRAIN_FUSED_*=0" | tee -a "$OUT/log.txt"
+    GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0 GO_TRAIN_FUSED_LOSS=0 GO_TRAIN_FUSED_GRADS=0 \
+      gt bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
+  fi
+  if [ "${BENCH_FP32:-1}" = 1 ]; then
+    gt bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 |
+      tee -a "$OUT/log.txt"
+  fi
   PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$nets" --batch "$batches" --seconds "${TORCH_SECONDS:-4}" 2>&1 |
     tee -a "$OUT/log.txt"
 }
@@ -119,15 +152,16 @@ bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
   local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events
-  for paths in 0,0,0,1,1,1,0 1,0,0,1,1,1,0 1,1,0,1,1,1,0 1,1,1,1,1,1,0 1,1,1,0,1,1,0 1,1,1,1,0,1,0 1,1,1,1,1,0,0 \
-    1,1,1,1,1,1,1; do
+  for paths in ${AB_PATHS:-0,0,0,1,1,1,0 1,0,0,1,1,1,0 1,1,0,1,1,1,0 1,1,1,1,1,1,0 1,1,1,0,1,1,0 1,1,1,1,0,1,0 1,1,1,1,1,0,0 \
+    1,1,1,1,1,1,1}; do
+    [ "$(left)" -gt 20 ] || { echo "bench-ab: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
     IFS=, read -r plans own timed grads optim loss events <<<"$paths"
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
       "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim" \
       "GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
       GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events \
-      "$BIN" bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 |
+      gt bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 |
       tee -a "$OUT/log.txt"
   done
 }
@@ -137,18 +171,19 @@ profile() {
   local ncu spec net batch report steps="${PROFILE_STEPS:-5}"
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   for spec in ${PROFILE_RUNS:-policy:1024 value:1024 resnet-policy:10x128:1024 policy:100}; do
+    [ "$(left)" -gt 30 ] || { echo "profile: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
     net=${spec%:*} batch=${spec##*:}
     echo "-- $net, batch $batch" | tee -a "$OUT/log.txt"
     if [ -n "$ncu" ]; then
       report=$(mktemp -u /tmp/ncu-XXXXXX)
-      timeout 180 "$ncu" --profile-from-start off --metrics gpu__time_duration.sum -o "$report" \
+      timeout "${PROFILE_SECONDS:-90}" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum -o "$report" \
         "$BIN" bench train --device cuda --net "$net" --batch "$batch" --steps "$steps" --seconds 1 >>"$OUT/log.txt" 2>&1
       "$ncu" --import "$report.ncu-rep" --csv --page raw --print-units base >"$report.csv" 2>>"$OUT/log.txt" &&
         python3 scripts/kernel-times.py "$report.csv" --steps "$steps" 2>&1 | tee -a "$OUT/log.txt"
     else
       echo "profile: no ncu on this machine" | tee -a "$OUT/log.txt"
     fi
-    PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$net" --batch "$batch" --seconds 1 \
+    PYTHONPATH="$PACK" timeout "${PROFILE_SECONDS:-90}" python3 scripts/torch_nets.py cuda --net "$net" --batch "$batch" --seconds 1 \
       --profile "$steps" 2>&1 | grep -v '^\(USDT\|ERROR\|WARNING\):' | tee -a "$OUT/log.txt"
   done
 }
@@ -189,11 +224,16 @@ with_gpu_busy() {
 
 train() {
   local secs=$1
+  if [ "$secs" = left ]; then
+    secs=$(($(left) - ${EVAL_RESERVE:-60}))
+    [ "$secs" -ge 60 ] || { echo "train: $secs s left before GPU_DEADLINE, too few for an epoch" | tee -a "$OUT/log.txt"; return; }
+  fi
   log "train $secs s"
   # shellcheck disable=SC2086
-  with_gpu_busy train "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume-or-start --stop-after "$secs" \
-    ${GPU_TRAIN_ARGS:-}
-  tar czf "$OUT/run.tar.gz" -C "$(dirname "$RUN")" "$(basename "$RUN")"
+  with_gpu_busy train timeout $((secs + 120)) "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume-or-start \
+    --stop-after "$secs" ${GPU_TRAIN_ARGS:-}
+  # $OUT takes no file over 16 MiB: weights and optimizer state in parts.
+  tar czf - -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15M - "$OUT/run.tar.gz.part-"
 }
 
 train_ab() {
@@ -202,7 +242,7 @@ train_ab() {
   for inputs in 0 1; do
     scratch=$(mktemp -d)
     echo "-- GO_TRAIN_FUSED_INPUTS=$inputs" | tee -a "$OUT/log.txt"
-    GO_TRAIN_FUSED_INPUTS=$inputs with_gpu_busy "inputs-$inputs" "$BIN" train-policy --config "$CONFIG" \
+    GO_TRAIN_FUSED_INPUTS=$inputs with_gpu_busy "inputs-$inputs" timeout "$STEP_SECONDS" "$BIN" train-policy --config "$CONFIG" \
       --out "$scratch/run" --set epochs=1 --set steps_per_epoch="${AB_STEPS:-300}" --set validation_positions=2000
     rm -rf "$scratch"
   done
@@ -210,14 +250,34 @@ train_ab() {
 
 eval_step() {
   log eval
-  "$BIN" eval --data "$DATA" --split test --policy "$RUN" --device cuda --limit "${EVAL_POSITIONS:-200000}" \
+  local shipped=nets/resnet-policy.safetensors
+  [ -e "$RUN/last" ] || { echo "eval: no checkpoint in $RUN" | tee -a "$OUT/log.txt"; return; }
+  gt eval --data "$DATA" --split test --policy "$RUN" --device cuda --limit "${EVAL_POSITIONS:-200000}" \
     --json >"$OUT/eval-test.json" 2>>"$OUT/log.txt"
   head -c 1500 "$OUT/eval-test.json" | tee -a "$OUT/log.txt"; echo
+  # The net it would replace, on the same positions.
+  if [ -e "$shipped" ]; then
+    gt eval --data "$DATA" --split test --policy "$shipped" --device cuda --limit "${EVAL_POSITIONS:-200000}" \
+      --json >"$OUT/eval-shipped.json" 2>>"$OUT/log.txt"
+    head -c 600 "$OUT/eval-shipped.json" | tee -a "$OUT/log.txt"; echo
+  fi
+  [ -e "$RUN/best.safetensors" ] && cp "$RUN/best.safetensors" "$OUT/resnet-best.safetensors"
+  cp "$RUN/metrics.jsonl" "$OUT/train-metrics.jsonl" 2>/dev/null
+}
+
+# $OUT brings back 8 files at most: the small ones go in one archive.
+bundle_out() {
+  local small
+  small=$(cd "$OUT" && find . -maxdepth 1 -type f \( -name '*.csv' -o -name '*.json' -o -name '*.jsonl' -o -name '*.txt' \) \
+    ! -name log.txt -printf '%P\n' | sort)
+  [ -n "$small" ] || return 0
+  (cd "$OUT" && echo "$small" | tar czf records.tar.gz -T - && echo "$small" | xargs rm -f)
 }
 
 libs=$(cuda_libs) || exit 1
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for step in "$@"; do
+  if [ "$(left)" -le 0 ]; then echo "gpu-run: GPU_DEADLINE reached, skipping $step" | tee -a "$OUT/log.txt"; continue; fi
   case "$step" in
     setup) setup ;;
     test) test_step ;;
@@ -232,4 +292,5 @@ for step in "$@"; do
     *) echo "gpu-run: unknown step $step" >&2; exit 2 ;;
   esac
 done
+bundle_out
 log done

@@ -27,6 +27,22 @@ fn config(kind: &str) -> String {
     format!("{}/configs/{kind}.toml", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// ‖a − b‖ / ‖a‖ over the trained tensors of two weights files (the batch
+/// norms' running averages left out).
+fn relative_distance(a: &Path, b: &Path) -> f64 {
+    use candle_core::Device;
+    let load = |p: &Path| candle_core::safetensors::load(p, &Device::Cpu).unwrap();
+    let (a, b) = (load(a), load(b));
+    let (mut diff, mut norm) = (0f64, 0f64);
+    for (name, x) in a.iter().filter(|(name, _)| !name.contains("running")) {
+        let x = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let y = b[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        diff += x.iter().zip(&y).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum::<f64>();
+        norm += x.iter().map(|x| (*x as f64).powi(2)).sum::<f64>();
+    }
+    (diff / norm).sqrt()
+}
+
 fn metrics(out: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(out.join("metrics.jsonl"))
         .unwrap()
@@ -120,8 +136,20 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert!(!again.status.success(), "a second fresh run must not overwrite a checkpoint");
     assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
     assert!(train(&resumed, "policy", &["--epochs", "2", "--steps-per-epoch", "15", "--resume"]).status.success());
-    for f in ["last/weights.safetensors", "last/optimizer.safetensors"] {
-        assert_eq!(std::fs::read(straight.join(f)).unwrap(), std::fs::read(resumed.join(f)).unwrap(), "{f}");
+    let distance =
+        relative_distance(&straight.join("last/weights.safetensors"), &resumed.join("last/weights.safetensors"));
+    if device == "cpu" {
+        for f in ["last/weights.safetensors", "last/optimizer.safetensors"] {
+            assert_eq!(std::fs::read(straight.join(f)).unwrap(), std::fs::read(resumed.join(f)).unwrap(), "{f}");
+        }
+        assert_eq!(distance, 0.0);
+    } else {
+        // On a GPU, cuDNN's algorithms add in an order that can change from
+        // process to process, and 15 steps of a young net amplify the last
+        // bits: on an H100 the resumed weights were 0.9% (relative L2) from
+        // the straight ones, as 1 and 2 CPU threads leave them 0.6% apart.
+        // A resume that lost its momentum buffers lands 3.9% away (CPU).
+        assert!(distance < 0.02, "resumed weights {:.2}% from the straight run's", distance * 100.0);
     }
 
     // --stop-after ends a run after the epoch that would pass the limit,
@@ -368,9 +396,10 @@ fn a_dataset_the_nets_cannot_train_on_is_refused_at_start() {
     // (a) A 9x9 dataset: the nets are 19x19.
     let Some(nine) = small_dataset(dir.path(), "gnugo-regression", 9, 40, "0.8,0.1,0.1") else { return };
     refused(&nine, &[], "9x9");
-    // (b) Fewer train positions than one batch.
+    // (b) Fewer train positions than one batch (6 games hold far fewer than
+    // a million, whichever 6 the records folder gives).
     let tiny = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,1,0").unwrap();
-    refused(&tiny, &["--set", "batch=1000"], "fewer than one batch");
+    refused(&tiny, &["--set", "batch=1000000"], "fewer than one batch");
     // (c) No validation positions.
     let no_validation = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,0,0").unwrap();
     refused(&no_validation, &["--set", "batch=4"], "validation split");

@@ -7,6 +7,13 @@ where the mixture stays a working net (docs/results/selfplay.md).
     python3 scripts/average-weights.py nets/value.safetensors \\
         nets/value-selfplay.safetensors 0.25 value-mix.safetensors
 
+With --dtype f16 it stores the result in half the bytes: a run's state
+kept in the repo between GPU leases is a net of itself (ALPHA 0),
+converted so (configs/resnet-policy-continue.toml):
+
+    python3 scripts/average-weights.py resnet-best.safetensors \\
+        resnet-best.safetensors 0 --dtype f16 nets/runs/resnet-gpu/continued.safetensors
+
 Needs the `safetensors` and `torch` packages. OUT keeps A's `go_train`
 metadata (net and features) with the checksum go-train checks recomputed,
 and is never written over.
@@ -18,6 +25,7 @@ import sys
 import zlib
 
 try:
+    import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
 except ImportError:
@@ -41,6 +49,7 @@ def main():
     ap.add_argument("b")
     ap.add_argument("alpha", type=float, help="B's share, 0 to 1")
     ap.add_argument("out")
+    ap.add_argument("--dtype", choices=["same", "f16"], default="same", help="the floats OUT stores (default: A's)")
     x = ap.parse_args()
     if not 0.0 <= x.alpha <= 1.0:
         sys.exit(f"average-weights.py: alpha {x.alpha} is not between 0 and 1")
@@ -58,7 +67,8 @@ def main():
         ta, tb = fa.get_tensor(k), fb.get_tensor(k)
         if ta.shape != tb.shape:
             sys.exit(f"average-weights.py: {k} is {tuple(ta.shape)} in {x.a}, {tuple(tb.shape)} in {x.b}")
-        mixed[k] = ((1 - x.alpha) * ta.double() + x.alpha * tb.double()).to(ta.dtype) if ta.is_floating_point() else ta
+        dtype = torch.float16 if x.dtype == "f16" else ta.dtype
+        mixed[k] = ((1 - x.alpha) * ta.double() + x.alpha * tb.double()).to(dtype) if ta.is_floating_point() else ta
     # A placeholder as long as the checksum, replaced in place once the
     # data's bytes are known.
     meta = " ".join(f"{k}={v}" for k, v in ma.items() if k not in ("data_crc32", "dataset"))

@@ -12,7 +12,8 @@
 #   test          the lib's net/train/search tests and tests/train_cli.rs
 #                 with GO_TRAIN_TEST_DEVICE=cuda
 #   bench         go-train bench train --device cuda against
-#                 scripts/torch_nets.py cuda, same nets and batches
+#                 scripts/torch_nets.py cuda, same nets and batches, PyTorch
+#                 reading its loss every step and every 10 (TORCH_READ_EVERY)
 #   bench-ab      go-train's GPU paths one against another, same nets and
 #                 batches: candle's ops, then cuDNN plans for convolutions
 #                 (GO_TRAIN_CUDNN_PLANS), then our own kernels for batch
@@ -40,7 +41,7 @@
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
-#                 config in $GPU_CONFIG (default configs/resnet-policy-gpu.toml),
+#                 config in $GPU_CONFIG (default configs/resnet-policy-continue.toml),
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
 #                 (split in 15 MB parts: $OUT takes no bigger file).
 #                 train=left: until GPU_DEADLINE, less EVAL_RESERVE (60) seconds
@@ -71,7 +72,7 @@ PACK=.gpu
 BIN="$PWD/$PACK/go-train-cuda"
 DATA=datasets/gpu
 RUN="${GPU_RUN:-checkpoints/gpu-resnet}"
-CONFIG="${GPU_CONFIG:-configs/resnet-policy-gpu.toml}"
+CONFIG="${GPU_CONFIG:-configs/resnet-policy-continue.toml}"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt" >&2; }
 STEP_SECONDS="${STEP_SECONDS:-240}"
 # Seconds left before GPU_DEADLINE (a large number without one).
@@ -144,8 +145,12 @@ bench() {
     gt bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 |
       tee -a "$OUT/log.txt"
   fi
-  PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$nets" --batch "$batches" --seconds "${TORCH_SECONDS:-4}" 2>&1 |
-    tee -a "$OUT/log.txt"
+  # PyTorch reading its loss every step (a plain loop) and every 10 (as
+  # go-train's loop does).
+  for every in ${TORCH_READ_EVERY:-1 10}; do
+    PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$nets" --batch "$batches" --seconds "${TORCH_SECONDS:-4}" \
+      --read-every "$every" 2>&1 | tee -a "$OUT/log.txt"
+  done
 }
 
 bench_ab() {

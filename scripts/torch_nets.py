@@ -6,11 +6,13 @@ batch size. The figure go-train's `bench train` is compared with.
 Usage:
   python3 scripts/torch_nets.py DEVICE [--batch 100,1024] [--seconds 5]
                                 [--net policy,playout,value,resnet-policy:10x128]
-                                [--profile STEPS]
+                                [--profile STEPS] [--read-every N]
 DEVICE is cpu or cuda. Each step is forward, backward and optimizer step
-(SGD momentum 0.9 for move nets, Adam for the value net), as in the seed;
-each step also reads the loss back, as go-train's training loop does, so
-the two are timed alike. cuDNN's autotuner (benchmark mode) is on and TF32
+(SGD momentum 0.9 for move nets, Adam for the value net), as in the seed.
+The loss is read back (`loss.item()`, which waits for the GPU) every
+--read-every steps: 1 by default, as a plain PyTorch loop does; go-train's
+training loop and `bench train` read it every 10 (GO_TRAIN_READ_EVERY),
+which on a GPU lets the host queue the next steps while the GPU works. cuDNN's autotuner (benchmark mode) is on and TF32
 is PyTorch's default for convolutions. With --profile, STEPS more steps
 run under torch.profiler and the kernels (operators on the CPU) that took
 the most device time are listed, a step's share, as scripts/kernel-times.py
@@ -102,7 +104,7 @@ def profile(step, steps, dev):
         print(f"  {own / steps / 1e3:8.3f} {own / total:6.1%} {count / steps:6.1f}  {key[:110]}")
 
 
-def bench(name, batch, dev, seconds, profile_steps=0):
+def bench(name, batch, dev, seconds, profile_steps=0, read_every=1):
     torch.manual_seed(0)
     net, opt_kind = make(name)
     net = net.to(dev)
@@ -116,21 +118,24 @@ def bench(name, batch, dev, seconds, profile_steps=0):
         y = torch.randint(0, 2, (batch,), device=dev).float()
     x = (torch.rand(batch, 15, 19, 19, device=dev) < 0.3).float()
 
-    def step():
+    def step(read=True):
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss.item() if read else None
 
     for _ in range(5):
         step()
     steps, t = 0, time.perf_counter()
     while steps < 5 or time.perf_counter() - t < seconds:
-        step()
         steps += 1
+        step(read=steps % read_every == 0)
+    step()  # the last read waits for all the work timed
+    steps += 1
     dt = time.perf_counter() - t
-    print(f"torch {name}: {steps * batch / dt:,.0f} samples/s ({dev}, batch {batch}, {steps} steps in {dt:.1f} s)",
+    reads = "" if read_every == 1 else f", loss read every {read_every} steps"
+    print(f"torch {name}: {steps * batch / dt:,.0f} samples/s ({dev}, batch {batch}, {steps} steps in {dt:.1f} s{reads})",
           flush=True)
     if profile_steps:
         profile(step, profile_steps, dev)
@@ -143,10 +148,13 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--net", default="policy,playout,value")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
+    ap.add_argument("--read-every", type=int, default=1, metavar="N")
     a = ap.parse_args()
     if a.profile < 0:
         sys.exit("torch_nets.py: --profile takes a number of steps, 0 or more")
+    if a.read_every < 1:
+        sys.exit("torch_nets.py: --read-every takes a number of steps, 1 or more")
     torch.backends.cudnn.benchmark = True
     for batch in [int(b) for b in a.batch.split(",")]:
         for name in a.net.split(","):
-            bench(name, batch, a.device, a.seconds, a.profile)
+            bench(name, batch, a.device, a.seconds, a.profile, a.read_every)

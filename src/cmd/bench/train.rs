@@ -87,8 +87,8 @@ struct Rate {
     counts: Counts,
     /// Milliseconds the GPU worked on the timed steps, when on one.
     gpu_ms: Option<f64>,
-    /// Seconds the host took to queue them (the wall time less the wait
-    /// for the GPU at the end).
+    /// Seconds the host took to queue them: the wall time less the time
+    /// spent in the loss reads, which wait for the GPU.
     enqueue_seconds: f64,
 }
 
@@ -136,16 +136,19 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
         Some(n) => steps < n,
         None => steps < WARMUP_STEPS || start.elapsed() < budget,
     };
+    let mut reading = Duration::ZERO;
     while more(steps) {
         let loss = train_step(&model, opt.as_mut(), &x, &y, None)?;
         steps += 1;
         // As training does: a read now and then, which waits for a GPU,
         // and always after the last step, so that the time is the work's.
         if steps % every == 0 || !more(steps) {
+            let read = Instant::now();
             check_loss(&loss)?;
+            reading += read.elapsed();
         }
     }
-    let enqueue_seconds = start.elapsed().as_secs_f64();
+    let enqueue_seconds = (start.elapsed() - reading).as_secs_f64();
     let gpu_ms = gpu.map(|timer| timer.stop()).transpose()?;
     let counts = Counts::now().since(&before);
     instruments::count_allocations(false);

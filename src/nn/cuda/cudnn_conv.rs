@@ -123,9 +123,9 @@ struct Plan {
 }
 
 impl Plan {
-    /// The plan for `g`: cuDNN's heuristic choice of each algorithm, or,
-    /// with `GO_TRAIN_CUDNN_BENCHMARK=1`, the fastest of them timed on
-    /// `dev` ([`fastest`]).
+    /// The plan for `g`: the fastest of cuDNN's algorithms timed on `dev`
+    /// ([`fastest`]), or with `GO_TRAIN_CUDNN_BENCHMARK=0` cuDNN's
+    /// heuristic choice.
     fn new(cudnn: &Arc<Cudnn>, dev: &CudaDevice, g: &Geometry) -> Result<Plan> {
         let pad = (g.k / 2) as i32;
         let mut conv =
@@ -192,13 +192,15 @@ impl Plan {
     }
 }
 
-/// Whether plans time every algorithm and keep the fastest
-/// (`GO_TRAIN_CUDNN_BENCHMARK=1`), as PyTorch's `cudnn.benchmark` does,
-/// rather than take cuDNN's heuristic choice unseen. Off by default until a
-/// GPU run measures it (docs/cuda.md).
+/// Whether plans time every algorithm and keep the fastest, as PyTorch's
+/// `cudnn.benchmark` does, rather than take cuDNN's heuristic choice
+/// unseen; `GO_TRAIN_CUDNN_BENCHMARK=0` takes the heuristic's. On by
+/// default: on an H100 it trained the seed nets 1.05-2.2x as fast, the
+/// residual nets alike within the noise, and ran every net's forward pass
+/// at batch 1 1.5-2.1x as fast (docs/results/gpu.md).
 fn benchmark() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_BENCHMARK").is_some_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_BENCHMARK").is_none_or(|v| v != "0"))
 }
 
 /// Workspace an algorithm may ask for when timed: PyTorch's limit is the

@@ -15,20 +15,18 @@
 #                 scripts/torch_nets.py cuda, same nets and batches, PyTorch
 #                 reading its loss every step and every 10 (TORCH_READ_EVERY)
 #   bench-ab      go-train's GPU paths one against another, same nets and
-#                 batches: candle's ops, then cuDNN plans for convolutions
-#                 (GO_TRAIN_CUDNN_PLANS), then our own kernels for batch
-#                 norm, the residual sum and the bias as well
-#                 (GO_TRAIN_CUDA_KERNELS), then cuDNN algorithms chosen by
-#                 timing them (GO_TRAIN_CUDNN_BENCHMARK); then all of these
-#                 with candle's zero-filled gradient slots back
-#                 (GO_TRAIN_FUSED_GRADS=0, vendor/README.md); then with
-#                 candle's ops for the optimizer's update and batch norm's
-#                 running averages instead of the in-place kernels
-#                 (GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0); then
-#                 with candle's ops for the loss (GO_TRAIN_FUSED_LOSS=0);
-#                 last, with cudarc's event tracking back
-#                 (GO_TRAIN_CUDA_EVENTS=1). Each for BENCH_AB_SECONDS (2) a
-#                 net and batch
+#                 batches: every path on, then each switched off alone:
+#                 the in-place optimizer and running averages
+#                 (GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0), the
+#                 first gradients stored as they are (GO_TRAIN_FUSED_GRADS=0,
+#                 vendor/README.md), the fused loss (GO_TRAIN_FUSED_LOSS=0),
+#                 cuDNN's algorithms chosen by timing (GO_TRAIN_CUDNN_BENCHMARK=0),
+#                 the kernels' channel walk (GO_TRAIN_CHANNEL_WALK=0); last,
+#                 cudarc's event tracking on (GO_TRAIN_CUDA_EVENTS=1). Each
+#                 for BENCH_AB_SECONDS (2) a net and batch; AB_PATHS lists
+#                 other settings (plans,own,timed,grads,optim,loss,events,walk
+#                 as 0 or 1; plans and own 0 are candle's convolutions and
+#                 ops, GO_TRAIN_CUDNN_PLANS and GO_TRAIN_CUDA_KERNELS)
 #   profile       where a step's GPU time goes, kernel by kernel: Nsight
 #                 Compute times each kernel of PROFILE_STEPS (5) timed steps
 #                 of go-train bench train (scripts/kernel-times.py sums
@@ -156,18 +154,19 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events
-  for paths in ${AB_PATHS:-0,0,0,1,1,1,0 1,0,0,1,1,1,0 1,1,0,1,1,1,0 1,1,1,1,1,1,0 1,1,1,0,1,1,0 1,1,1,1,0,1,0 1,1,1,1,1,0,0 \
-    1,1,1,1,1,1,1}; do
+  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events walk
+  for paths in ${AB_PATHS:-1,1,1,1,1,1,0,1 1,1,1,1,0,1,0,1 1,1,1,0,1,1,0,1 1,1,1,1,1,0,0,1 1,1,0,1,1,1,0,1 \
+    1,1,1,1,1,1,0,0 1,1,1,1,1,1,1,1}; do
     [ "$(left)" -gt 20 ] || { echo "bench-ab: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
-    IFS=, read -r plans own timed grads optim loss events <<<"$paths"
+    IFS=, read -r plans own timed grads optim loss events walk <<<"$paths"
+    walk=${walk:-1}
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
       "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim" \
-      "GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events" | tee -a "$OUT/log.txt"
+      "GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events GO_TRAIN_CHANNEL_WALK=$walk" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
       GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events \
-      gt bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 |
-      tee -a "$OUT/log.txt"
+      GO_TRAIN_CHANNEL_WALK=$walk gt bench train --device cuda --net "$nets" --batch "$batches" \
+      --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }
 

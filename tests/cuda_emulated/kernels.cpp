@@ -40,7 +40,14 @@ static float __int_as_float(int i) {
     return f;
 }
 
+// Batch norm's kernels keep per-channel values of up to this many channels
+// in shared memory: the checks below have 2 (kept) and 3 or 4 (not).
+#define CACHED_CHANNELS 2
 #include "../../src/nn/cuda/kernels.cu"
+
+// The kernels' `divide` argument: every check runs with 0 (values walked
+// to, the default) and 1 (placed by division, GO_TRAIN_CHANNEL_WALK=0).
+static int divide = 0;
 
 // A launch: grid.x blocks of block.x threads.
 static void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
@@ -69,7 +76,7 @@ static void channel_sums(const float* x, const float* dy, const float* y, const 
                          int n, int c, int p, int what, int relu, int splits, float* avg = nullptr) {
     std::vector<double> partial(2 * c * splits);
     launch(c * splits, THREADS, [&] {
-        channel_partial_sums(x, dy, y, stats, eps, partial.data(), n, c, p, what, relu, splits);
+        channel_partial_sums(x, dy, y, stats, eps, partial.data(), n, c, p, what, relu, splits, divide);
     });
     float* avg_var = avg ? avg + c : nullptr;
     launch((c + 63) / 64, 64, [&] {
@@ -169,7 +176,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, int splits, 
         }
     }
     std::vector<float> y(total);
-    launch(7, 64, [&] { normalize(xf.data(), stats.data(), gf.data(), bf.data(), EPS, y.data(), c, p, total, relu); });
+    launch(7, 64, [&] { normalize(xf.data(), stats.data(), gf.data(), bf.data(), EPS, y.data(), c, p, total, relu, divide); });
     for (int i = 0; i < total; i++) expect_close("output", y[i], y_ref[i], 1e-4);
 
     // Gradients of sum(y * w): dy = w.
@@ -178,7 +185,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, int splits, 
     channel_sums(xf.data(), dyf.data(), y.data(), stats.data(), EPS, sums.data(), n, c, p, GRADIENT, relu, splits);
     launch(5, 128, [&] {
         normalize_grad(xf.data(), dyf.data(), y.data(), stats.data(), gf.data(), sums.data(), EPS, dx.data(), c, p,
-                       total, (float)(n * p), relu, batch_stats);
+                       total, (float)(n * p), relu, batch_stats, divide);
     });
     // dβ, dγ and dx against central differences of the plain loss.
     const double h = 1e-4;
@@ -238,7 +245,7 @@ static void check_bias(int n, int c, int p, int splits, bool relu, unsigned seed
     for (auto& v : x) v = u(rng);
     for (auto& v : dy) v = u(rng);
     for (auto& v : b) v = u(rng);
-    launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total, relu); });
+    launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total, relu, divide); });
     channel_sums(dy.data(), dy.data(), dy.data(), dy.data(), 0.f, sums.data(), n, c, p, SUMS, 0, splits);
     for (int ch = 0; ch < c; ch++) {
         double s = 0, q = 0;
@@ -442,39 +449,46 @@ static int check_unpack_bits(int planes, int points, unsigned seed) {
     std::vector<float> got((size_t)planes * points, -1.f), want(got.size());
     for (int p = 0; p < planes; p++)
         for (int i = 0; i < points; i++) want[(size_t)p * points + i] = (float)((words[(size_t)p * wpp + i / 64] >> (i % 64)) & 1);
-    launch(3, 32, [&] { unpack_bits(words.data(), got.data(), points, wpp, (long)planes); });
+    launch(3, 32, [&] { unpack_bits(words.data(), got.data(), points, wpp, (long)planes, divide); });
     expect_same("unpack_bits", got, want);
     return 1;
 }
 
 int main() {
     int cases = 0;
-    cases += check_unpack_bits(15 * 3, 361, 11);
-    cases += check_unpack_bits(4, 64, 12);
-    // One block a channel, and a channel cut into runs of unequal length
-    // (5 planes into 2 and 3; 3 planes into 1, 1 and 1).
-    check_bias(3, 4, 25, 1, false, 7);
-    check_bias(5, 2, 81, 2, true, 8);
-    check_bias(3, 4, 25, 3, true, 9);
-    cases += 3;
-    check_residual(1000, 99);
-    cases++;
-    cases += check_optimizers(1000, 5);
-    cases += check_optimizers(7, 6);
-    cases += check_losses(3, 15, 7);
-    cases += check_losses(5, 52, 8);
-    unsigned seed = 4;
-    for (bool batch_stats : {true, false})
-        for (bool relu : {true, false}) {
-            // A channel of fewer values than a block has threads, and of
-            // more; the same data in one run a channel and in several.
-            for (int splits : {1, 3}) {
-                check(3, 2, 25, relu, batch_stats, splits, seed);
-                check(4, 3, 81, relu, batch_stats, splits, seed + 1);
-                cases += 2;
+    for (int d : {0, 1}) {
+        divide = d;
+        cases += check_unpack_bits(15 * 3, 361, 11);
+        cases += check_unpack_bits(4, 64, 12);
+        // One block a channel, and a channel cut into runs of unequal length
+        // (5 planes into 2 and 3; 3 planes into 1, 1 and 1).
+        check_bias(3, 4, 25, 1, false, 7);
+        check_bias(5, 2, 81, 2, true, 8);
+        check_bias(3, 4, 25, 3, true, 9);
+        check_bias(2, 3, 361, 2, true, 10);
+        cases += 4;
+        check_residual(1000, 99);
+        cases++;
+        cases += check_optimizers(1000, 5);
+        cases += check_optimizers(7, 6);
+        cases += check_losses(3, 15, 7);
+        cases += check_losses(5, 52, 8);
+        unsigned seed = 4;
+        for (bool batch_stats : {true, false})
+            for (bool relu : {true, false}) {
+                // A channel of fewer values than a block has threads, and of
+                // more; the same data in one run a channel and in several.
+                for (int splits : {1, 3}) {
+                    check(3, 2, 25, relu, batch_stats, splits, seed);
+                    check(4, 3, 81, relu, batch_stats, splits, seed + 1);
+                    cases += 2;
+                }
+                // 19x19 planes, more points than a block has threads.
+                check(2, 2, 361, relu, batch_stats, 2, seed + 7);
+                cases++;
+                seed += 2;
             }
-            seed += 2;
-        }
+    }
     std::printf("%d cases, %d mismatches\n", cases, failures);
     return failures == 0 ? 0 : 1;
 }

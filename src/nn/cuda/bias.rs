@@ -12,7 +12,7 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Result, Shape, Tensor};
 
 use super::residual::relu_passed;
-use super::{channel_reduce, cpu_refused, dims, elementwise, ptx, view, Reduce, MODULE};
+use super::{channel_reduce, cpu_refused, dims, divide_each_value, elementwise, ptx, view, Reduce, MODULE};
 
 /// `x + b`, `b` (c) added to every point of channel c of `x` (batch, c, h,
 /// w), then the ReLU when `relu`; differentiable in both.
@@ -47,9 +47,9 @@ impl CustomOp2 for BiasAdd {
         // anything reads it.
         let y = unsafe { dev.alloc::<f32>(total)? };
         let func = dev.get_or_load_custom_func("channel_bias", MODULE, ptx()?)?;
-        let (c, p, total64, relu) = (c as i32, p as i32, total as i64, self.relu as i32);
+        let (c, p, total64, relu, divide) = (c as i32, p as i32, total as i64, self.relu as i32, divide_each_value());
         let mut builder = func.builder();
-        builder.arg(&x).arg(&b).arg(&y).arg(&c).arg(&p).arg(&total64).arg(&relu);
+        builder.arg(&x).arg(&b).arg(&y).arg(&c).arg(&p).arg(&total64).arg(&relu).arg(&divide);
         // SAFETY: x and y hold `total` floats, b c.
         unsafe { builder.launch(elementwise(total)) }.w()?;
         Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), xl.shape().clone()))

@@ -7,6 +7,65 @@
 // variances. Sums accumulate in double.
 #define THREADS 256
 
+// Where value i of an NCHW tensor of c channels of p points lies, kept up to
+// date along a grid-stride loop: a 64-bit division or remainder costs tens
+// of instructions, and one for the plane and one for the channel of every
+// value took about as long as the rest of these memory-bound kernels. With
+// `divide` (GO_TRAIN_CHANNEL_WALK=0, to A/B it) each value is placed by
+// division, as before.
+struct ChannelWalk {
+    long i, stride, plane;
+    int point, channel;
+    // The stride as whole planes (and their count modulo c) and points left.
+    long step_planes;
+    int step_channels, step_points;
+    int c, p;
+    bool divide;
+
+    __device__ ChannelWalk(long start, long stride_, int c_, int p_, bool divide_)
+        : i(start), stride(stride_), c(c_), p(p_), divide(divide_) {
+        place();
+        step_planes = stride / p;
+        step_points = (int)(stride - step_planes * p);
+        step_channels = (int)(step_planes % c);
+    }
+
+    __device__ void place() {
+        plane = i / p;
+        point = (int)(i - plane * p);
+        channel = (int)(plane % c);
+    }
+
+    __device__ void next() {
+        i += stride;
+        if (divide) {
+            place();
+            return;
+        }
+        plane += step_planes;
+        point += step_points;
+        channel += step_channels;
+        if (point >= p) {
+            point -= p;
+            plane += 1;
+            channel += 1;
+        }
+        if (channel >= c) channel -= c;  // at most 2c - 1 here
+    }
+};
+
+// The walk of this thread's values in a grid-stride loop.
+__device__ ChannelWalk grid_walk(int c, int p, int divide) {
+    return ChannelWalk(blockIdx.x * (long)blockDim.x + threadIdx.x, (long)gridDim.x * blockDim.x, c, p, divide != 0);
+}
+
+// Per-channel values a kernel computes once a block rather than once a
+// value, when the channels fit; more channels compute them a value.
+// (tests/cuda_emulated sets it low, to run both ways.)
+#ifndef CACHED_CHANNELS
+#define CACHED_CHANNELS 1024
+#endif
+
 // x * s as candle's `Tensor * f64` computes it: affine(s, 0), so -0 becomes
 // +0 (rounded by itself, never fused into a multiply-add, as on the CPU).
 __device__ float scaled(float x, float s) {
@@ -28,7 +87,7 @@ __device__ float scaled(float x, float s) {
 // partial[(c + ch) * splits + part].
 extern "C" __global__ void channel_partial_sums(const float* x, const float* dy, const float* y, const float* stats,
                                                 float eps, double* partial, int n, int c, int p, int what, int relu,
-                                                int splits) {
+                                                int splits, int divide) {
     const int ch = blockIdx.x / splits;
     const int part = blockIdx.x - ch * splits;
     const long first = (long)n * part / splits, last = (long)n * (part + 1) / splits;
@@ -39,9 +98,21 @@ extern "C" __global__ void channel_partial_sums(const float* x, const float* dy,
         invstd = 1.f / sqrtf(stats[c + ch] + eps);
     }
     double s = 0.0, q = 0.0;
+    // This thread's values of the run, point by point and plane by plane:
+    // THREADS apart, no division a value.
+    long plane = threadIdx.x / p;
+    int point = threadIdx.x - (int)plane * p;
     for (long i = threadIdx.x; i < m; i += THREADS) {
-        const long plane = i / p;  // one division: the point is i - plane * p
-        const long at = ((first + plane) * c + ch) * p + (i - plane * p);
+        if (divide) {
+            plane = i / p;
+            point = (int)(i - plane * p);
+        }
+        const long at = ((first + plane) * c + ch) * p + point;
+        point += THREADS;
+        while (point >= p) {
+            point -= p;
+            plane++;
+        }
         const float v = x[at];
         if (what != GRADIENT) {
             s += v;
@@ -100,14 +171,32 @@ extern "C" __global__ void channel_finish(const double* partial, float* out, int
     }
 }
 
+// Channel ch's scale and shift: y = x * scale + shift.
+__device__ float norm_scale(const float* stats, const float* gamma, float eps, int c, int ch) {
+    return gamma[ch] / sqrtf(stats[c + ch] + eps);
+}
+__device__ float norm_shift(const float* stats, const float* beta, float scale, int ch) {
+    return beta[ch] - stats[ch] * scale;
+}
+
 // y = (x - mean) * invstd * gamma + beta, then ReLU.
 extern "C" __global__ void normalize(const float* x, const float* stats, const float* gamma, const float* beta,
-                                     float eps, float* y, int c, int p, long total, int relu) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        const int ch = (int)((i / p) % c);
-        const float scale = gamma[ch] / sqrtf(stats[c + ch] + eps);
-        const float v = x[i] * scale + (beta[ch] - stats[ch] * scale);
-        y[i] = (relu && v < 0.f) ? 0.f : v;
+                                     float eps, float* y, int c, int p, long total, int relu, int divide) {
+    __shared__ float scales[CACHED_CHANNELS], shifts[CACHED_CHANNELS];
+    const bool cached = !divide && c <= CACHED_CHANNELS;
+    if (cached) {
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+            scales[ch] = norm_scale(stats, gamma, eps, c, ch);
+            shifts[ch] = norm_shift(stats, beta, scales[ch], ch);
+        }
+    }
+    __syncthreads();
+    for (ChannelWalk w = grid_walk(c, p, divide); w.i < total; w.next()) {
+        const int ch = w.channel;
+        const float scale = cached ? scales[ch] : norm_scale(stats, gamma, eps, c, ch);
+        const float shift = cached ? shifts[ch] : norm_shift(stats, beta, scale, ch);
+        const float v = x[w.i] * scale + shift;
+        y[w.i] = (relu && v < 0.f) ? 0.f : v;
     }
 }
 
@@ -115,14 +204,29 @@ extern "C" __global__ void normalize(const float* x, const float* stats, const f
 // channel). With batch statistics the mean and variance depend on x too.
 extern "C" __global__ void normalize_grad(const float* x, const float* dy, const float* y, const float* stats,
                                           const float* gamma, const float* sums, float eps, float* dx, int c, int p,
-                                          long total, float m, int relu, int batch_stats) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        const int ch = (int)((i / p) % c);
-        const float invstd = 1.f / sqrtf(stats[c + ch] + eps);
+                                          long total, float m, int relu, int batch_stats, int divide) {
+    // A channel's 1/std, and its mean gradient and gradient along x's
+    // normalised values, each a value.
+    __shared__ float invstds[CACHED_CHANNELS], means[CACHED_CHANNELS], alongs[CACHED_CHANNELS];
+    const bool cached = !divide && c <= CACHED_CHANNELS;
+    if (cached) {
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+            invstds[ch] = 1.f / sqrtf(stats[c + ch] + eps);
+            means[ch] = sums[ch] / m;
+            alongs[ch] = sums[c + ch] / m;
+        }
+    }
+    __syncthreads();
+    for (ChannelWalk w = grid_walk(c, p, divide); w.i < total; w.next()) {
+        const long i = w.i;
+        const int ch = w.channel;
+        const float invstd = cached ? invstds[ch] : 1.f / sqrtf(stats[c + ch] + eps);
         const float g = (relu && !(y[i] > 0.f)) ? 0.f : dy[i];
         float d = g;
         if (batch_stats) {
-            d = g - sums[ch] / m - (x[i] - stats[ch]) * invstd * (sums[c + ch] / m);
+            const float mean_g = cached ? means[ch] : sums[ch] / m;
+            const float along = cached ? alongs[ch] : sums[c + ch] / m;
+            d = g - mean_g - (x[i] - stats[ch]) * invstd * along;
         }
         dx[i] = gamma[ch] * invstd * d;
     }
@@ -130,10 +234,11 @@ extern "C" __global__ void normalize_grad(const float* x, const float* dy, const
 
 // A convolution's bias (src/nn/cuda/bias.rs): y = x + b[channel], then
 // the ReLU when `relu`.
-extern "C" __global__ void channel_bias(const float* x, const float* b, float* y, int c, int p, long total, int relu) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        const float v = x[i] + b[(i / p) % c];
-        y[i] = (relu && v < 0.f) ? 0.f : v;
+extern "C" __global__ void channel_bias(const float* x, const float* b, float* y, int c, int p, long total, int relu,
+                                        int divide) {
+    for (ChannelWalk w = grid_walk(c, p, divide); w.i < total; w.next()) {
+        const float v = x[w.i] + b[w.channel];
+        y[w.i] = (relu && v < 0.f) ? 0.f : v;
     }
 }
 
@@ -333,12 +438,10 @@ extern "C" __global__ void mse_grad(const float* p, const float* t, const float*
 // of `points` points, each `words_per_plane` 64-bit words with point i at
 // bit i % 64 of word i / 64, into `planes * points` floats of 0 or 1.
 extern "C" __global__ void unpack_bits(const unsigned long long* words, float* out, int points, int words_per_plane,
-                                       long planes) {
+                                       long planes, int divide) {
     const long total = planes * points;
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        const long plane = i / points;
-        const int point = (int)(i - plane * points);
-        const unsigned long long word = words[plane * words_per_plane + point / 64];
-        out[i] = (float)((word >> (point % 64)) & 1ull);
+    for (ChannelWalk w = grid_walk(1, points, divide); w.i < total; w.next()) {
+        const unsigned long long word = words[w.plane * words_per_plane + (w.point >> 6)];
+        out[w.i] = (float)((word >> (w.point & 63)) & 1ull);
     }
 }

@@ -49,6 +49,16 @@ pub fn applies(x: &Tensor) -> bool {
     enabled && x.device().is_cuda() && x.dtype() == DType::F32
 }
 
+/// The kernels' `divide` argument: 0, each thread steps from value to
+/// value of its grid-stride loop keeping its channel and point up to date
+/// (`ChannelWalk` in kernels.cu), and batch norm computes its per-channel
+/// values once a block; 1 with `GO_TRAIN_CHANNEL_WALK=0`, a division a
+/// value as before, to A/B the two on a GPU.
+fn divide_each_value() -> i32 {
+    static DIVIDE: OnceLock<bool> = OnceLock::new();
+    *DIVIDE.get_or_init(|| std::env::var_os("GO_TRAIN_CHANNEL_WALK").is_some_and(|v| v == "0")) as i32
+}
+
 /// The kernels' PTX, compiled on first use (candle then loads the module
 /// once per device: `get_or_load_custom_func`).
 fn ptx() -> Result<&'static str> {
@@ -86,9 +96,14 @@ fn with_view<T>(t: &Tensor, what: &str, f: impl FnOnce(CudaView<'_, f32>) -> Res
     }
 }
 
-/// A grid-stride launch over `total` elements.
+/// A grid-stride launch over `total` elements: at most 4,096 blocks, a
+/// million threads (an H100 holds 270,000 at once), so that what a thread
+/// does once before its loop (a walk's divisions, batch norm's per-channel
+/// values in shared memory) is spread over dozens of elements; 65,535 with
+/// `GO_TRAIN_CHANNEL_WALK=0`, as before.
 fn elementwise(total: usize) -> LaunchConfig {
-    let blocks = total.div_ceil(THREADS as usize).clamp(1, 65_535) as u32;
+    let most = if divide_each_value() == 1 { 65_535 } else { 4_096 };
+    let blocks = total.div_ceil(THREADS as usize).clamp(1, most) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
@@ -178,7 +193,8 @@ fn channel_sums(
     let func = dev.get_or_load_custom_func("channel_partial_sums", MODULE, ptx()?)?;
     let mut b = func.builder();
     b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&partial).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
-    b.arg(&splits32);
+    let divide = divide_each_value();
+    b.arg(&splits32).arg(&divide);
     // `splits` blocks of THREADS a channel, as the kernel's reduction expects.
     let cfg = LaunchConfig { grid_dim: ((c * splits) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: the buffers hold n·c·p (x, dy, y), 2c (stats) and 2c·splits

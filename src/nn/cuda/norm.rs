@@ -17,8 +17,8 @@ use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
 
 use super::{
-    address, channel_reduce, channel_sums, cpu_refused, dims, elementwise, ptx, view, with_view, Reduce, RunningBlend,
-    MODULE,
+    address, channel_reduce, channel_sums, cpu_refused, dims, divide_each_value, elementwise, ptx, view, with_view,
+    Reduce, RunningBlend, MODULE,
 };
 
 /// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
@@ -110,6 +110,7 @@ impl NormOp {
         with_view(&self.stats, "statistics", |stats| {
             let func = dev.get_or_load_custom_func("normalize", MODULE, ptx()?)?;
             let (c, p, total64, relu) = (c as i32, p as i32, total as i64, self.relu as i32);
+            let divide = divide_each_value();
             let mut b = func.builder();
             b.arg(&x)
                 .arg(&stats)
@@ -120,7 +121,8 @@ impl NormOp {
                 .arg(&c)
                 .arg(&p)
                 .arg(&total64)
-                .arg(&relu);
+                .arg(&relu)
+                .arg(&divide);
             // SAFETY: x and y hold `total` floats, γ and β c, stats 2c.
             unsafe { b.launch(elementwise(total)) }.w()?;
             Ok(())
@@ -149,7 +151,8 @@ impl NormOp {
                     let (relu, batch_stats) = (self.relu as i32, batch_stats as i32);
                     let mut b = func.builder();
                     b.arg(&x).arg(&dy).arg(&y).arg(&stats).arg(&gamma).arg(&sums).arg(&self.eps).arg(&dx);
-                    b.arg(&c).arg(&p).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats);
+                    let divide = divide_each_value();
+                    b.arg(&c).arg(&p).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats).arg(&divide);
                     // SAFETY: x, y, dy and dx hold `total` floats, γ c, stats and sums 2c.
                     unsafe { b.launch(elementwise(total)) }.w()?;
                     Ok(())

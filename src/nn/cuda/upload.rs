@@ -14,7 +14,7 @@ use candle_core::cuda_backend::cudarc::driver::{
 use candle_core::cuda_backend::{CudaDevice, DeviceId, WrapErr};
 use candle_core::{CudaStorage, Result};
 
-use super::{elementwise, ptx, MODULE};
+use super::{divide_each_value, elementwise, ptx, MODULE};
 
 /// Page-locked buffers used in turn. One is written again only once the
 /// copy out of it is done (its event says when): with 8 and two or three
@@ -124,9 +124,10 @@ pub fn planes_from_bits(dev: &CudaDevice, words: &[u64], n_planes: usize, points
     // n_planes · points values.
     let out = unsafe { dev.alloc::<f32>(total)? };
     let func = dev.get_or_load_custom_func("unpack_bits", MODULE, ptx()?)?;
-    let (points32, wpp, planes64) = (points as i32, words_per_plane as i32, n_planes as i64);
+    let (points32, wpp, planes64, divide) =
+        (points as i32, words_per_plane as i32, n_planes as i64, divide_each_value());
     let mut b = func.builder();
-    b.arg(&bits).arg(&out).arg(&points32).arg(&wpp).arg(&planes64);
+    b.arg(&bits).arg(&out).arg(&points32).arg(&wpp).arg(&planes64).arg(&divide);
     // SAFETY: `bits` holds n_planes · words_per_plane words, `out`
     // n_planes · points floats.
     unsafe { b.launch(elementwise(total)) }.w()?;

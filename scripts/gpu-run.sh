@@ -7,6 +7,9 @@
 #   scripts/gpu-run.sh STEP [STEP ...]
 #
 # Steps (run in the order given):
+#   lease         the steps of a 15-minute lease, with their settings for
+#                 one (LEASE_STEPS, lease_defaults below; any set in the
+#                 environment wins)
 #   setup         unpack what scripts/gpu-pack.sh packed into .gpu/ (binary,
 #                 test binaries, game records) and find the CUDA libraries
 #   test          the lib's net/train/search tests and tests/train_cli.rs
@@ -194,10 +197,11 @@ profile() {
 
 selfplay() {
   log selfplay
-  rm -rf "$OUT/selfplay"
-  "$BIN" selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${SELFPLAY_THREADS:-16}" \
-    --batch "${SELFPLAY_BATCH:-512}" --out "$OUT/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
-  rm -rf "$OUT/selfplay/games"
+  local games
+  games=$(mktemp -d)
+  gt selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${SELFPLAY_THREADS:-16}" \
+    --batch "${SELFPLAY_BATCH:-512}" --out "$games/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
+  rm -rf "$games"
 }
 
 prepare() {
@@ -278,9 +282,31 @@ bundle_out() {
   (cd "$OUT" && echo "$small" | tar czf records.tar.gz -T - && echo "$small" | xargs rm -f)
 }
 
+# A whole 15-minute lease in one command, the steps in the order their
+# figures matter, the slow ones bounded: what scripts/gpu-pack.sh prepares
+# for. About 8.5 minutes.
+LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train-ab train=left eval"
+lease_defaults() {
+  : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
+  : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
+  : "${PROFILE_RUNS:=policy:100 policy:1024 resnet-policy:10x128:1024}"
+  export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
+    SELFPLAY_GAMES PROFILE_RUNS
+}
+
 libs=$(cuda_libs) || exit 1
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+steps=()
 for step in "$@"; do
+  if [ "$step" = lease ]; then
+    lease_defaults
+    # shellcheck disable=SC2206
+    steps+=($LEASE_STEPS)
+  else
+    steps+=("$step")
+  fi
+done
+for step in "${steps[@]}"; do
   if [ "$(left)" -le 0 ]; then echo "gpu-run: GPU_DEADLINE reached, skipping $step" | tee -a "$OUT/log.txt"; continue; fi
   case "$step" in
     setup) setup ;;

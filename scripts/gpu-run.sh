@@ -142,6 +142,10 @@ bench() {
     GO_TRAIN_FUSED_OPTIM=0 GO_TRAIN_FUSED_BN_STATS=0 GO_TRAIN_FUSED_LOSS=0 GO_TRAIN_FUSED_GRADS=0 \
       gt bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   fi
+  # The host's own work a step: CPU seconds while the CPU sleeps through
+  # its waits for the GPU instead of spinning.
+  GO_TRAIN_CUDA_BLOCKING=1 gt bench train --device cuda --net policy,resnet-policy:10x128 --batch 100 \
+    --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   if [ "${BENCH_FP32:-1}" = 1 ]; then
     gt bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 |
       tee -a "$OUT/log.txt"

@@ -384,8 +384,25 @@ pub fn device(spec: &str) -> anyhow::Result<Device> {
 /// candle run each device on one stream (cuDNN and NCCL on that stream
 /// too), so the events were pure cost, on the hundreds of buffers a
 /// training step allocates.
+///
+/// With `GO_TRAIN_CUDA_BLOCKING=1` the CPU sleeps when it waits for the GPU
+/// (CUDA's blocking synchronisation) instead of spinning, so that the
+/// process's CPU time counts host work alone (`bench train`'s "CPU" figure);
+/// the wake-up costs some latency a wait.
 #[cfg(feature = "cuda")]
 fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
+    if std::env::var_os("GO_TRAIN_CUDA_BLOCKING").is_some_and(|v| v == "1") {
+        use candle_core::cuda_backend::cudarc::driver::{result, sys};
+        let blocking = || -> std::result::Result<(), result::DriverError> {
+            result::init()?;
+            let dev = result::device::get(ordinal as i32)?;
+            // SAFETY: a device handle the driver just gave, and a flag of
+            // the primary context's scheduling, set before it is used.
+            unsafe { sys::cuDevicePrimaryCtxSetFlags_v2(dev, sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC as u32) }
+                .result()
+        };
+        blocking().map_err(|e| anyhow::anyhow!("GO_TRAIN_CUDA_BLOCKING=1: GPU {ordinal}: {e:?}"))?;
+    }
     let device = Device::new_cuda(ordinal).with_context(|| format!("cannot open GPU {ordinal}"))?;
     let keep_events = std::env::var_os("GO_TRAIN_CUDA_EVENTS").is_some_and(|v| v == "1");
     if let Device::Cuda(cuda) = &device {

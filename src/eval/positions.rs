@@ -285,7 +285,9 @@ fn for_each_batch(
         ..BatchOptions::default()
     };
     let mut seen = 0;
-    for batch in dataset.batches(split, &options) {
+    // The next batches decode while the net judges this one: on a GPU,
+    // training's validation otherwise left it idle through each decode.
+    for batch in dataset.batches(split, &options).prefetch(2) {
         let batch = batch?;
         let predictions = predict(&batch)?;
         let rows = if limit > 0 { batch.len.min((limit - seen) as usize) } else { batch.len };

@@ -212,8 +212,10 @@ extern "C" __global__ void normalize_grad(const float* x, const float* dy, const
     if (cached) {
         for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
             invstds[ch] = 1.f / sqrtf(stats[c + ch] + eps);
-            means[ch] = sums[ch] / m;
-            alongs[ch] = sums[c + ch] / m;
+            if (batch_stats) {
+                means[ch] = sums[ch] / m;
+                alongs[ch] = sums[c + ch] / m;
+            }
         }
     }
     __syncthreads();

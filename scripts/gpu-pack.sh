@@ -67,3 +67,12 @@ if [ "${1:-}" != --no-data ]; then
   [ ${#files[@]} = 0 ] || (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/tygem.tar.gz" "${files[@]}")
 fi
 du -ch "$PACK"/* | tail -20
+# What the device tool sends: the repository's files and the pack.
+repo=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s}')
+sent=$((repo + $(du -cb "$PACK" | tail -1 | cut -f1)))
+if [ "$sent" -gt $((${GPU_PACK_MIB:-64} * 1048576)) ]; then
+  echo "gpu-pack: the repository and $PACK make $((sent / 1048576)) MiB, over the ${GPU_PACK_MIB:-64} MiB a transfer takes:" \
+    "pack again without --no-data (fewer of tygem-9d's files then fit)" >&2
+  exit 1
+fi
+echo "gpu-pack: $((sent / 1048576)) MiB to send with the repository (at most ${GPU_PACK_MIB:-64})"

@@ -88,7 +88,7 @@ def profile(step, steps, dev):
     with profiler(activities=activities) as prof:
         for _ in range(steps):
             step()
-    rows = []
+    rows, kernels = [], []
     for e in prof.key_averages():
         # Kernels carry device time of their own; on the CPU, operators.
         own = getattr(e, "self_device_time_total", None)
@@ -98,6 +98,12 @@ def profile(step, steps, dev):
             own = e.self_cpu_time_total
         if own > 0:
             rows.append((own, e.count, e.key))
+            # An operator (aten::…) is credited with its kernels' time too:
+            # summed with them it would count it twice.
+            if str(getattr(e, "device_type", "")).endswith("CUDA"):
+                kernels.append(rows[-1])
+    if dev == "cuda" and kernels:
+        rows = kernels
     total = sum(r[0] for r in rows)
     print(f"  profile: {total / steps / 1e3:.3f} ms of {dev} time a step ({steps} steps)")
     for own, count, key in sorted(rows, reverse=True)[:25]:

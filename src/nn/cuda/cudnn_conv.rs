@@ -7,7 +7,7 @@
 //! cuDNN. docs/cuda.md measured that as slower than candle's im2col at batch
 //! 100. Here a [`Plan`] per shape holds the descriptors and the three
 //! algorithms (forward, data gradient, filter gradient: cuDNN's own
-//! backward kernels), made on first use, and one workspace per device
+//! backward kernels), each chosen on its first use, and one workspace per device
 //! grows to the largest any plan needs, as PyTorch's cuDNN bindings do.
 //!
 //! Same padding, stride 1, odd k, NCHW f32: the only convolutions the nets
@@ -111,22 +111,22 @@ impl Geometry {
 }
 
 /// Descriptors and algorithms for one geometry, with the workspace each
-/// algorithm needs.
+/// algorithm needs. Each pass's algorithm is chosen on its first use: a
+/// net that only plays never times (or holds workspace for) the backward
+/// passes.
 struct Plan {
     conv: ConvDescriptor<f32>,
     x: TensorDescriptor<f32>,
     w: FilterDescriptor<f32>,
     y: TensorDescriptor<f32>,
-    forward: (cudnnConvolutionFwdAlgo_t, usize),
-    data_grad: (cudnnConvolutionBwdDataAlgo_t, usize),
-    filter_grad: (cudnnConvolutionBwdFilterAlgo_t, usize),
+    forward: Option<(cudnnConvolutionFwdAlgo_t, usize)>,
+    data_grad: Option<(cudnnConvolutionBwdDataAlgo_t, usize)>,
+    filter_grad: Option<(cudnnConvolutionBwdFilterAlgo_t, usize)>,
 }
 
 impl Plan {
-    /// The plan for `g`: the fastest of cuDNN's algorithms timed on `dev`
-    /// ([`fastest`]), or with `GO_TRAIN_CUDNN_BENCHMARK=0` cuDNN's
-    /// heuristic choice.
-    fn new(cudnn: &Arc<Cudnn>, dev: &CudaDevice, g: &Geometry) -> Result<Plan> {
+    /// The descriptors for `g`, no algorithm chosen yet.
+    fn new(cudnn: &Arc<Cudnn>, g: &Geometry) -> Result<Plan> {
         let pad = (g.k / 2) as i32;
         let mut conv =
             cudnn.create_conv2d::<f32>([pad, pad], [1, 1], [1, 1], cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION)?;
@@ -137,59 +137,100 @@ impl Plan {
         let x = cudnn.create_4d_tensor::<f32>(nchw, g.x_dims())?;
         let y = cudnn.create_4d_tensor::<f32>(nchw, g.y_dims())?;
         let w = cudnn.create_4d_filter::<f32>(nchw, g.w_dims())?;
-        let fwd = ConvForward { conv: &conv, x: &x, w: &w, y: &y };
-        let bwd_data = ConvBackwardData { conv: &conv, dx: &x, w: &w, dy: &y };
-        let bwd_filter = ConvBackwardFilter { conv: &conv, x: &x, dw: &w, dy: &y };
-        let (forward, data_grad, filter_grad) = if benchmark() {
-            let stream = dev.cuda_stream();
-            let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
-            let (mut xs, mut ws, mut ys) = (
+        Ok(Plan { conv, x, w, y, forward: None, data_grad: None, filter_grad: None })
+    }
+
+    /// Chooses `pass`'s algorithm if it has none yet: the fastest of
+    /// cuDNN's timed on `dev` ([`fastest`]), or with
+    /// `GO_TRAIN_CUDNN_BENCHMARK=0` cuDNN's heuristic choice.
+    fn choose(&mut self, dev: &CudaDevice, g: &Geometry, pass: Pass) -> Result<()> {
+        let stream = dev.cuda_stream();
+        let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
+        // Scratch buffers of the pass's shapes to time it on.
+        let scratch = || -> Result<_> {
+            Ok((
                 stream.alloc_zeros::<f32>(count(g.x_dims()))?,
                 stream.alloc_zeros::<f32>(count(g.w_dims()))?,
                 stream.alloc_zeros::<f32>(count(g.y_dims()))?,
-            );
-            let scale = (1.0, 0.0);
-            // SAFETY (the three launches): the scratch buffers have the
-            // sizes the descriptors give.
-            let forward = fastest(
-                dev,
-                &FWD_ALGOS,
-                |a| fwd.get_workspace_size(a),
-                |a, space| unsafe { fwd.launch(a, space, scale, &xs, &ws, &mut ys) },
-            )
-            .map_or_else(|| fwd.pick_algorithm(), Ok)?;
-            let data_grad = fastest(
-                dev,
-                &BWD_DATA_ALGOS,
-                |a| bwd_data.get_workspace_size(a),
-                |a, space| unsafe { bwd_data.launch(a, space, scale, &mut xs, &ws, &ys) },
-            )
-            .map_or_else(|| bwd_data.pick_algorithm(), Ok)?;
-            let filter_grad = fastest(
-                dev,
-                &BWD_FILTER_ALGOS,
-                |a| bwd_filter.get_workspace_size(a),
-                |a, space| unsafe { bwd_filter.launch(a, space, scale, &xs, &mut ws, &ys) },
-            )
-            .map_or_else(|| bwd_filter.pick_algorithm(), Ok)?;
-            (forward, data_grad, filter_grad)
-        } else {
-            (fwd.pick_algorithm()?, bwd_data.pick_algorithm()?, bwd_filter.pick_algorithm()?)
+            ))
         };
-        let forward = (forward, fwd.get_workspace_size(forward)?);
-        let data_grad = (data_grad, bwd_data.get_workspace_size(data_grad)?);
-        let filter_grad = (filter_grad, bwd_filter.get_workspace_size(filter_grad)?);
-        Ok(Plan { conv, x, w, y, forward, data_grad, filter_grad })
+        let scale = (1.0, 0.0);
+        match pass {
+            Pass::Forward if self.forward.is_none() => {
+                let op = ConvForward { conv: &self.conv, x: &self.x, w: &self.w, y: &self.y };
+                let algo = if benchmark() {
+                    let (xs, ws, mut ys) = scratch()?;
+                    // SAFETY: the scratch buffers have the sizes the
+                    // descriptors give.
+                    fastest(
+                        dev,
+                        &FWD_ALGOS,
+                        |a| op.get_workspace_size(a),
+                        |a, space| unsafe { op.launch(a, space, scale, &xs, &ws, &mut ys) },
+                    )
+                    .map_or_else(|| op.pick_algorithm(), Ok)?
+                } else {
+                    op.pick_algorithm()?
+                };
+                let chosen = (algo, op.get_workspace_size(algo)?);
+                self.forward = Some(chosen);
+            }
+            Pass::DataGrad if self.data_grad.is_none() => {
+                let op = ConvBackwardData { conv: &self.conv, dx: &self.x, w: &self.w, dy: &self.y };
+                let algo = if benchmark() {
+                    let (mut xs, ws, ys) = scratch()?;
+                    // SAFETY: as above.
+                    fastest(
+                        dev,
+                        &BWD_DATA_ALGOS,
+                        |a| op.get_workspace_size(a),
+                        |a, space| unsafe { op.launch(a, space, scale, &mut xs, &ws, &ys) },
+                    )
+                    .map_or_else(|| op.pick_algorithm(), Ok)?
+                } else {
+                    op.pick_algorithm()?
+                };
+                let chosen = (algo, op.get_workspace_size(algo)?);
+                self.data_grad = Some(chosen);
+            }
+            Pass::FilterGrad { .. } if self.filter_grad.is_none() => {
+                let op = ConvBackwardFilter { conv: &self.conv, x: &self.x, dw: &self.w, dy: &self.y };
+                let algo = if benchmark() {
+                    let (xs, mut ws, ys) = scratch()?;
+                    // SAFETY: as above.
+                    fastest(
+                        dev,
+                        &BWD_FILTER_ALGOS,
+                        |a| op.get_workspace_size(a),
+                        |a, space| unsafe { op.launch(a, space, scale, &xs, &mut ws, &ys) },
+                    )
+                    .map_or_else(|| op.pick_algorithm(), Ok)?
+                } else {
+                    op.pick_algorithm()?
+                };
+                let chosen = (algo, op.get_workspace_size(algo)?);
+                self.filter_grad = Some(chosen);
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
-    /// The workspace bytes `pass`'s algorithm needs.
+    /// The workspace bytes `pass`'s algorithm needs (none before it is
+    /// chosen).
     fn workspace(&self, pass: Pass) -> usize {
         match pass {
-            Pass::Forward => self.forward.1,
-            Pass::DataGrad => self.data_grad.1,
-            Pass::FilterGrad { .. } => self.filter_grad.1,
+            Pass::Forward => self.forward.map_or(0, |a| a.1),
+            Pass::DataGrad => self.data_grad.map_or(0, |a| a.1),
+            Pass::FilterGrad { .. } => self.filter_grad.map_or(0, |a| a.1),
         }
     }
+}
+
+/// The error of a plan used before its pass's algorithm was chosen (which
+/// [`with_plan`] always does first).
+fn unchosen(pass: Pass) -> candle_core::Error {
+    candle_core::Error::Msg(format!("cuDNN convolution ({pass:?}): no algorithm chosen"))
 }
 
 /// Whether plans time every algorithm and keep the fastest, as PyTorch's
@@ -307,11 +348,12 @@ fn with_plan<T>(
                 e.insert(DeviceState { cudnn, plans: HashMap::new(), workspace: None })
             }
         };
-        if !s.plans.contains_key(g) {
-            let plan = Plan::new(&s.cudnn, dev, g)?;
-            s.plans.insert(*g, plan);
-        }
-        let plan = &s.plans[g];
+        let plan = match s.plans.entry(*g) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Plan::new(&s.cudnn, g)?),
+        };
+        plan.choose(dev, g, pass)?;
+        let plan = &*plan;
         let bytes = plan.workspace(pass);
         if bytes > s.workspace.as_ref().map_or(0, |w| w.len()) {
             // The old workspace is freed in stream order, after the calls
@@ -362,15 +404,15 @@ impl CustomOp2 for Pass {
                 match pass {
                     Pass::Forward => {
                         let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
-                        op.launch(p.forward.0, ws, scale, &a, &b, &mut out)
+                        op.launch(p.forward.ok_or_else(|| unchosen(pass))?.0, ws, scale, &a, &b, &mut out)
                     }
                     Pass::DataGrad => {
                         let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
-                        op.launch(p.data_grad.0, ws, scale, &mut out, &b, &a)
+                        op.launch(p.data_grad.ok_or_else(|| unchosen(pass))?.0, ws, scale, &mut out, &b, &a)
                     }
                     Pass::FilterGrad { .. } => {
                         let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
-                        op.launch(p.filter_grad.0, ws, scale, &a, &mut out, &b)
+                        op.launch(p.filter_grad.ok_or_else(|| unchosen(pass))?.0, ws, scale, &a, &mut out, &b)
                     }
                 }
             }?;

@@ -429,4 +429,25 @@ mod tests {
         let (_d, path) = write(POLICY);
         assert!(TrainConfig::load(&path, &["lr".into()]).is_err());
     }
+
+    /// Every config the repository ships loads: valid TOML, known keys,
+    /// every number in its range, a net that exists, and an `init` weights
+    /// file that is there (paths are relative to the repository's root).
+    #[test]
+    fn the_shipped_configs_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(root.join("configs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let config = TrainConfig::load(&path, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+                config.arch().unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                if let Some(init) = &config.init {
+                    assert!(root.join(init).exists(), "{}: init {} is not there", path.display(), init.display());
+                }
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 10, "{loaded} configs");
+    }
 }

@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 PACK=.gpu
 DATASETS="${GO_TRAIN_DATASETS:-../shared/datasets}"
 mkdir -p "$PACK"
+# Bytes of the files the device tool sends with the pack: the repository's,
+# tracked or untracked but not ignored.
+repo_bytes() { git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s}'; }
 
 # With cuDNN (convolutions planned once per shape: src/nn/cuda/cudnn_conv.rs)
 # unless GO_TRAIN_CUDNN=0; the GPU machine's PyTorch brings libcudnn.so.9.
@@ -54,8 +57,7 @@ if [ "${1:-}" != --no-data ]; then
   # a margin). A game's split depends on its moves alone
   # (src/dataset/split.rs), so a part of the files keeps every game's split.
   rm -f "$PACK/tygem.tar.gz"
-  repo=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s}')
-  room=$(( ${GPU_PACK_MIB:-64} * 1048576 - repo - $(du -cb "$PACK"/*.gz | tail -1 | cut -f1) - 2000000 ))
+  room=$(( ${GPU_PACK_MIB:-64} * 1048576 - $(repo_bytes) - $(du -cb "$PACK"/*.gz | tail -1 | cut -f1) - 2000000 ))
   files=()
   for f in "$DATASETS"/tygem-9d-2010-2011/*.sgf; do
     size=$(gzip -6 -c "$f" | wc -c)
@@ -67,9 +69,7 @@ if [ "${1:-}" != --no-data ]; then
   [ ${#files[@]} = 0 ] || (cd "$DATASETS" && tar czf "$OLDPWD/$PACK/tygem.tar.gz" "${files[@]}")
 fi
 du -ch "$PACK"/* | tail -20
-# What the device tool sends: the repository's files and the pack.
-repo=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s}')
-sent=$((repo + $(du -cb "$PACK" | tail -1 | cut -f1)))
+sent=$(($(repo_bytes) + $(du -cb "$PACK" | tail -1 | cut -f1)))
 if [ "$sent" -gt $((${GPU_PACK_MIB:-64} * 1048576)) ]; then
   echo "gpu-pack: the repository and $PACK make $((sent / 1048576)) MiB, over the ${GPU_PACK_MIB:-64} MiB a transfer takes:" \
     "pack again without --no-data (fewer of tygem-9d's files then fit)" >&2

@@ -57,13 +57,13 @@
 #
 # Environment: OUT (logs and results), GPU_CONFIG, GPU_RUN (checkpoint
 # folder, default checkpoints/gpu-resnet), GPU_TRAIN_ARGS (more train-policy
-# arguments, e.g. --set schedule.step_size=8), BENCH_NETS, BENCH_BATCHES, BENCH_AB_SECONDS,
-# TORCH_SECONDS, AB_PATHS (bench-ab's settings, each
-# plans,own,timed,grads,optim,loss,events as 0 or 1), GPU_DEADLINE (seconds
-# from the start after which no further step starts: a lease's device time
-# is short and a step cut off brings nothing back), STEP_SECONDS (the most
-# one go-train command of bench, profile or train-ab may run: a hang costs
-# that, not the lease). A checkpoint brought back as $OUT/run.tar.gz (or its
+# arguments, e.g. --set seed=4), BENCH_NETS, BENCH_BATCHES,
+# BENCH_AB_SECONDS, TORCH_SECONDS, TORCH_READ_EVERY, AB_PATHS (bench-ab's
+# settings, above), GPU_DEADLINE (seconds from the start after which no
+# further step starts: a lease's device time is short and a step cut off
+# brings nothing back), STEP_SECONDS (the most one go-train command of
+# bench, bench-ab, selfplay, train-ab or eval may run: a hang costs that,
+# not the lease). A checkpoint brought back as $OUT/run.tar.gz (or its
 # parts) and unpacked into checkpoints/ is resumed.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -12,8 +12,9 @@ DEVICE is cpu or cuda. Each step is forward, backward and optimizer step
 The loss is read back (`loss.item()`, which waits for the GPU) every
 --read-every steps: 1 by default, as a plain PyTorch loop does; go-train's
 training loop and `bench train` read it every 10 (GO_TRAIN_READ_EVERY),
-which on a GPU lets the host queue the next steps while the GPU works. cuDNN's autotuner (benchmark mode) is on and TF32
-is PyTorch's default for convolutions. With --profile, STEPS more steps
+which on a GPU lets the host queue the next steps while the GPU works.
+cuDNN's autotuner (benchmark mode) is on and TF32 is PyTorch's default for
+convolutions. With --profile, STEPS more steps
 run under torch.profiler and the kernels (operators on the CPU) that took
 the most device time are listed, a step's share, as scripts/kernel-times.py
 lists go-train's.

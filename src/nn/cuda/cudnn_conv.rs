@@ -140,13 +140,11 @@ impl Plan {
         Ok(Plan { conv, x, w, y, forward: None, data_grad: None, filter_grad: None })
     }
 
-    /// Chooses `pass`'s algorithm if it has none yet: the fastest of
-    /// cuDNN's timed on `dev` ([`fastest`]), or with
-    /// `GO_TRAIN_CUDNN_BENCHMARK=0` cuDNN's heuristic choice.
+    /// Chooses `pass`'s algorithm if it has none yet ([`chosen`]).
     fn choose(&mut self, dev: &CudaDevice, g: &Geometry, pass: Pass) -> Result<()> {
         let stream = dev.cuda_stream();
         let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
-        // Scratch buffers of the pass's shapes to time it on.
+        // Scratch buffers of the pass's shapes (x, w, y) to time it on.
         let scratch = || -> Result<_> {
             Ok((
                 stream.alloc_zeros::<f32>(count(g.x_dims()))?,
@@ -155,60 +153,40 @@ impl Plan {
             ))
         };
         let scale = (1.0, 0.0);
+        // SAFETY (each launch below): the scratch buffers have the sizes
+        // the descriptors give.
         match pass {
             Pass::Forward if self.forward.is_none() => {
                 let op = ConvForward { conv: &self.conv, x: &self.x, w: &self.w, y: &self.y };
-                let algo = if benchmark() {
+                let timed = || {
                     let (xs, ws, mut ys) = scratch()?;
-                    // SAFETY: the scratch buffers have the sizes the
-                    // descriptors give.
-                    fastest(
-                        dev,
-                        &FWD_ALGOS,
-                        |a| op.get_workspace_size(a),
-                        |a, space| unsafe { op.launch(a, space, scale, &xs, &ws, &mut ys) },
-                    )
-                    .map_or_else(|| op.pick_algorithm(), Ok)?
-                } else {
-                    op.pick_algorithm()?
+                    let launch =
+                        |a, space: Option<&mut CudaSlice<u8>>| unsafe { op.launch(a, space, scale, &xs, &ws, &mut ys) };
+                    Ok(fastest(dev, &FWD_ALGOS, |a| op.get_workspace_size(a), launch))
                 };
-                let chosen = (algo, op.get_workspace_size(algo)?);
+                let chosen = chosen(timed, || op.pick_algorithm(), |a| op.get_workspace_size(a))?;
                 self.forward = Some(chosen);
             }
             Pass::DataGrad if self.data_grad.is_none() => {
                 let op = ConvBackwardData { conv: &self.conv, dx: &self.x, w: &self.w, dy: &self.y };
-                let algo = if benchmark() {
+                let timed = || {
                     let (mut xs, ws, ys) = scratch()?;
-                    // SAFETY: as above.
-                    fastest(
-                        dev,
-                        &BWD_DATA_ALGOS,
-                        |a| op.get_workspace_size(a),
-                        |a, space| unsafe { op.launch(a, space, scale, &mut xs, &ws, &ys) },
-                    )
-                    .map_or_else(|| op.pick_algorithm(), Ok)?
-                } else {
-                    op.pick_algorithm()?
+                    let launch =
+                        |a, space: Option<&mut CudaSlice<u8>>| unsafe { op.launch(a, space, scale, &mut xs, &ws, &ys) };
+                    Ok(fastest(dev, &BWD_DATA_ALGOS, |a| op.get_workspace_size(a), launch))
                 };
-                let chosen = (algo, op.get_workspace_size(algo)?);
+                let chosen = chosen(timed, || op.pick_algorithm(), |a| op.get_workspace_size(a))?;
                 self.data_grad = Some(chosen);
             }
             Pass::FilterGrad { .. } if self.filter_grad.is_none() => {
                 let op = ConvBackwardFilter { conv: &self.conv, x: &self.x, dw: &self.w, dy: &self.y };
-                let algo = if benchmark() {
+                let timed = || {
                     let (xs, mut ws, ys) = scratch()?;
-                    // SAFETY: as above.
-                    fastest(
-                        dev,
-                        &BWD_FILTER_ALGOS,
-                        |a| op.get_workspace_size(a),
-                        |a, space| unsafe { op.launch(a, space, scale, &xs, &mut ws, &ys) },
-                    )
-                    .map_or_else(|| op.pick_algorithm(), Ok)?
-                } else {
-                    op.pick_algorithm()?
+                    let launch =
+                        |a, space: Option<&mut CudaSlice<u8>>| unsafe { op.launch(a, space, scale, &xs, &mut ws, &ys) };
+                    Ok(fastest(dev, &BWD_FILTER_ALGOS, |a| op.get_workspace_size(a), launch))
                 };
-                let chosen = (algo, op.get_workspace_size(algo)?);
+                let chosen = chosen(timed, || op.pick_algorithm(), |a| op.get_workspace_size(a))?;
                 self.filter_grad = Some(chosen);
             }
             _ => {}
@@ -225,6 +203,22 @@ impl Plan {
             Pass::FilterGrad { .. } => self.filter_grad.map_or(0, |a| a.1),
         }
     }
+}
+
+/// One pass's algorithm and its workspace bytes: the fastest as `timed`
+/// finds it, or with `GO_TRAIN_CUDNN_BENCHMARK=0` (or when none runs)
+/// cuDNN's heuristic choice, `pick`.
+fn chosen<A: Copy>(
+    timed: impl FnOnce() -> Result<Option<A>>,
+    pick: impl FnOnce() -> std::result::Result<A, CudnnError>,
+    workspace: impl Fn(A) -> std::result::Result<usize, CudnnError>,
+) -> Result<(A, usize)> {
+    let fastest = if benchmark() { timed()? } else { None };
+    let algo = match fastest {
+        Some(a) => a,
+        None => pick()?,
+    };
+    Ok((algo, workspace(algo)?))
 }
 
 /// The error of a plan used before its pass's algorithm was chosen (which

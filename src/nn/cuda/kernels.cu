@@ -98,21 +98,10 @@ extern "C" __global__ void channel_partial_sums(const float* x, const float* dy,
         invstd = 1.f / sqrtf(stats[c + ch] + eps);
     }
     double s = 0.0, q = 0.0;
-    // This thread's values of the run, point by point and plane by plane:
-    // THREADS apart, no division a value.
-    long plane = threadIdx.x / p;
-    int point = threadIdx.x - (int)plane * p;
-    for (long i = threadIdx.x; i < m; i += THREADS) {
-        if (divide) {
-            plane = i / p;
-            point = (int)(i - plane * p);
-        }
-        const long at = ((first + plane) * c + ch) * p + point;
-        point += THREADS;
-        while (point >= p) {
-            point -= p;
-            plane++;
-        }
+    // This thread's values of the run, THREADS apart: a walk over the run's
+    // planes of one channel.
+    for (ChannelWalk w(threadIdx.x, THREADS, 1, p, divide != 0); w.i < m; w.next()) {
+        const long at = ((first + w.plane) * c + ch) * p + w.point;
         const float v = x[at];
         if (what != GRADIENT) {
             s += v;

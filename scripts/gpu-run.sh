@@ -16,7 +16,9 @@
 #                 with GO_TRAIN_TEST_DEVICE=cuda
 #   bench         go-train bench train --device cuda against
 #                 scripts/torch_nets.py cuda, same nets and batches, PyTorch
-#                 reading its loss every step and every 10 (TORCH_READ_EVERY)
+#                 reading its loss every step and every 10 (TORCH_READ_EVERY);
+#                 then both in bf16 (go-train --precision bf16, PyTorch
+#                 autocast bf16 + channels_last; BENCH_BF16=0 skips)
 #   bench-ab      go-train's GPU paths one against another, same nets and
 #                 batches: every path on, then each switched off alone:
 #                 the in-place optimizer and running averages
@@ -46,6 +48,10 @@
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
 #                 (split in 15 MB parts: $OUT takes no bigger file).
 #                 train=left: until GPU_DEADLINE, less EVAL_RESERVE (60) seconds
+#   train-bf16    accuracy per sample in each precision: one epoch of
+#                 AB_STEPS (300) steps of train-policy with $GPU_CONFIG from
+#                 the same weights and batches, precision f32 then bf16, each
+#                 validated on AB_VALIDATION (20000) positions
 #   train-ab      a step's inputs as f32 copied from pageable memory
 #                 (GO_TRAIN_FUSED_INPUTS=0), then as bits through pinned
 #                 memory: one epoch of AB_STEPS (300) steps each of
@@ -64,7 +70,8 @@
 # brings nothing back), STEP_SECONDS (the most one go-train command of
 # bench, bench-ab, selfplay, train-ab or eval may run: a hang costs that,
 # not the lease). A checkpoint brought back as $OUT/run.tar.gz (or its
-# parts) and unpacked into checkpoints/ is resumed.
+# parts) and unpacked into checkpoints/ is resumed. BENCH_BF16, AB_STEPS,
+# AB_VALIDATION: see bench and train-bf16.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-out}"
@@ -156,6 +163,12 @@ bench() {
     PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$nets" --batch "$batches" --seconds "${TORCH_SECONDS:-4}" \
       --read-every "$every" 2>&1 | tee -a "$OUT/log.txt"
   done
+  [ "${BENCH_BF16:-1}" = 1 ] || return 0
+  echo "-- bf16" | tee -a "$OUT/log.txt"
+  gt bench train --device cuda --net "$nets" --batch "$batches" --seconds "${BENCH_SECONDS:-4}" --precision bf16 2>&1 |
+    tee -a "$OUT/log.txt"
+  PYTHONPATH="$PACK" python3 scripts/torch_nets.py cuda --net "$nets" --batch "$batches" --seconds "${TORCH_SECONDS:-4}" \
+    --read-every 10 --bf16 2>&1 | tee -a "$OUT/log.txt"
 }
 
 bench_ab() {
@@ -248,6 +261,21 @@ train() {
   tar czf - -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15M - "$OUT/run.tar.gz.part-"
 }
 
+train_bf16() {
+  log train-bf16
+  local precision scratch
+  [ -e "$DATA/manifest.json" ] || { echo "train-bf16: no dataset in $DATA (step prepare first)" | tee -a "$OUT/log.txt"; return; }
+  for precision in f32 bf16; do
+    [ "$(left)" -gt 60 ] || { echo "train-bf16: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
+    scratch=$(mktemp -d)
+    echo "-- precision $precision" | tee -a "$OUT/log.txt"
+    with_gpu_busy "precision-$precision" timeout "$STEP_SECONDS" "$BIN" train-policy --config "$CONFIG" \
+      --out "$scratch/run" --set epochs=1 --set steps_per_epoch="${AB_STEPS:-300}" \
+      --set validation_positions="${AB_VALIDATION:-20000}" --set precision="$precision"
+    rm -rf "$scratch"
+  done
+}
+
 train_ab() {
   log train-ab
   local inputs scratch
@@ -289,7 +317,7 @@ bundle_out() {
 # A whole 15-minute lease in one command, the steps in the order their
 # figures matter, the slow ones bounded: what scripts/gpu-pack.sh prepares
 # for. About 8.5 minutes.
-LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train-ab train=left eval"
+LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train-bf16 train=left eval"
 lease_defaults() {
   : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
@@ -323,6 +351,7 @@ for step in "${steps[@]}"; do
     prepare) prepare ;;
     train=*) train "${step#train=}" ;;
     train-ab) train_ab ;;
+    train-bf16) train_bf16 ;;
     eval) eval_step ;;
     *) echo "gpu-run: unknown step $step" >&2; exit 2 ;;
   esac

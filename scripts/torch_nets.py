@@ -6,7 +6,7 @@ batch size. The figure go-train's `bench train` is compared with.
 Usage:
   python3 scripts/torch_nets.py DEVICE [--batch 100,1024] [--seconds 5]
                                 [--net policy,playout,value,resnet-policy:10x128]
-                                [--profile STEPS] [--read-every N]
+                                [--profile STEPS] [--read-every N] [--bf16]
 DEVICE is cpu or cuda. Each step is forward, backward and optimizer step
 (SGD momentum 0.9 for move nets, Adam for the value net), as in the seed.
 The loss is read back (`loss.item()`, which waits for the GPU) every
@@ -14,7 +14,9 @@ The loss is read back (`loss.item()`, which waits for the GPU) every
 training loop and `bench train` read it every 10 (GO_TRAIN_READ_EVERY),
 which on a GPU lets the host queue the next steps while the GPU works.
 cuDNN's autotuner (benchmark mode) is on and TF32 is PyTorch's default for
-convolutions. With --profile, STEPS more steps
+convolutions. --bf16 runs the step under autocast to bfloat16 with the
+net and its input in channels_last memory format: PyTorch's fast mixed
+precision, the anchor for go-train's `--precision bf16`. With --profile, STEPS more steps
 run under torch.profiler and the kernels (operators on the CPU) that took
 the most device time are listed, a step's share, as scripts/kernel-times.py
 lists go-train's.
@@ -111,10 +113,12 @@ def profile(step, steps, dev):
         print(f"  {own / steps / 1e3:8.3f} {own / total:6.1%} {count / steps:6.1f}  {key[:110]}")
 
 
-def bench(name, batch, dev, seconds, profile_steps=0, read_every=1):
+def bench(name, batch, dev, seconds, profile_steps=0, read_every=1, bf16=False):
     torch.manual_seed(0)
     net, opt_kind = make(name)
     net = net.to(dev)
+    if bf16:
+        net = net.to(memory_format=torch.channels_last)
     if opt_kind == "sgd":
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
         loss_fn = nn.CrossEntropyLoss()
@@ -124,10 +128,15 @@ def bench(name, batch, dev, seconds, profile_steps=0, read_every=1):
         loss_fn = nn.MSELoss()
         y = torch.randint(0, 2, (batch,), device=dev).float()
     x = (torch.rand(batch, 15, 19, 19, device=dev) < 0.3).float()
+    if bf16:
+        x = x.contiguous(memory_format=torch.channels_last)
 
     def step(read=True):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
+        with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=bf16):
+            out = net(x)
+        # The loss in f32, as autocast would run it.
+        loss = loss_fn(out.float(), y)
         loss.backward()
         opt.step()
         return loss.item() if read else None
@@ -142,6 +151,7 @@ def bench(name, batch, dev, seconds, profile_steps=0, read_every=1):
     steps += 1
     dt = time.perf_counter() - t
     reads = "" if read_every == 1 else f", loss read every {read_every} steps"
+    reads += ", autocast bf16, channels_last" if bf16 else ""
     print(f"torch {name}: {steps * batch / dt:,.0f} samples/s ({dev}, batch {batch}, {steps} steps in {dt:.1f} s{reads})",
           flush=True)
     if profile_steps:
@@ -156,6 +166,7 @@ if __name__ == "__main__":
     ap.add_argument("--net", default="policy,playout,value")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
     ap.add_argument("--read-every", type=int, default=1, metavar="N")
+    ap.add_argument("--bf16", action="store_true", help="autocast to bfloat16, channels_last")
     a = ap.parse_args()
     if a.profile < 0:
         sys.exit("torch_nets.py: --profile takes a number of steps, 0 or more")
@@ -164,4 +175,4 @@ if __name__ == "__main__":
     torch.backends.cudnn.benchmark = True
     for batch in [int(b) for b in a.batch.split(",")]:
         for name in a.net.split(","):
-            bench(name, batch, a.device, a.seconds, a.profile, a.read_every)
+            bench(name, batch, a.device, a.seconds, a.profile, a.read_every, a.bf16)

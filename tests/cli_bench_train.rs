@@ -30,3 +30,16 @@ fn bench_train_refuses_zero_steps() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--steps") && err.contains("from 1 to"), "{err}");
 }
+
+/// bf16 is for a GPU's tensor cores: on the CPU it is a clear error
+/// naming the flag, not a slow run, and a wrong name lists the two there
+/// are.
+#[test]
+fn bench_train_refuses_bf16_on_the_cpu() {
+    let out = common::run(&["bench", "train", "--precision", "bf16", "--device", "cpu", "--steps", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--precision") && err.contains("GPU only"), "{err}");
+    let out = common::run(&["bench", "train", "--precision", "fp16"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("f32 or bf16"), "{err}");
+}

@@ -105,6 +105,7 @@ enum What {
   go-train bench train --net all --features extended
   go-train bench train --device cuda --net all --batch 100,1024   # a CUDA build on a GPU
   go-train bench train --net policy --steps 20   # a fixed amount of work, for profilers
+  go-train bench train --device cuda --net resnet-policy:10x128 --precision bf16
   GO_TRAIN_FUSED_OPTIM=0 go-train bench train    # without one fused path, to A/B it")]
     Train(TrainArgs),
     /// MCTS seconds per move and iterations/s with the nets it plays with,
@@ -130,6 +131,10 @@ struct TrainArgs {
     /// convolutions); `--tf32 false` for full float32.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     tf32: bool,
+    /// What activations and convolutions compute in: f32, or on a GPU
+    /// bf16 (weights, heads and optimizer stay f32).
+    #[arg(long, default_value = "f32")]
+    precision: go_train::nn::Precision,
     /// Input planes: seed (15) or extended.
     #[arg(long, default_value = "seed")]
     features: FeatureSet,

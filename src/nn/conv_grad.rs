@@ -23,7 +23,7 @@
 //! to `nn::cuda::cudnn_conv` instead: cuDNN's own backward kernels, planned
 //! once per shape.
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
 /// `conv2d(x, w)` with same padding and stride 1 (k odd), differentiable
 /// through [`AttachConvGrad`].
@@ -31,6 +31,12 @@ pub fn conv2d_same(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     #[cfg(feature = "cudnn")]
     if super::cuda::cudnn_conv::applies(x, w) {
         return super::cuda::cudnn_conv::conv2d_same(x, w);
+    }
+    if x.device().is_cpu() && x.dtype() != DType::F32 {
+        // candle has no bf16 matrix product on the CPU: the convolution as
+        // a GPU's tensor cores compute it (bf16 operands, f32 sums, the
+        // result rounded to bf16), so that tests check bf16 training here.
+        return conv2d_same(&x.to_dtype(DType::F32)?, &w.to_dtype(DType::F32)?)?.to_dtype(x.dtype());
     }
     let k = w.dim(2)?;
     let y = x.detach().conv2d(&w.detach(), k / 2, 1, 1, 1)?;

@@ -123,10 +123,15 @@ impl Conv {
         Ok(Conv { weight, bias: bias_t, has_bias: bias, k, relu })
     }
 
-    /// Applies the convolution to `x` (batch, c_in, h, w).
+    /// Applies the convolution to `x` (batch, c_in, h, w), in `x`'s dtype:
+    /// in bf16 the f32 weights are cast for it (and their gradients cast
+    /// back by the cast's backward pass).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         if fused(x) {
             x.contiguous()?.apply_op3(&self.weight, &self.bias, ConvOp { k: self.k, relu: self.relu })
+        } else if x.dtype() != self.weight.dtype() {
+            let (weight, bias) = (self.weight.to_dtype(x.dtype())?, self.bias.to_dtype(x.dtype())?);
+            Conv { weight, bias, ..self.clone() }.forward(x)
         } else {
             self.forward_with(x, super::conv_grad::conv2d_same, add_bias)
         }
@@ -290,6 +295,12 @@ impl BatchNorm {
     /// Normalises `x` (batch, channels, h, w); `train` selects batch
     /// statistics (and updates the running averages).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        if x.dtype() != DType::F32 {
+            // Statistics and normalisation in f32 (as PyTorch's autocast
+            // runs batch norm), on the fused kernels; the output in x's
+            // dtype.
+            return self.forward(&x.to_dtype(DType::F32)?, train)?.to_dtype(x.dtype());
+        }
         #[cfg(feature = "cuda")]
         if super::cuda::applies(x) {
             return self.forward_cuda(x, train);
@@ -513,9 +524,10 @@ impl Linear {
         Ok(Linear(candle_nn::Linear::new(weight, Some(bias))))
     }
 
-    /// Applies the layer to `x` (batch, inputs).
+    /// Applies the layer to `x` (batch, inputs), in f32 whatever `x`'s
+    /// dtype: the heads' few products gain nothing from bf16.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.0.forward(x)
+        self.0.forward(&to_f32(x)?)
     }
 }
 
@@ -573,6 +585,11 @@ impl CustomOp2 for ResidualRelu {
         let dx = if x.track_op() { Some(passed.clone()) } else { None };
         Ok((dx, skip.track_op().then_some(passed)))
     }
+}
+
+/// `x` in f32: where a head leaves the activations' precision.
+pub fn to_f32(x: &Tensor) -> Result<Tensor> {
+    x.to_dtype(DType::F32)
 }
 
 /// Flattens (batch, c, h, w) to (batch, c·h·w), as PyTorch's `flatten(1)`.

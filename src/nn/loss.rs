@@ -64,6 +64,8 @@ fn cpu_tensor<S: Into<Shape>>(data: Vec<f32>, shape: S) -> Result<Tensor> {
 /// occupied set to [`MASKED_LOGIT`], then log-softmax. `train` selects the
 /// fused op on the CPU.
 pub fn masked_log_softmax(logits: &Tensor, planes: &Tensor, train: bool) -> Result<Tensor> {
+    // The planes in the logits' dtype (a bf16 net's input, f32 heads).
+    let planes = &planes.to_dtype(logits.dtype())?;
     if train && fused(logits) {
         logits.contiguous()?.apply_op2(&planes.contiguous()?, MaskedLogSoftmax)
     } else {

@@ -97,6 +97,63 @@ impl Output {
     }
 }
 
+/// The number type a net's activations and convolutions compute in.
+/// Weights, batch-norm statistics, heads after their last convolution,
+/// losses and gradients stay f32 (PyTorch's autocast keeps the same
+/// split): bf16's 8-bit mantissa is enough for activations, not for
+/// the sums of an optimizer step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Everything in f32 (on a GPU, convolutions in TF32 unless `tf32 =
+    /// false`).
+    #[default]
+    F32,
+    /// Activations and convolutions in bfloat16, on a GPU's tensor cores.
+    Bf16,
+}
+
+impl Precision {
+    /// The dtype of activations.
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::Bf16 => DType::BF16,
+        }
+    }
+
+    /// Whether this precision can run on `device`: bf16 needs a GPU (the
+    /// CPU's kernels are f32, and candle's generic bf16 ops on a CPU are
+    /// slower, not faster).
+    pub fn check_device(self, device: &Device) -> anyhow::Result<()> {
+        if self == Precision::Bf16 && !device.is_cuda() {
+            bail!("bf16 runs on a GPU only (the CPU's kernels compute in f32): use f32, or a CUDA device");
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Precision {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Precision> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "bf16" => Ok(Precision::Bf16),
+            _ => bail!("precision {s:?}: f32 or bf16"),
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        })
+    }
+}
+
 /// A net: planes in, predictions out.
 pub trait Net: Send + Sync {
     /// Runs the net on `x` (batch, 15, 19, 19). `train` makes batch norms
@@ -232,6 +289,8 @@ pub struct Model {
     varmap: VarMap,
     net: Box<dyn Net>,
     device: Device,
+    /// What its activations compute in.
+    precision: Precision,
 }
 
 impl Model {
@@ -243,7 +302,7 @@ impl Model {
         let backend = SeededVarMap { map: varmap.clone(), rng: Mutex::new(Pcg64Mcg::seed_from_u64(seed)) };
         let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone());
         let net = arch.build(vb, features.planes())?;
-        Ok(Model { arch, features, varmap, net, device: device.clone() })
+        Ok(Model { arch, features, varmap, net, device: device.clone(), precision: Precision::F32 })
     }
 
     /// Which net this is.
@@ -266,14 +325,31 @@ impl Model {
         self.net.as_ref()
     }
 
-    /// See [`Net::forward`].
+    /// Makes its activations compute in `precision` from now on (its
+    /// weights stay f32).
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.precision = precision;
+    }
+
+    /// What its activations compute in.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// See [`Net::forward`]; `x` (f32) is cast to the model's precision,
+    /// whose dtype the layers then follow.
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        self.net.forward(x, train)
+        self.net.forward(&self.input(x)?, train)
     }
 
     /// See [`Net::forward_with_ownership`].
     pub fn forward_with_ownership(&self, x: &Tensor, train: bool) -> Result<(Tensor, Option<Tensor>)> {
-        self.net.forward_with_ownership(x, train)
+        self.net.forward_with_ownership(&self.input(x)?, train)
+    }
+
+    /// `x` in the dtype of the model's activations.
+    fn input(&self, x: &Tensor) -> Result<Tensor> {
+        x.to_dtype(self.precision.dtype())
     }
 
     /// See [`Net::output`].
@@ -316,7 +392,7 @@ impl Model {
         let mut batches = 0;
         for x in inputs {
             let before = read()?;
-            self.net.forward(&x?, true)?;
+            self.forward(&x?, true)?;
             let momentum = layers::BN_MOMENTUM;
             let own = statistics
                 .iter()

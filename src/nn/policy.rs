@@ -14,7 +14,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::layers::{flatten, BatchNorm, Conv};
+use super::layers::{flatten, to_f32, BatchNorm, Conv};
 use super::loss::masked_log_softmax;
 use super::{Net, Output};
 
@@ -82,7 +82,7 @@ impl PolicyNet {
 impl Net for PolicyNet {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let h = self.trunk.forward(x, train)?;
-        let board = flatten(&self.head.forward(&h)?)?;
+        let board = to_f32(&flatten(&self.head.forward(&h)?)?)?;
         let pass = self.pass_logit.reshape((1, 1))?.broadcast_as((board.dim(0)?, 1))?;
         masked_log_softmax(&Tensor::cat(&[&board, &pass], 1)?, x, train)
     }

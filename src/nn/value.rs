@@ -11,7 +11,7 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::layers::{flatten, Conv, Linear};
+use super::layers::{flatten, to_f32, Conv, Linear};
 use super::policy::SeedTrunk;
 use super::resnet::Block;
 use super::{conv_stack, Net, Output, POINTS};
@@ -139,7 +139,9 @@ impl TrunkValueNet {
             h = block.forward(&h, train)?;
         }
         let ownership = match &self.ownership {
-            Some(conv) if want_ownership || self.margin.is_some() => Some(flatten(&conv.forward(&h)?)?.tanh()?),
+            Some(conv) if want_ownership || self.margin.is_some() => {
+                Some(to_f32(&flatten(&conv.forward(&h)?)?)?.tanh()?)
+            }
             _ => None,
         };
         let hidden = self.fc1.forward(&flatten(&self.conv.forward(&h)?)?)?.relu()?;

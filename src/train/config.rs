@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::optim::OptimizerConfig;
 use super::schedule::StepLr;
-use crate::nn::Arch;
+use crate::nn::{Arch, Precision};
 
 /// Step decay of the learning rate (the base rate is the optimizer's).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,6 +59,11 @@ pub struct TrainConfig {
     /// convolutions do by default; `false` keeps full float32.
     #[serde(default = "default_tf32")]
     pub tf32: bool,
+    /// What activations and convolutions compute in: `f32`, or on a GPU
+    /// `bf16` (tensor cores; weights, batch-norm statistics, heads and
+    /// optimizer stay f32).
+    #[serde(default, skip_serializing_if = "is_f32")]
+    pub precision: Precision,
     /// A weights file (or checkpoint folder) to start a fresh run from:
     /// every tensor of the net that it holds under the same name and shape
     /// (a trained `policy` for a `policy-value` net's trunk).
@@ -85,6 +90,10 @@ pub struct TrainConfig {
     pub batch_norm_batches: usize,
     pub optimizer: OptimizerConfig,
     pub schedule: Schedule,
+}
+
+fn is_f32(p: &Precision) -> bool {
+    *p == Precision::F32
 }
 
 fn default_tf32() -> bool {

@@ -29,7 +29,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
 use super::checkpoint::{self, TrainState, TrainedOn};
 use super::config::TrainConfig;
@@ -84,7 +84,9 @@ pub fn train(
     let device = crate::nn::device(&world.device_spec(&config.device))?;
     crate::nn::allow_tf32(config.tf32);
     let dataset = Dataset::open(&config.data)?;
-    let model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
+    config.precision.check_device(&device).with_context(|| format!("{}: precision", out.display()))?;
+    let mut model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
+    model.set_precision(config.precision);
     crate::eval::positions::check_inputs(&model, &dataset)?;
     check_dataset(&dataset, config, model.output() == Output::WinProb)?;
     if model.arch().learns_ownership() && !dataset.layout().ownership {

@@ -32,6 +32,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
     let threads = nn::init_threads(args.threads)?;
     let device = nn::device(&args.device)?;
     nn::allow_tf32(args.tf32);
+    args.precision.check_device(&device).context("--precision")?;
     let mut archs = Vec::new();
     for name in args.net.split(',') {
         match name {
@@ -39,7 +40,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
             name => archs.push(name.parse()?),
         }
     }
-    let run = Run { budget, steps: args.steps, device: &device, seed: args.seed };
+    let run = Run { budget, steps: args.steps, device: &device, seed: args.seed, precision: args.precision };
     let off = Fused::disabled();
     if !off.is_empty() {
         println!("fused paths off: {}", off.join(" "));
@@ -54,7 +55,11 @@ pub fn run(args: TrainArgs) -> Result<()> {
                 args.features,
                 rate.samples_per_second,
                 args.device,
-                if device.is_cuda() && args.tf32 { ", tf32" } else { "" },
+                match args.precision {
+                    nn::Precision::Bf16 => ", bf16",
+                    nn::Precision::F32 if device.is_cuda() && args.tf32 => ", tf32",
+                    nn::Precision::F32 => "",
+                },
                 rate.steps,
                 rate.seconds,
                 rate.cpu_seconds,
@@ -74,6 +79,7 @@ struct Run<'a> {
     steps: Option<usize>,
     device: &'a Device,
     seed: u64,
+    precision: nn::Precision,
 }
 
 /// What one net's timed run measured.
@@ -115,7 +121,8 @@ fn per_step(rate: &Rate) -> String {
 /// Trains `arch` on one random batch as `run` says.
 fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run, rng: &mut Pcg64Mcg) -> Result<Rate> {
     let (device, budget) = (run.device, run.budget);
-    let model = Model::new(arch, features, device, run.seed)?;
+    let mut model = Model::new(arch, features, device, run.seed)?;
+    model.set_precision(run.precision);
     // The optimizers of torch_seed_nets.py.
     let config = match model.output() {
         Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),

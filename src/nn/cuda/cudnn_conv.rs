@@ -10,8 +10,9 @@
 //! backward kernels), each chosen on its first use, and one workspace per device
 //! grows to the largest any plan needs, as PyTorch's cuDNN bindings do.
 //!
-//! Same padding, stride 1, odd k, NCHW f32: the only convolutions the nets
-//! have. cuDNN handles are not `Send`, so plans and workspaces live per
+//! Same padding, stride 1, odd k, NCHW, f32 or bf16 (`precision = bf16`:
+//! bf16 operands on the tensor cores, f32 sums): the only convolutions
+//! the nets have. cuDNN handles are not `Send`, so plans and workspaces live per
 //! thread, as candle keeps its own handles.
 
 use std::cell::RefCell;
@@ -20,26 +21,50 @@ use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::cudnn::safe::{
-    ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnError, FilterDescriptor,
-    TensorDescriptor,
+    ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnDataType, CudnnError,
+    FilterDescriptor, TensorDescriptor,
 };
 use candle_core::cuda_backend::cudarc::cudnn::sys::{
     cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t, cudnnConvolutionMode_t,
     cudnnMathType_t, cudnnTensorFormat_t,
 };
-use candle_core::cuda_backend::cudarc::driver::CudaSlice;
-use candle_core::cuda_backend::{CudaDevice, DeviceId};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, DeviceId};
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
+use half::bf16;
 
-use super::{cpu_refused, view};
+use super::{cpu_refused, view_of};
 
-/// Whether `x` and `w` can take this path: both f32 on a CUDA device, and
-/// `GO_TRAIN_CUDNN_PLANS` not set to 0 (which leaves convolutions to
-/// `nn::conv_grad`, for comparing the two on a GPU).
+/// Whether `x` and `w` can take this path: both f32 or both bf16 on a
+/// CUDA device, and `GO_TRAIN_CUDNN_PLANS` not set to 0 (which leaves
+/// convolutions to `nn::conv_grad`, for comparing the two on a GPU).
 pub fn applies(x: &Tensor, w: &Tensor) -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_PLANS").is_none_or(|v| v != "0"));
-    enabled && x.device().is_cuda() && x.dtype() == DType::F32 && w.dtype() == DType::F32
+    enabled && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16) && w.dtype() == x.dtype()
+}
+
+/// A number type cuDNN convolves here: f32 or bf16, each with its own
+/// plans.
+trait Element: CudnnDataType + CudaDType + DeviceRepr + ValidAsZeroBits + Copy {
+    /// (1, 0): a pass's (alpha, beta), its result written, not added.
+    const SCALE: (Self, Self);
+    /// The plans for this type among a device's.
+    fn plans(plans: &mut Plans) -> &mut HashMap<Geometry, Plan<Self>>;
+}
+
+impl Element for f32 {
+    const SCALE: (f32, f32) = (1.0, 0.0);
+    fn plans(plans: &mut Plans) -> &mut HashMap<Geometry, Plan<f32>> {
+        &mut plans.f32
+    }
+}
+
+impl Element for bf16 {
+    const SCALE: (bf16, bf16) = (bf16::ONE, bf16::ZERO);
+    fn plans(plans: &mut Plans) -> &mut HashMap<Geometry, Plan<bf16>> {
+        &mut plans.bf16
+    }
 }
 
 /// `conv2d(x, w)` with same padding and stride 1 (k odd), its gradients by
@@ -110,33 +135,40 @@ impl Geometry {
     }
 }
 
-/// Descriptors and algorithms for one geometry, with the workspace each
-/// algorithm needs. Each pass's algorithm is chosen on its first use: a
-/// net that only plays never times (or holds workspace for) the backward
-/// passes.
-struct Plan {
+/// Descriptors and algorithms for one geometry of data of type `T`, with
+/// the workspace each algorithm needs. Each pass's algorithm is chosen on
+/// its first use: a net that only plays never times (or holds workspace
+/// for) the backward passes. The convolution computes in f32 whatever `T`
+/// (cuDNN's "pseudo" bf16 configuration: bf16 in and out, f32 sums).
+struct Plan<T> {
     conv: ConvDescriptor<f32>,
-    x: TensorDescriptor<f32>,
-    w: FilterDescriptor<f32>,
-    y: TensorDescriptor<f32>,
+    x: TensorDescriptor<T>,
+    w: FilterDescriptor<T>,
+    y: TensorDescriptor<T>,
     forward: Option<(cudnnConvolutionFwdAlgo_t, usize)>,
     data_grad: Option<(cudnnConvolutionBwdDataAlgo_t, usize)>,
     filter_grad: Option<(cudnnConvolutionBwdFilterAlgo_t, usize)>,
 }
 
-impl Plan {
+impl<T: Element> Plan<T> {
     /// The descriptors for `g`, no algorithm chosen yet.
-    fn new(cudnn: &Arc<Cudnn>, g: &Geometry) -> Result<Plan> {
+    fn new(cudnn: &Arc<Cudnn>, g: &Geometry) -> Result<Plan<T>> {
         let pad = (g.k / 2) as i32;
         let mut conv =
             cudnn.create_conv2d::<f32>([pad, pad], [1, 1], [1, 1], cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION)?;
         // DEFAULT lets cuDNN use TF32 tensor cores for f32, as PyTorch does
-        // by default; FMA keeps full f32 (`--tf32 false`).
-        conv.set_math_type(if g.tf32 { cudnnMathType_t::CUDNN_DEFAULT_MATH } else { cudnnMathType_t::CUDNN_FMA_MATH })?;
+        // by default; FMA keeps full f32 (`--tf32 false`); bf16 data is
+        // what the tensor cores are for.
+        let math = match (T::DATA_TYPE == f32::DATA_TYPE, g.tf32) {
+            (false, _) => cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
+            (true, true) => cudnnMathType_t::CUDNN_DEFAULT_MATH,
+            (true, false) => cudnnMathType_t::CUDNN_FMA_MATH,
+        };
+        conv.set_math_type(math)?;
         let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
-        let x = cudnn.create_4d_tensor::<f32>(nchw, g.x_dims())?;
-        let y = cudnn.create_4d_tensor::<f32>(nchw, g.y_dims())?;
-        let w = cudnn.create_4d_filter::<f32>(nchw, g.w_dims())?;
+        let x = cudnn.create_4d_tensor::<T>(nchw, g.x_dims())?;
+        let y = cudnn.create_4d_tensor::<T>(nchw, g.y_dims())?;
+        let w = cudnn.create_4d_filter::<T>(nchw, g.w_dims())?;
         Ok(Plan { conv, x, w, y, forward: None, data_grad: None, filter_grad: None })
     }
 
@@ -147,12 +179,12 @@ impl Plan {
         // Scratch buffers of the pass's shapes (x, w, y) to time it on.
         let scratch = || -> Result<_> {
             Ok((
-                stream.alloc_zeros::<f32>(count(g.x_dims()))?,
-                stream.alloc_zeros::<f32>(count(g.w_dims()))?,
-                stream.alloc_zeros::<f32>(count(g.y_dims()))?,
+                stream.alloc_zeros::<T>(count(g.x_dims()))?,
+                stream.alloc_zeros::<T>(count(g.w_dims()))?,
+                stream.alloc_zeros::<T>(count(g.y_dims()))?,
             ))
         };
-        let scale = (1.0, 0.0);
+        let scale = T::SCALE;
         // SAFETY (each launch below): the scratch buffers have the sizes
         // the descriptors give.
         match pass {
@@ -317,8 +349,15 @@ fn fastest<A: Copy>(
 /// one workspace serves every call in turn).
 struct DeviceState {
     cudnn: Arc<Cudnn>,
-    plans: HashMap<Geometry, Plan>,
+    plans: Plans,
     workspace: Option<CudaSlice<u8>>,
+}
+
+/// A device's plans made so far, by data type.
+#[derive(Default)]
+struct Plans {
+    f32: HashMap<Geometry, Plan<f32>>,
+    bf16: HashMap<Geometry, Plan<bf16>>,
 }
 
 thread_local! {
@@ -327,22 +366,22 @@ thread_local! {
 
 /// Runs `f` with the plan for `g` on `dev` and a workspace of at least the
 /// bytes `pass` needs, making either on first use.
-fn with_plan<T>(
+fn with_plan<T: Element, R>(
     dev: &CudaDevice,
     g: &Geometry,
     pass: Pass,
-    f: impl FnOnce(&Plan, Option<&mut CudaSlice<u8>>) -> Result<T>,
-) -> Result<T> {
+    f: impl FnOnce(&Plan<T>, Option<&mut CudaSlice<u8>>) -> Result<R>,
+) -> Result<R> {
     STATE.with(|state| {
         let mut state = state.borrow_mut();
         let s = match state.entry(dev.id()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 let cudnn = Cudnn::new(dev.cuda_stream())?;
-                e.insert(DeviceState { cudnn, plans: HashMap::new(), workspace: None })
+                e.insert(DeviceState { cudnn, plans: Plans::default(), workspace: None })
             }
         };
-        let plan = match s.plans.entry(*g) {
+        let plan = match T::plans(&mut s.plans).entry(*g) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(Plan::new(&s.cudnn, g)?),
         };
@@ -378,41 +417,11 @@ impl CustomOp2 for Pass {
     }
 
     fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
-        let g = Geometry::of(*self, al.shape(), bl.shape())?;
-        let dev = a.device();
-        let (names, out_dims) = match self {
-            Pass::Forward => (["input", "kernel"], g.y_dims()),
-            Pass::DataGrad => (["output gradient", "kernel"], g.x_dims()),
-            Pass::FilterGrad { .. } => (["input", "output gradient"], g.w_dims()),
-        };
-        let (a, b) = (view(a, al, names[0])?, view(b, bl, names[1])?);
-        // SAFETY: uninitialised, but every pass below runs with beta = 0
-        // (`scale`), so cuDNN writes the whole output without reading it.
-        let mut out = unsafe { dev.alloc::<f32>(out_dims.iter().product::<i32>() as usize)? };
-        let pass = *self;
-        with_plan(dev, &g, pass, |p, ws| {
-            let scale = (1.0, 0.0);
-            // SAFETY: the plan's descriptors describe these buffers: its
-            // geometry is the one their shapes gave.
-            unsafe {
-                match pass {
-                    Pass::Forward => {
-                        let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
-                        op.launch(p.forward.ok_or_else(|| unchosen(pass))?.0, ws, scale, &a, &b, &mut out)
-                    }
-                    Pass::DataGrad => {
-                        let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
-                        op.launch(p.data_grad.ok_or_else(|| unchosen(pass))?.0, ws, scale, &mut out, &b, &a)
-                    }
-                    Pass::FilterGrad { .. } => {
-                        let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
-                        op.launch(p.filter_grad.ok_or_else(|| unchosen(pass))?.0, ws, scale, &a, &mut out, &b)
-                    }
-                }
-            }?;
-            Ok(())
-        })?;
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims)))
+        match (a.dtype(), b.dtype()) {
+            (DType::F32, DType::F32) => self.run::<f32>((a, al), (b, bl)),
+            (DType::BF16, DType::BF16) => self.run::<bf16>((a, al), (b, bl)),
+            (x, y) => candle_core::bail!("{}: {x:?} and {y:?} data: f32 or bf16, the same for both", self.name()),
+        }
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -426,5 +435,50 @@ impl CustomOp2 for Pass {
         let dx = if x_in.track_op() { Some(dy.apply_op2(&w, Pass::DataGrad)?) } else { None };
         let dw = if w_in.track_op() { Some(x.apply_op2(&dy, Pass::FilterGrad { k: w.dim(2)? })?) } else { None };
         Ok((dx, dw))
+    }
+}
+
+impl Pass {
+    /// The pass on data of type `T`: `a` and `b` its arguments (see
+    /// [`Pass`]).
+    fn run<T: Element>(
+        self,
+        (a, al): (&CudaStorage, &Layout),
+        (b, bl): (&CudaStorage, &Layout),
+    ) -> Result<(CudaStorage, Shape)> {
+        let g = Geometry::of(self, al.shape(), bl.shape())?;
+        let dev = a.device();
+        let (names, out_dims) = match self {
+            Pass::Forward => (["input", "kernel"], g.y_dims()),
+            Pass::DataGrad => (["output gradient", "kernel"], g.x_dims()),
+            Pass::FilterGrad { .. } => (["input", "output gradient"], g.w_dims()),
+        };
+        let (a, b) = (view_of::<T>(a, al, names[0])?, view_of::<T>(b, bl, names[1])?);
+        // SAFETY: uninitialised, but every pass below runs with beta = 0
+        // (`T::SCALE`), so cuDNN writes the whole output without reading it.
+        let mut out = unsafe { dev.alloc::<T>(out_dims.iter().product::<i32>() as usize)? };
+        with_plan::<T, _>(dev, &g, self, |p, ws| {
+            let scale = T::SCALE;
+            // SAFETY: the plan's descriptors describe these buffers: its
+            // geometry is the one their shapes gave.
+            unsafe {
+                match self {
+                    Pass::Forward => {
+                        let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
+                        op.launch(p.forward.ok_or_else(|| unchosen(self))?.0, ws, scale, &a, &b, &mut out)
+                    }
+                    Pass::DataGrad => {
+                        let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
+                        op.launch(p.data_grad.ok_or_else(|| unchosen(self))?.0, ws, scale, &mut out, &b, &a)
+                    }
+                    Pass::FilterGrad { .. } => {
+                        let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
+                        op.launch(p.filter_grad.ok_or_else(|| unchosen(self))?.0, ws, scale, &a, &mut out, &b)
+                    }
+                }
+            }?;
+            Ok(())
+        })?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims)))
     }
 }

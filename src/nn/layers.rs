@@ -123,15 +123,10 @@ impl Conv {
         Ok(Conv { weight, bias: bias_t, has_bias: bias, k, relu })
     }
 
-    /// Applies the convolution to `x` (batch, c_in, h, w), in `x`'s dtype:
-    /// in bf16 the f32 weights are cast for it (and their gradients cast
-    /// back by the cast's backward pass).
+    /// Applies the convolution to `x` (batch, c_in, h, w), in `x`'s dtype.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         if fused(x) {
             x.contiguous()?.apply_op3(&self.weight, &self.bias, ConvOp { k: self.k, relu: self.relu })
-        } else if x.dtype() != self.weight.dtype() {
-            let (weight, bias) = (self.weight.to_dtype(x.dtype())?, self.bias.to_dtype(x.dtype())?);
-            Conv { weight, bias, ..self.clone() }.forward(x)
         } else {
             self.forward_with(x, super::conv_grad::conv2d_same, add_bias)
         }
@@ -145,14 +140,16 @@ impl Conv {
     }
 
     /// The convolution by `conv`, then the bias and the ReLU by `bias`
-    /// (when the layer has a bias; the ReLU alone otherwise).
+    /// (when the layer has a bias; the ReLU alone otherwise). In bf16 the
+    /// f32 kernel is cast for the convolution (its gradient cast back by
+    /// the cast's backward pass); the bias stays f32.
     fn forward_with(
         &self,
         x: &Tensor,
         conv: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
         bias: impl Fn(&Tensor, &Tensor, bool) -> Result<Tensor>,
     ) -> Result<Tensor> {
-        let y = conv(x, &self.weight)?;
+        let y = conv(x, &self.weight.to_dtype(x.dtype())?)?;
         match (self.has_bias, self.relu) {
             (true, relu) => bias(&y, &self.bias, relu),
             (false, true) => y.relu(),
@@ -161,9 +158,10 @@ impl Conv {
     }
 }
 
-/// `y + b` per channel, `y` (batch, c, h, w), `b` (c), then the ReLU when
-/// `relu`: on a GPU by `nn::cuda::bias` (one kernel forward; the bias's
-/// gradient one per-channel sum), elsewhere by candle's ops.
+/// `y + b` per channel, `y` (batch, c, h, w), `b` (c, f32), then the ReLU
+/// when `relu`, in `y`'s dtype: on a GPU by `nn::cuda::bias` (one kernel
+/// forward; the bias's gradient one per-channel sum), elsewhere by
+/// candle's ops.
 fn add_bias(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
     #[cfg(feature = "cuda")]
     if super::cuda::applies(y) {
@@ -174,7 +172,7 @@ fn add_bias(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
 
 /// [`add_bias`] by candle's ops.
 fn add_bias_by_ops(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
-    let y = y.broadcast_add(&b.reshape((1, (), 1, 1))?)?;
+    let y = y.broadcast_add(&b.to_dtype(y.dtype())?.reshape((1, (), 1, 1))?)?;
     if relu {
         y.relu()
     } else {
@@ -295,15 +293,15 @@ impl BatchNorm {
     /// Normalises `x` (batch, channels, h, w); `train` selects batch
     /// statistics (and updates the running averages).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        if x.dtype() != DType::F32 {
-            // Statistics and normalisation in f32 (as PyTorch's autocast
-            // runs batch norm), on the fused kernels; the output in x's
-            // dtype.
-            return self.forward(&x.to_dtype(DType::F32)?, train)?.to_dtype(x.dtype());
-        }
+        // On a GPU in f32 or bf16: the kernels compute in f32 either way.
         #[cfg(feature = "cuda")]
         if super::cuda::applies(x) {
             return self.forward_cuda(x, train);
+        }
+        if x.dtype() != DType::F32 {
+            // Elsewhere bf16 runs through f32 (as PyTorch's autocast runs
+            // batch norm), the output in x's dtype.
+            return self.forward(&x.to_dtype(DType::F32)?, train)?.to_dtype(x.dtype());
         }
         if !fused(x) {
             return self.forward_reference(x, train);

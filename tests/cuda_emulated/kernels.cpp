@@ -15,6 +15,7 @@
 #include <functional>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 struct dim3 {
@@ -38,6 +39,12 @@ static float __int_as_float(int i) {
     float f;
     std::memcpy(&f, &i, sizeof f);
     return f;
+}
+static float __uint_as_float(unsigned u) { return __int_as_float((int)u); }
+static unsigned __float_as_uint(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
 }
 
 // Batch norm's kernels keep per-channel values of up to this many channels
@@ -454,8 +461,119 @@ static int check_unpack_bits(int planes, int points, unsigned seed) {
     return 1;
 }
 
+// bf16 values as the kernels hold them, and back.
+static std::vector<bf16_t> to_bf16s(const std::vector<float>& v) {
+    std::vector<bf16_t> out(v.size());
+    for (size_t i = 0; i < v.size(); i++) out[i] = to_bf16(v[i]);
+    return out;
+}
+static std::vector<float> from_bf16s(const std::vector<bf16_t>& v) {
+    std::vector<float> out(v.size());
+    for (size_t i = 0; i < v.size(); i++) out[i] = load(v.data(), (long)i);
+    return out;
+}
+
+// to_bf16 against values whose rounding is known: exact ones, ties to
+// even either way, just past a tie, the largest finite values, NaN.
+static int check_bf16_rounding() {
+    const struct {
+        unsigned f32, bf16;
+    } cases[] = {
+        {0x3f800000u, 0x3f80u},  // 1
+        {0x3f808000u, 0x3f80u},  // 1 + 2^-8, a tie: down to the even 1
+        {0x3f818000u, 0x3f82u},  // a tie above an odd bf16: up to even
+        {0x3f808001u, 0x3f81u},  // just past the tie: up
+        {0x3f807fffu, 0x3f80u},  // just short of it: down
+        {0xbf808001u, 0xbf81u},  // the same negative
+        {0x80000000u, 0x8000u},  // -0
+        {0x7f7fffffu, 0x7f80u},  // the largest f32 rounds to infinity, as in candle
+        {0x7f800000u, 0x7f80u},  // infinity
+        {0x7fc00000u, 0x7fc0u},  // NaN
+        {0x7f800001u, 0x7fc0u},  // a signalling NaN stays a NaN (not infinity)
+    };
+    for (auto c : cases) {
+        bf16_t got = to_bf16(__uint_as_float(c.f32));
+        if (got != c.bf16) {
+            std::printf("MISMATCH to_bf16(%08x): got %04x, want %04x\n", c.f32, got, c.bf16);
+            failures++;
+        }
+    }
+    return 1;
+}
+
+// Each kernel's bf16 version against its f32 version run on the same
+// values (bf16 inputs widened): the same f32 arithmetic, so the bf16
+// outputs must be the f32 outputs rounded, bit for bit, and the f32
+// statistics and sums the same.
+static int check_bf16_kernels(int n, int c, int p, bool relu, bool batch_stats, int splits, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const int total = n * c * p;
+    std::vector<float> x(total), dy(total), skip(total), gamma(c), beta(c), b(c);
+    for (auto& v : x) v = 2.f * u(rng) + 0.5f;
+    for (auto& v : dy) v = u(rng);
+    for (auto& v : skip) v = u(rng);
+    for (int ch = 0; ch < c; ch++) {
+        gamma[ch] = 1.25f + 0.75f * u(rng);
+        beta[ch] = 0.5f * u(rng);
+        b[ch] = u(rng);
+    }
+    auto xb = to_bf16s(x), dyb = to_bf16s(dy), skipb = to_bf16s(skip);
+    x = from_bf16s(xb), dy = from_bf16s(dyb), skip = from_bf16s(skipb);
+    auto rounded = [](const std::vector<float>& v) { return from_bf16s(to_bf16s(v)); };
+    auto sums_of = [&](auto* xs, auto* dys, auto* ys, const float* stats, int what, std::vector<float>& out) {
+        std::vector<double> partial(2 * c * splits);
+        launch(c * splits, THREADS, [&] {
+            if constexpr (std::is_same_v<decltype(xs), bf16_t*>)
+                channel_partial_sums_bf16(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, splits, divide);
+            else
+                channel_partial_sums(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, splits, divide);
+        });
+        launch(1, 64, [&] {
+            channel_finish(partial.data(), out.data(), n, c, p, what, splits, nullptr, nullptr, 0.f, 0.f, 0.f, 0);
+        });
+    };
+    std::vector<float> stats(2 * c), stats_b(2 * c);
+    sums_of(x.data(), x.data(), x.data(), stats.data(), MOMENTS, stats);
+    sums_of(xb.data(), xb.data(), xb.data(), stats.data(), MOMENTS, stats_b);
+    expect_same("bf16 moments", stats_b, stats);
+    std::vector<float> y(total);
+    std::vector<bf16_t> yb(total);
+    launch(7, 64, [&] { normalize(x.data(), stats.data(), gamma.data(), beta.data(), EPS, y.data(), c, p, total, relu, divide); });
+    launch(7, 64, [&] { normalize_bf16(xb.data(), stats.data(), gamma.data(), beta.data(), EPS, yb.data(), c, p, total, relu, divide); });
+    expect_same("bf16 normalize", from_bf16s(yb), rounded(y));
+    // The backward from the bf16 output, as the bf16 net has it.
+    y = from_bf16s(yb);
+    std::vector<float> sums(2 * c), sums_b(2 * c), dx(total);
+    sums_of(x.data(), dy.data(), y.data(), stats.data(), GRADIENT, sums);
+    sums_of(xb.data(), dyb.data(), yb.data(), stats.data(), GRADIENT, sums_b);
+    expect_same("bf16 gradient sums", sums_b, sums);
+    std::vector<bf16_t> dxb(total);
+    const float m = (float)(n * p);
+    launch(5, 128, [&] {
+        normalize_grad(x.data(), dy.data(), y.data(), stats.data(), gamma.data(), sums.data(), EPS, dx.data(), c, p,
+                       total, m, relu, batch_stats, divide);
+    });
+    launch(5, 128, [&] {
+        normalize_grad_bf16(xb.data(), dyb.data(), yb.data(), stats.data(), gamma.data(), sums.data(), EPS, dxb.data(),
+                            c, p, total, m, relu, batch_stats, divide);
+    });
+    expect_same("bf16 normalize_grad", from_bf16s(dxb), rounded(dx));
+    launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total, relu, divide); });
+    launch(3, 64, [&] { channel_bias_bf16(xb.data(), b.data(), yb.data(), c, p, total, relu, divide); });
+    expect_same("bf16 channel_bias", from_bf16s(yb), rounded(y));
+    launch(3, 64, [&] { residual_relu(x.data(), skip.data(), y.data(), total); });
+    launch(3, 64, [&] { residual_relu_bf16(xb.data(), skipb.data(), yb.data(), total); });
+    expect_same("bf16 residual_relu", from_bf16s(yb), rounded(y));
+    launch(2, 128, [&] { relu_grad(y.data(), dy.data(), dx.data(), total); });
+    launch(2, 128, [&] { relu_grad_bf16(yb.data(), dyb.data(), dxb.data(), total); });
+    expect_same("bf16 relu_grad", from_bf16s(dxb), dx);
+    return 1;
+}
+
 int main() {
     int cases = 0;
+    cases += check_bf16_rounding();
     for (int d : {0, 1}) {
         divide = d;
         cases += check_unpack_bits(15 * 3, 361, 11);
@@ -486,6 +604,8 @@ int main() {
                 // 19x19 planes, more points than a block has threads.
                 check(2, 2, 361, relu, batch_stats, 2, seed + 7);
                 cases++;
+                cases += check_bf16_kernels(3, 4, 25, relu, batch_stats, 2, seed + 11);
+                cases += check_bf16_kernels(2, 2, 361, relu, batch_stats, 1, seed + 13);
                 seed += 2;
             }
     }

@@ -10,12 +10,17 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Result, Shape, Tensor};
+use half::bf16;
 
 use super::residual::relu_passed;
-use super::{channel_reduce, cpu_refused, dims, divide_each_value, elementwise, ptx, view, Reduce, MODULE};
+use super::{
+    by_dtype, channel_reduce, cpu_refused, dims, divide_each_value, elementwise, kernel, ptx, view, view_of,
+    Activation, Reduce, MODULE,
+};
 
-/// `x + b`, `b` (c) added to every point of channel c of `x` (batch, c, h,
-/// w), then the ReLU when `relu`; differentiable in both.
+/// `x + b`, `b` (c, f32) added to every point of channel c of `x` (batch,
+/// c, h, w; f32 or bf16), then the ReLU when `relu`; differentiable in
+/// both.
 pub fn add_bias(x: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
     x.contiguous()?.apply_op2(&b.contiguous()?, BiasAdd { relu })
 }
@@ -35,29 +40,40 @@ impl CustomOp2 for BiasAdd {
     }
 
     fn cuda_fwd(&self, xs: &CudaStorage, xl: &Layout, bs: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
-        let (_, c, p) = dims(xl)?;
-        if bl.shape().elem_count() != c {
-            candle_core::bail!("{}: a bias of {:?} for input {:?}", self.name(), bl.shape(), xl.shape());
-        }
-        let dev = xs.device();
-        let (x, b) = (view(xs, xl, "input")?, view(bs, bl, "bias")?);
-        let total = xl.shape().elem_count();
-        // SAFETY: uninitialised, but `channel_bias` writes every one of its
-        // `total` floats (a grid-stride loop over the whole tensor) before
-        // anything reads it.
-        let y = unsafe { dev.alloc::<f32>(total)? };
-        let func = dev.get_or_load_custom_func("channel_bias", MODULE, ptx()?)?;
-        let (c, p, total64, relu, divide) = (c as i32, p as i32, total as i64, self.relu as i32, divide_each_value());
-        let mut builder = func.builder();
-        builder.arg(&x).arg(&b).arg(&y).arg(&c).arg(&p).arg(&total64).arg(&relu).arg(&divide);
-        // SAFETY: x and y hold `total` floats, b c.
-        unsafe { builder.launch(elementwise(total)) }.w()?;
-        Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), xl.shape().clone()))
+        let args = ((xs, xl), (bs, bl));
+        by_dtype(xs.dtype(), self.name(), || self.run::<f32>(args), || self.run::<bf16>(args))
     }
 
     fn bwd(&self, x: &Tensor, b: &Tensor, y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let dy = if self.relu { relu_passed(y, dy)? } else { dy.detach() };
         let db = if b.track_op() { Some(channel_reduce(&dy, Reduce::Sums)?.get(0)?) } else { None };
         Ok((x.track_op().then_some(dy), db))
+    }
+}
+
+impl BiasAdd {
+    /// The op on activations of type `T`.
+    fn run<T: Activation>(
+        &self,
+        ((xs, xl), (bs, bl)): ((&CudaStorage, &Layout), (&CudaStorage, &Layout)),
+    ) -> Result<(CudaStorage, Shape)> {
+        let (_, c, p) = dims(xl)?;
+        if bl.shape().elem_count() != c {
+            candle_core::bail!("{}: a bias of {:?} for input {:?}", self.name(), bl.shape(), xl.shape());
+        }
+        let dev = xs.device();
+        let (x, b) = (view_of::<T>(xs, xl, "input")?, view(bs, bl, "bias")?);
+        let total = xl.shape().elem_count();
+        // SAFETY: uninitialised, but `channel_bias` writes every one of its
+        // `total` values (a grid-stride loop over the whole tensor) before
+        // anything reads it.
+        let y = unsafe { dev.alloc::<T>(total)? };
+        let func = dev.get_or_load_custom_func(kernel::<T>("channel_bias", "channel_bias_bf16"), MODULE, ptx()?)?;
+        let (c, p, total64, relu, divide) = (c as i32, p as i32, total as i64, self.relu as i32, divide_each_value());
+        let mut builder = func.builder();
+        builder.arg(&x).arg(&b).arg(&y).arg(&c).arg(&p).arg(&total64).arg(&relu).arg(&divide);
+        // SAFETY: x and y hold `total` values, b c.
+        unsafe { builder.launch(elementwise(total)) }.w()?;
+        Ok((CudaStorage::wrap_cuda_slice(y, dev.clone()), xl.shape().clone()))
     }
 }

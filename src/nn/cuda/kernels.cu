@@ -2,10 +2,30 @@
 // scripts/check-cuda-build.sh compiles this file with nvcc too, so that CI
 // catches an error without a GPU, and tests/cuda_emulated runs it on the CPU.
 //
-// Batch norm with its ReLU (src/nn/cuda/norm.rs): NCHW f32, p points per
+// Batch norm with its ReLU (src/nn/cuda/norm.rs): NCHW, p points per
 // plane, c channels; stats is (2, c): the means, then the (biased)
 // variances. Sums accumulate in double.
 #define THREADS 256
+
+// Activations are f32, or bf16 with `precision = bf16`: the kernels that
+// read or write activations are templates over their type `T`, launched
+// as NAME (f32) and NAME_bf16, and compute in f32 either way. A bf16 is
+// the top half of an f32's bits, held as an unsigned short (NVRTC has no
+// cuda_bf16.h without the toolkit's include path).
+typedef unsigned short bf16_t;
+
+// f32 to bf16, to nearest with ties to even, a NaN kept a (quiet) NaN: as
+// candle's casts (the `half` crate) and CUDA's __float2bfloat16 round.
+__device__ bf16_t to_bf16(float v) {
+    const unsigned u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
+    return (bf16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ float load(const float* a, long i) { return a[i]; }
+__device__ float load(const bf16_t* a, long i) { return __uint_as_float((unsigned)a[i] << 16); }
+__device__ void store(float* a, long i, float v) { a[i] = v; }
+__device__ void store(bf16_t* a, long i, float v) { a[i] = to_bf16(v); }
+
 
 // Where value i of an NCHW tensor of c channels of p points lies, kept up to
 // date along a grid-stride loop: a 64-bit division or remainder costs tens
@@ -85,9 +105,10 @@ __device__ float scaled(float x, float s) {
 // Block ch * splits + part sums planes [n * part / splits, n * (part + 1) /
 // splits) of channel ch into partial[ch * splits + part] and
 // partial[(c + ch) * splits + part].
-extern "C" __global__ void channel_partial_sums(const float* x, const float* dy, const float* y, const float* stats,
-                                                float eps, double* partial, int n, int c, int p, int what, int relu,
-                                                int splits, int divide) {
+template <typename T>
+__device__ void channel_partial_sums_t(const T* x, const T* dy, const T* y, const float* stats, float eps,
+                                       double* partial, int n, int c, int p, int what, int relu, int splits,
+                                       int divide) {
     const int ch = blockIdx.x / splits;
     const int part = blockIdx.x - ch * splits;
     const long first = (long)n * part / splits, last = (long)n * (part + 1) / splits;
@@ -102,12 +123,12 @@ extern "C" __global__ void channel_partial_sums(const float* x, const float* dy,
     // planes of one channel.
     for (ChannelWalk w(threadIdx.x, THREADS, 1, p, divide != 0); w.i < m; w.next()) {
         const long at = ((first + w.plane) * c + ch) * p + w.point;
-        const float v = x[at];
+        const float v = load(x, at);
         if (what != GRADIENT) {
             s += v;
             q += (double)v * v;
         } else {
-            const float g = (relu && !(y[at] > 0.f)) ? 0.f : dy[at];
+            const float g = (relu && !(load(y, at) > 0.f)) ? 0.f : load(dy, at);
             s += g;
             q += (double)g * ((v - mean) * invstd);
         }
@@ -128,6 +149,16 @@ extern "C" __global__ void channel_partial_sums(const float* x, const float* dy,
         partial[ch * splits + part] = ss[0];
         partial[(c + ch) * splits + part] = sq[0];
     }
+}
+extern "C" __global__ void channel_partial_sums(const float* x, const float* dy, const float* y, const float* stats,
+                                                float eps, double* partial, int n, int c, int p, int what, int relu,
+                                                int splits, int divide) {
+    channel_partial_sums_t(x, dy, y, stats, eps, partial, n, c, p, what, relu, splits, divide);
+}
+extern "C" __global__ void channel_partial_sums_bf16(const bf16_t* x, const bf16_t* dy, const bf16_t* y,
+                                                     const float* stats, float eps, double* partial, int n, int c,
+                                                     int p, int what, int relu, int splits, int divide) {
+    channel_partial_sums_t(x, dy, y, stats, eps, partial, n, c, p, what, relu, splits, divide);
 }
 
 // out (2, c) from the partial sums: thread ch of the grid adds channel ch's.
@@ -169,8 +200,9 @@ __device__ float norm_shift(const float* stats, const float* beta, float scale, 
 }
 
 // y = (x - mean) * invstd * gamma + beta, then ReLU.
-extern "C" __global__ void normalize(const float* x, const float* stats, const float* gamma, const float* beta,
-                                     float eps, float* y, int c, int p, long total, int relu, int divide) {
+template <typename T>
+__device__ void normalize_t(const T* x, const float* stats, const float* gamma, const float* beta, float eps, T* y,
+                            int c, int p, long total, int relu, int divide) {
     __shared__ float scales[CACHED_CHANNELS], shifts[CACHED_CHANNELS];
     const bool cached = !divide && c <= CACHED_CHANNELS;
     if (cached) {
@@ -184,16 +216,25 @@ extern "C" __global__ void normalize(const float* x, const float* stats, const f
         const int ch = w.channel;
         const float scale = cached ? scales[ch] : norm_scale(stats, gamma, eps, c, ch);
         const float shift = cached ? shifts[ch] : norm_shift(stats, beta, scale, ch);
-        const float v = x[w.i] * scale + shift;
-        y[w.i] = (relu && v < 0.f) ? 0.f : v;
+        const float v = load(x, w.i) * scale + shift;
+        store(y, w.i, (relu && v < 0.f) ? 0.f : v);
     }
+}
+extern "C" __global__ void normalize(const float* x, const float* stats, const float* gamma, const float* beta,
+                                     float eps, float* y, int c, int p, long total, int relu, int divide) {
+    normalize_t(x, stats, gamma, beta, eps, y, c, p, total, relu, divide);
+}
+extern "C" __global__ void normalize_bf16(const bf16_t* x, const float* stats, const float* gamma, const float* beta,
+                                          float eps, bf16_t* y, int c, int p, long total, int relu, int divide) {
+    normalize_t(x, stats, gamma, beta, eps, y, c, p, total, relu, divide);
 }
 
 // The input gradient, from the gradient sums of channel_sums (m values a
 // channel). With batch statistics the mean and variance depend on x too.
-extern "C" __global__ void normalize_grad(const float* x, const float* dy, const float* y, const float* stats,
-                                          const float* gamma, const float* sums, float eps, float* dx, int c, int p,
-                                          long total, float m, int relu, int batch_stats, int divide) {
+template <typename T>
+__device__ void normalize_grad_t(const T* x, const T* dy, const T* y, const float* stats, const float* gamma,
+                                 const float* sums, float eps, T* dx, int c, int p, long total, float m, int relu,
+                                 int batch_stats, int divide) {
     // A channel's 1/std, and its mean gradient and gradient along x's
     // normalised values, each a value.
     __shared__ float invstds[CACHED_CHANNELS], means[CACHED_CHANNELS], alongs[CACHED_CHANNELS];
@@ -212,40 +253,73 @@ extern "C" __global__ void normalize_grad(const float* x, const float* dy, const
         const long i = w.i;
         const int ch = w.channel;
         const float invstd = cached ? invstds[ch] : 1.f / sqrtf(stats[c + ch] + eps);
-        const float g = (relu && !(y[i] > 0.f)) ? 0.f : dy[i];
+        const float g = (relu && !(load(y, i) > 0.f)) ? 0.f : load(dy, i);
         float d = g;
         if (batch_stats) {
             const float mean_g = cached ? means[ch] : sums[ch] / m;
             const float along = cached ? alongs[ch] : sums[c + ch] / m;
-            d = g - mean_g - (x[i] - stats[ch]) * invstd * along;
+            d = g - mean_g - (load(x, i) - stats[ch]) * invstd * along;
         }
-        dx[i] = gamma[ch] * invstd * d;
+        store(dx, i, gamma[ch] * invstd * d);
     }
+}
+extern "C" __global__ void normalize_grad(const float* x, const float* dy, const float* y, const float* stats,
+                                          const float* gamma, const float* sums, float eps, float* dx, int c, int p,
+                                          long total, float m, int relu, int batch_stats, int divide) {
+    normalize_grad_t(x, dy, y, stats, gamma, sums, eps, dx, c, p, total, m, relu, batch_stats, divide);
+}
+extern "C" __global__ void normalize_grad_bf16(const bf16_t* x, const bf16_t* dy, const bf16_t* y, const float* stats,
+                                               const float* gamma, const float* sums, float eps, bf16_t* dx, int c,
+                                               int p, long total, float m, int relu, int batch_stats, int divide) {
+    normalize_grad_t(x, dy, y, stats, gamma, sums, eps, dx, c, p, total, m, relu, batch_stats, divide);
 }
 
 // A convolution's bias (src/nn/cuda/bias.rs): y = x + b[channel], then
 // the ReLU when `relu`.
+// The bias itself stays f32 (a weight).
+template <typename T>
+__device__ void channel_bias_t(const T* x, const float* b, T* y, int c, int p, long total, int relu, int divide) {
+    for (ChannelWalk w = grid_walk(c, p, divide); w.i < total; w.next()) {
+        const float v = load(x, w.i) + b[w.channel];
+        store(y, w.i, (relu && v < 0.f) ? 0.f : v);
+    }
+}
 extern "C" __global__ void channel_bias(const float* x, const float* b, float* y, int c, int p, long total, int relu,
                                         int divide) {
-    for (ChannelWalk w = grid_walk(c, p, divide); w.i < total; w.next()) {
-        const float v = x[w.i] + b[w.channel];
-        y[w.i] = (relu && v < 0.f) ? 0.f : v;
-    }
+    channel_bias_t(x, b, y, c, p, total, relu, divide);
+}
+extern "C" __global__ void channel_bias_bf16(const bf16_t* x, const float* b, bf16_t* y, int c, int p, long total,
+                                             int relu, int divide) {
+    channel_bias_t(x, b, y, c, p, total, relu, divide);
 }
 
 // The end of a residual block (src/nn/cuda/residual.rs): y = max(x + skip, 0).
-extern "C" __global__ void residual_relu(const float* x, const float* skip, float* y, long total) {
+template <typename T>
+__device__ void residual_relu_t(const T* x, const T* skip, T* y, long total) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        const float v = x[i] + skip[i];
-        y[i] = v > 0.f ? v : 0.f;
+        const float v = load(x, i) + load(skip, i);
+        store(y, i, v > 0.f ? v : 0.f);
     }
+}
+extern "C" __global__ void residual_relu(const float* x, const float* skip, float* y, long total) {
+    residual_relu_t(x, skip, y, total);
+}
+extern "C" __global__ void residual_relu_bf16(const bf16_t* x, const bf16_t* skip, bf16_t* y, long total) {
+    residual_relu_t(x, skip, y, total);
 }
 
 // Its gradient, the same for x and skip: dy where y > 0.
-extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, long total) {
+template <typename T>
+__device__ void relu_grad_t(const T* y, const T* dy, T* g, long total) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        g[i] = y[i] > 0.f ? dy[i] : 0.f;
+        store(g, i, load(y, i) > 0.f ? load(dy, i) : 0.f);
     }
+}
+extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, long total) {
+    relu_grad_t(y, dy, g, total);
+}
+extern "C" __global__ void relu_grad_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* g, long total) {
+    relu_grad_t(y, dy, g, total);
 }
 
 // The optimizers' in-place updates (src/train/optim_kernels.rs, launched by

@@ -20,9 +20,12 @@
 use std::sync::OnceLock;
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DevicePtr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
+use half::bf16;
 
 pub mod bias;
 #[cfg(feature = "cudnn")]
@@ -33,7 +36,8 @@ pub mod residual;
 pub mod update;
 pub mod upload;
 
-/// The kernels' source. NCHW f32; a block of [`THREADS`] threads.
+/// The kernels' source. NCHW, f32 or bf16 activations; a block of
+/// [`THREADS`] threads.
 const SOURCE: &str = include_str!("kernels.cu");
 /// The name candle keeps the loaded module under.
 const MODULE: &str = "go_train_kernels";
@@ -41,12 +45,48 @@ const MODULE: &str = "go_train_kernels";
 /// it).
 const THREADS: u32 = 256;
 
-/// Whether `x` takes go-train's own kernels: f32 on a CUDA device, and
-/// `GO_TRAIN_CUDA_KERNELS` not set to 0.
+/// Whether `x` takes go-train's own kernels: f32 or bf16 on a CUDA device,
+/// and `GO_TRAIN_CUDA_KERNELS` not set to 0.
 pub fn applies(x: &Tensor) -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
     let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_KERNELS").is_none_or(|v| v != "0"));
-    enabled && x.device().is_cuda() && x.dtype() == DType::F32
+    enabled && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16)
+}
+
+/// The type of the activations a kernel reads and writes: f32, or bf16
+/// (`precision = bf16`), each launching its own version of the kernel
+/// (`kernels.cu`'s templates). Weights, statistics and sums stay f32.
+trait Activation: CudaDType + DeviceRepr + ValidAsZeroBits + Copy {
+    /// Whether this is bf16.
+    const BF16: bool;
+}
+
+impl Activation for f32 {
+    const BF16: bool = false;
+}
+
+impl Activation for bf16 {
+    const BF16: bool = true;
+}
+
+/// The kernel for activations of type `T`: `f32_name` or its `_bf16`
+/// version `bf16_name`.
+fn kernel<T: Activation>(f32_name: &'static str, bf16_name: &'static str) -> &'static str {
+    if T::BF16 {
+        bf16_name
+    } else {
+        f32_name
+    }
+}
+
+/// Runs `f32` or `bf16` by the activations' dtype `dtype`; `op` names the
+/// op in the error for any other.
+fn by_dtype<R>(dtype: DType, op: &str, f32: impl FnOnce() -> Result<R>, bf16: impl FnOnce() -> Result<R>) -> Result<R> {
+    match dtype {
+        DType::F32 => f32(),
+        DType::BF16 => bf16(),
+        other => candle_core::bail!("{op}: {other:?} activations (f32 or bf16)"),
+    }
 }
 
 /// The kernels' `divide` argument: 0, each thread steps from value to
@@ -168,13 +208,13 @@ fn address(t: &Tensor, dev: &CudaDevice) -> Result<(u64, usize)> {
 
 /// `channel_sums` of `kernels.cu` over (`x`, `dy`, `y`) of `(n, c, p)`
 /// values into a fresh (2, c) buffer; `dy`, `y` and `stats` are read for
-/// [`Reduce::Gradient`] only (pass anything of the right size otherwise),
-/// `blend` for [`Reduce::Moments`] only.
+/// [`Reduce::Gradient`] only (pass `x` for `dy` and `y`, and no `stats`,
+/// otherwise), `blend` for [`Reduce::Moments`] only.
 #[allow(clippy::too_many_arguments)]
-fn channel_sums(
+fn channel_sums<T: Activation>(
     dev: &CudaDevice,
-    (x, dy, y): (&CudaView<f32>, &CudaView<f32>, &CudaView<f32>),
-    stats: &CudaView<f32>,
+    (x, dy, y): (&CudaView<T>, &CudaView<T>, &CudaView<T>),
+    stats: Option<&CudaView<f32>>,
     eps: f32,
     (n, c, p): (usize, usize, usize),
     what: Reduce,
@@ -190,15 +230,23 @@ fn channel_sums(
     // each writing that channel's two values: all 2c.
     let out = unsafe { dev.alloc::<f32>(2 * c)? };
     let (n, c32, p, what, relu, splits32) = (n as i32, c as i32, p as i32, what as i32, relu as i32, splits as i32);
-    let func = dev.get_or_load_custom_func("channel_partial_sums", MODULE, ptx()?)?;
+    let func =
+        dev.get_or_load_custom_func(kernel::<T>("channel_partial_sums", "channel_partial_sums_bf16"), MODULE, ptx()?)?;
     let mut b = func.builder();
-    b.arg(x).arg(dy).arg(y).arg(stats).arg(&eps).arg(&partial).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
+    b.arg(x).arg(dy).arg(y);
+    // A null pointer where the kernel reads no statistics.
+    let null = 0u64;
+    match stats {
+        Some(stats) => b.arg(stats),
+        None => b.arg(&null),
+    };
+    b.arg(&eps).arg(&partial).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
     let divide = divide_each_value();
     b.arg(&splits32).arg(&divide);
     // `splits` blocks of THREADS a channel, as the kernel's reduction expects.
     let cfg = LaunchConfig { grid_dim: ((c * splits) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-    // SAFETY: the buffers hold n·c·p (x, dy, y), 2c (stats) and 2c·splits
-    // (partial) values.
+    // SAFETY: the buffers hold n·c·p (x, dy, y), 2c (stats, read only for
+    // the gradient sums, which pass it) and 2c·splits (partial) values.
     unsafe { b.launch(cfg) }.w()?;
     let func = dev.get_or_load_custom_func("channel_finish", MODULE, ptx()?)?;
     let r = blend.unwrap_or(RunningBlend { mean: 0, var: 0, keep: 0.0, take_mean: 0.0, take_var: 0.0 });
@@ -232,10 +280,23 @@ impl CustomOp1 for Reduce {
         if *self == Reduce::Gradient {
             candle_core::bail!("{}: the gradient sums need the batch norm's statistics", self.name());
         }
+        by_dtype(s.dtype(), self.name(), || self.run::<f32>(s, l, None), || self.run::<bf16>(s, l, None))
+    }
+}
+
+impl Reduce {
+    /// The sums or moments of activations of type `T` (folded into
+    /// `blend`'s running averages when given).
+    fn run<T: Activation>(
+        self,
+        s: &CudaStorage,
+        l: &Layout,
+        blend: Option<RunningBlend>,
+    ) -> Result<(CudaStorage, Shape)> {
         let dev = s.device();
-        let x = view(s, l, "input")?;
+        let x = view_of::<T>(s, l, "input")?;
         let (n, c, p) = dims(l)?;
-        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), *self, false, None)?;
+        let out = channel_sums(dev, (&x, &x, &x), None, 0.0, (n, c, p), self, false, blend)?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
     }
 }

@@ -15,10 +15,11 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
+use half::bf16;
 
 use super::{
-    address, channel_reduce, channel_sums, cpu_refused, dims, divide_each_value, elementwise, ptx, view, with_view,
-    Reduce, RunningBlend, MODULE,
+    address, by_dtype, channel_reduce, channel_sums, cpu_refused, dims, divide_each_value, elementwise, kernel, ptx,
+    view, view_of, with_view, Activation, Reduce, RunningBlend, MODULE,
 };
 
 /// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
@@ -56,11 +57,9 @@ impl CustomOp1 for BlendingMoments {
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
-        let dev = s.device();
-        let x = view(s, l, "input")?;
-        let (n, c, p) = dims(l)?;
-        let out = channel_sums(dev, (&x, &x, &x), &x, 0.0, (n, c, p), Reduce::Moments, false, Some(self.0))?;
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
+        let moments = Reduce::Moments;
+        let blend = Some(self.0);
+        by_dtype(s.dtype(), self.name(), || moments.run::<f32>(s, l, blend), || moments.run::<bf16>(s, l, blend))
     }
 }
 
@@ -101,14 +100,20 @@ enum NormPass {
 
 impl NormOp {
     /// `normalize`: y from x, γ and β.
-    fn forward(&self, dev: &CudaDevice, [x, gamma, beta]: [CudaView<f32>; 3], l: &Layout) -> Result<CudaSlice<f32>> {
+    fn forward<T: Activation>(
+        &self,
+        dev: &CudaDevice,
+        x: CudaView<T>,
+        [gamma, beta]: [CudaView<f32>; 2],
+        l: &Layout,
+    ) -> Result<CudaSlice<T>> {
         let (_, c, p) = dims(l)?;
         let total = l.shape().elem_count();
         // SAFETY: uninitialised, but `normalize` writes every one of its
-        // `total` floats (a grid-stride loop) before anything reads it.
-        let y = unsafe { dev.alloc::<f32>(total)? };
+        // `total` values (a grid-stride loop) before anything reads it.
+        let y = unsafe { dev.alloc::<T>(total)? };
         with_view(&self.stats, "statistics", |stats| {
-            let func = dev.get_or_load_custom_func("normalize", MODULE, ptx()?)?;
+            let func = dev.get_or_load_custom_func(kernel::<T>("normalize", "normalize_bf16"), MODULE, ptx()?)?;
             let (c, p, total64, relu) = (c as i32, p as i32, total as i64, self.relu as i32);
             let divide = divide_each_value();
             let mut b = func.builder();
@@ -131,22 +136,23 @@ impl NormOp {
     }
 
     /// `normalize_grad`: dx from x, y, dy, γ and the gradient sums.
-    fn input_grad(
+    fn input_grad<T: Activation>(
         &self,
         dev: &CudaDevice,
-        [x, y, dy]: [CudaView<f32>; 3],
+        [x, y, dy]: [CudaView<T>; 3],
         l: &Layout,
         (gamma, sums, batch_stats): (&Tensor, &Tensor, bool),
-    ) -> Result<CudaSlice<f32>> {
+    ) -> Result<CudaSlice<T>> {
         let (n, c, p) = dims(l)?;
         let total = l.shape().elem_count();
         // SAFETY: uninitialised, but `normalize_grad` writes every one of its
-        // `total` floats (a grid-stride loop) before anything reads it.
-        let dx = unsafe { dev.alloc::<f32>(total)? };
+        // `total` values (a grid-stride loop) before anything reads it.
+        let dx = unsafe { dev.alloc::<T>(total)? };
         with_view(&self.stats, "statistics", |stats| {
             with_view(gamma, "weight", |gamma| {
                 with_view(sums, "gradient sums", |sums| {
-                    let func = dev.get_or_load_custom_func("normalize_grad", MODULE, ptx()?)?;
+                    let name = kernel::<T>("normalize_grad", "normalize_grad_bf16");
+                    let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
                     let (c, p, total64, m) = (c as i32, p as i32, total as i64, (n * p) as f32);
                     let (relu, batch_stats) = (self.relu as i32, batch_stats as i32);
                     let mut b = func.builder();
@@ -193,44 +199,8 @@ impl CustomOp3 for NormOp {
         s3: &CudaStorage,
         l3: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
-        let dev = s1.device();
-        let (_, c, p) = dims(l1)?;
-        let (out, shape) = match &self.pass {
-            NormPass::Forward { .. } => {
-                let (gc, bc) = (l2.shape().elem_count(), l3.shape().elem_count());
-                if gc != c || bc != c || self.stats.dims() != [2, c] {
-                    candle_core::bail!("batch norm over {gc} channels got input {:?}", l1.shape());
-                }
-                let args = [view(s1, l1, "input")?, view(s2, l2, "weight")?, view(s3, l3, "bias")?];
-                (self.forward(dev, args, l1)?, l1.shape().clone())
-            }
-            backward => {
-                if l1.shape() != l2.shape() || l1.shape() != l3.shape() {
-                    candle_core::bail!(
-                        "{}: shapes {:?}, {:?}, {:?} differ",
-                        self.name(),
-                        l1.shape(),
-                        l2.shape(),
-                        l3.shape()
-                    );
-                }
-                let [x, y, dy] = [view(s1, l1, "input")?, view(s2, l2, "output")?, view(s3, l3, "output gradient")?];
-                match backward {
-                    NormPass::InputGrad { gamma, sums, batch_stats } => {
-                        (self.input_grad(dev, [x, y, dy], l1, (gamma, sums, *batch_stats))?, l1.shape().clone())
-                    }
-                    _ => {
-                        let n = l1.shape().dims()[0];
-                        let sums = with_view(&self.stats, "statistics", |stats| {
-                            let (inputs, shape) = ((&x, &dy, &y), (n, c, p));
-                            channel_sums(dev, inputs, &stats, self.eps, shape, Reduce::Gradient, self.relu, None)
-                        })?;
-                        (sums, Shape::from((2, c)))
-                    }
-                }
-            }
-        };
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), shape))
+        let args = [(s1, l1), (s2, l2), (s3, l3)];
+        by_dtype(s1.dtype(), self.name(), || self.run::<f32>(args), || self.run::<bf16>(args))
     }
 
     fn bwd(
@@ -255,5 +225,59 @@ impl CustomOp3 for NormOp {
         };
         // sums = (Σ g, Σ g·x̂) = (dβ, dγ).
         Ok((dx, Some(sums.get(1)?), Some(sums.get(0)?)))
+    }
+}
+
+impl NormOp {
+    /// The op's pass on activations of type `T` (x, and y and dy backward;
+    /// γ and β f32).
+    fn run<T: Activation>(
+        &self,
+        [(s1, l1), (s2, l2), (s3, l3)]: [(&CudaStorage, &Layout); 3],
+    ) -> Result<(CudaStorage, Shape)> {
+        let dev = s1.device();
+        let (_, c, p) = dims(l1)?;
+        let (out, shape) = match &self.pass {
+            NormPass::Forward { .. } => {
+                let (gc, bc) = (l2.shape().elem_count(), l3.shape().elem_count());
+                if gc != c || bc != c || self.stats.dims() != [2, c] {
+                    candle_core::bail!("batch norm over {gc} channels got input {:?}", l1.shape());
+                }
+                let x = view_of::<T>(s1, l1, "input")?;
+                let weights = [view(s2, l2, "weight")?, view(s3, l3, "bias")?];
+                (self.forward(dev, x, weights, l1)?, l1.shape().clone())
+            }
+            backward => {
+                if l1.shape() != l2.shape() || l1.shape() != l3.shape() {
+                    candle_core::bail!(
+                        "{}: shapes {:?}, {:?}, {:?} differ",
+                        self.name(),
+                        l1.shape(),
+                        l2.shape(),
+                        l3.shape()
+                    );
+                }
+                let [x, y, dy] = [
+                    view_of::<T>(s1, l1, "input")?,
+                    view_of::<T>(s2, l2, "output")?,
+                    view_of::<T>(s3, l3, "output gradient")?,
+                ];
+                match backward {
+                    NormPass::InputGrad { gamma, sums, batch_stats } => {
+                        let dx = self.input_grad(dev, [x, y, dy], l1, (gamma, sums, *batch_stats))?;
+                        return Ok((CudaStorage::wrap_cuda_slice(dx, dev.clone()), l1.shape().clone()));
+                    }
+                    _ => {
+                        let n = l1.shape().dims()[0];
+                        let sums = with_view(&self.stats, "statistics", |stats| {
+                            let (inputs, shape) = ((&x, &dy, &y), (n, c, p));
+                            channel_sums(dev, inputs, Some(&stats), self.eps, shape, Reduce::Gradient, self.relu, None)
+                        })?;
+                        return Ok((CudaStorage::wrap_cuda_slice(sums, dev.clone()), Shape::from((2, c))));
+                    }
+                }
+            }
+        };
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), shape))
     }
 }

@@ -7,8 +7,9 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Result, Shape, Tensor};
+use half::bf16;
 
-use super::{cpu_refused, elementwise, ptx, view, MODULE};
+use super::{by_dtype, cpu_refused, elementwise, kernel, ptx, view_of, Activation, MODULE};
 
 /// `relu(x + skip)`, differentiable in both.
 pub fn residual_relu(x: &Tensor, skip: &Tensor) -> Result<Tensor> {
@@ -42,27 +43,8 @@ impl CustomOp2 for Residual {
     }
 
     fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
-        if al.shape() != bl.shape() {
-            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), al.shape(), bl.shape());
-        }
-        let dev = a.device();
-        let (a, b) = (view(a, al, "first argument")?, view(b, bl, "second argument")?);
-        let total = al.shape().elem_count();
-        // SAFETY: uninitialised, but both kernels (`residual_relu`,
-        // `relu_grad`) write every one of its `total` floats (a grid-stride
-        // loop) before anything reads it.
-        let out = unsafe { dev.alloc::<f32>(total)? };
-        let kernel = match self {
-            Residual::Forward => "residual_relu",
-            Residual::Grad => "relu_grad",
-        };
-        let func = dev.get_or_load_custom_func(kernel, MODULE, ptx()?)?;
-        let total64 = total as i64;
-        let mut builder = func.builder();
-        builder.arg(&a).arg(&b).arg(&out).arg(&total64);
-        // SAFETY: the three buffers hold `total` floats each.
-        unsafe { builder.launch(elementwise(total)) }.w()?;
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), al.shape().clone()))
+        let args = ((a, al), (b, bl));
+        by_dtype(a.dtype(), self.name(), || self.run::<f32>(args), || self.run::<bf16>(args))
     }
 
     fn bwd(&self, x: &Tensor, skip: &Tensor, y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -72,5 +54,35 @@ impl CustomOp2 for Residual {
         let passed = relu_passed(y, dy)?;
         let dx = if x.track_op() { Some(passed.clone()) } else { None };
         Ok((dx, skip.track_op().then_some(passed)))
+    }
+}
+
+impl Residual {
+    /// The pass on activations of type `T`.
+    fn run<T: Activation>(
+        self,
+        ((a, al), (b, bl)): ((&CudaStorage, &Layout), (&CudaStorage, &Layout)),
+    ) -> Result<(CudaStorage, Shape)> {
+        if al.shape() != bl.shape() {
+            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), al.shape(), bl.shape());
+        }
+        let dev = a.device();
+        let (a, b) = (view_of::<T>(a, al, "first argument")?, view_of::<T>(b, bl, "second argument")?);
+        let total = al.shape().elem_count();
+        // SAFETY: uninitialised, but both kernels (`residual_relu`,
+        // `relu_grad`) write every one of its `total` values (a grid-stride
+        // loop) before anything reads it.
+        let out = unsafe { dev.alloc::<T>(total)? };
+        let name = match self {
+            Residual::Forward => kernel::<T>("residual_relu", "residual_relu_bf16"),
+            Residual::Grad => kernel::<T>("relu_grad", "relu_grad_bf16"),
+        };
+        let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
+        let total64 = total as i64;
+        let mut builder = func.builder();
+        builder.arg(&a).arg(&b).arg(&out).arg(&total64);
+        // SAFETY: the three buffers hold `total` values each.
+        unsafe { builder.launch(elementwise(total)) }.w()?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), al.shape().clone()))
     }
 }

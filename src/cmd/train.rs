@@ -49,6 +49,7 @@ impl Kind {
   go-train train-policy --config configs/resnet-policy.toml --resume
   go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000
   go-train train-policy --config configs/resnet-policy.toml --resume --stop-after 540
+  go-train train-policy --config configs/resnet-policy.toml --device cuda --precision bf16
   go-train train-policy --config configs/resnet-policy.toml --resume-or-start --stop-after 540   a requeued job")]
 pub struct Args {
     /// Training configuration [default: the seed's settings for the net,
@@ -73,6 +74,10 @@ pub struct Args {
     /// Batches per epoch at most (the config's `steps_per_epoch`).
     #[arg(long)]
     steps_per_epoch: Option<u64>,
+    /// f32, or on a GPU bf16 activations and convolutions (the config's
+    /// `precision`).
+    #[arg(long)]
+    precision: Option<go_train::nn::Precision>,
     /// Continue the run in the output folder from its last checkpoint;
     /// refuses a folder without one, or whose run cannot be continued
     /// exactly (its settings, checkpoint or dataset gone or changed).
@@ -108,6 +113,7 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     overrides.extend(args.device.map(|d| format!("device={}", quoted(d))));
     overrides.extend(args.epochs.map(|e| format!("epochs={e}")));
     overrides.extend(args.steps_per_epoch.map(|s| format!("steps_per_epoch={s}")));
+    overrides.extend(args.precision.map(|p| format!("precision={}", quoted(p.to_string()))));
     let config = match args.config {
         Some(path) => TrainConfig::load(&path, &overrides)?,
         None => {

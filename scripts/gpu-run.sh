@@ -321,10 +321,12 @@ LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train-bf16 train
 lease_defaults() {
   : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
-  : "${PROFILE_RUNS:=policy:100 policy:1024 resnet-policy:10x128:1024}"
+  # The switches measured on 2026-11-27 are left out: all paths on
+  # against the channel walk off, and one profile.
+  : "${AB_PATHS:=1,1,1,1,1,1,0,1 1,1,1,1,1,1,0,0}" "${PROFILE_RUNS:=resnet-policy:10x128:1024}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
-    SELFPLAY_GAMES PROFILE_RUNS BENCH_NETS
+    SELFPLAY_GAMES AB_PATHS PROFILE_RUNS BENCH_NETS
 }
 
 libs=$(cuda_libs) || exit 1

@@ -237,7 +237,8 @@ impl NormOp {
     ) -> Result<(CudaStorage, Shape)> {
         let dev = s1.device();
         let (_, c, p) = dims(l1)?;
-        let (out, shape) = match &self.pass {
+        let wrap = |out, shape| Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), shape));
+        match &self.pass {
             NormPass::Forward { .. } => {
                 let (gc, bc) = (l2.shape().elem_count(), l3.shape().elem_count());
                 if gc != c || bc != c || self.stats.dims() != [2, c] {
@@ -245,7 +246,7 @@ impl NormOp {
                 }
                 let x = view_of::<T>(s1, l1, "input")?;
                 let weights = [view(s2, l2, "weight")?, view(s3, l3, "bias")?];
-                (self.forward(dev, x, weights, l1)?, l1.shape().clone())
+                wrap(self.forward(dev, x, weights, l1)?, l1.shape().clone())
             }
             backward => {
                 if l1.shape() != l2.shape() || l1.shape() != l3.shape() {
@@ -264,8 +265,7 @@ impl NormOp {
                 ];
                 match backward {
                     NormPass::InputGrad { gamma, sums, batch_stats } => {
-                        let dx = self.input_grad(dev, [x, y, dy], l1, (gamma, sums, *batch_stats))?;
-                        return Ok((CudaStorage::wrap_cuda_slice(dx, dev.clone()), l1.shape().clone()));
+                        wrap(self.input_grad(dev, [x, y, dy], l1, (gamma, sums, *batch_stats))?, l1.shape().clone())
                     }
                     _ => {
                         let n = l1.shape().dims()[0];
@@ -273,11 +273,10 @@ impl NormOp {
                             let (inputs, shape) = ((&x, &dy, &y), (n, c, p));
                             channel_sums(dev, inputs, Some(&stats), self.eps, shape, Reduce::Gradient, self.relu, None)
                         })?;
-                        return Ok((CudaStorage::wrap_cuda_slice(sums, dev.clone()), Shape::from((2, c))));
+                        Ok((CudaStorage::wrap_cuda_slice(sums, dev.clone()), Shape::from((2, c))))
                     }
                 }
             }
-        };
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), shape))
+        }
     }
 }

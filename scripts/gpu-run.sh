@@ -37,7 +37,9 @@
 #                 of go-train bench train (scripts/kernel-times.py sums
 #                 them by name), and torch.profiler the same steps of
 #                 scripts/torch_nets.py; for each net:batch of PROFILE_RUNS
-#                 (policy:1024 value:1024 resnet-policy:10x128:1024 policy:100)
+#                 (policy:1024 value:1024 resnet-policy:10x128:1024 policy:100;
+#                 net:batch:bf16 profiles go-train --precision bf16 against
+#                 PyTorch's autocast bf16)
 #   selfplay      go-train selfplay of the shipped policy against itself on
 #                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
 #                 workers (16) of SELFPLAY_BATCH games (512)
@@ -196,19 +198,22 @@ profile() {
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   for spec in ${PROFILE_RUNS:-policy:1024 value:1024 resnet-policy:10x128:1024 policy:100}; do
     [ "$(left)" -gt 30 ] || { echo "profile: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
+    local precision=() torch_bf16=()
+    if [ "${spec##*:}" = bf16 ]; then spec=${spec%:bf16} precision=(--precision bf16) torch_bf16=(--bf16); fi
     net=${spec%:*} batch=${spec##*:}
-    echo "-- $net, batch $batch" | tee -a "$OUT/log.txt"
+    echo "-- $net, batch $batch${precision[*]:+, bf16}" | tee -a "$OUT/log.txt"
     if [ -n "$ncu" ]; then
       report=$(mktemp -u /tmp/ncu-XXXXXX)
       timeout "${PROFILE_SECONDS:-90}" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum -o "$report" \
-        "$BIN" bench train --device cuda --net "$net" --batch "$batch" --steps "$steps" --seconds 1 >>"$OUT/log.txt" 2>&1
+        "$BIN" bench train --device cuda --net "$net" --batch "$batch" --steps "$steps" --seconds 1 "${precision[@]}" \
+        >>"$OUT/log.txt" 2>&1
       "$ncu" --import "$report.ncu-rep" --csv --page raw --print-units base >"$report.csv" 2>>"$OUT/log.txt" &&
         python3 scripts/kernel-times.py "$report.csv" --steps "$steps" 2>&1 | tee -a "$OUT/log.txt"
     else
       echo "profile: no ncu on this machine" | tee -a "$OUT/log.txt"
     fi
     PYTHONPATH="$PACK" timeout "${PROFILE_SECONDS:-90}" python3 scripts/torch_nets.py cuda --net "$net" --batch "$batch" --seconds 1 \
-      --profile "$steps" 2>&1 | grep -v '^\(USDT\|ERROR\|WARNING\):' | tee -a "$OUT/log.txt"
+      --profile "$steps" "${torch_bf16[@]}" 2>&1 | grep -v '^\(USDT\|ERROR\|WARNING\):' | tee -a "$OUT/log.txt"
   done
 }
 
@@ -322,8 +327,10 @@ lease_defaults() {
   : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
   # The switches measured on 2026-11-27 are left out: all paths on
-  # against the channel walk off, and one profile.
-  : "${AB_PATHS:=1,1,1,1,1,1,0,1 1,1,1,1,1,1,0,0}" "${PROFILE_RUNS:=resnet-policy:10x128:1024}"
+  # against the channel walk off, and the residual net's profile in f32
+  # and bf16.
+  : "${AB_PATHS:=1,1,1,1,1,1,0,1 1,1,1,1,1,1,0,0}"
+  : "${PROFILE_RUNS:=resnet-policy:10x128:1024 resnet-policy:10x128:1024:bf16}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
     SELFPLAY_GAMES AB_PATHS PROFILE_RUNS BENCH_NETS

@@ -234,7 +234,7 @@ fn bf16_activations_give_f32_losses_and_gradients_within_its_precision() {
             last
         };
         let (after_f, after_b) = (trained(&f32_model), trained(&bf16_model));
-        assert!(after_f < 0.9 * loss_f, "{arch}: f32 loss {loss_f} → {after_f}: the check needs a net that learns");
+        assert!(after_f < 0.95 * loss_f, "{arch}: f32 loss {loss_f} → {after_f}: the check needs a net that learns");
         let (drop_f, drop_b) = (loss_f - after_f, loss_b - after_b);
         assert!(
             (drop_f - drop_b).abs() <= 0.03 * drop_f,

@@ -471,3 +471,29 @@ fn several_ranks_need_nccl_and_one_srun_task_trains_alone() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(metrics(&out_dir).len(), 1);
 }
+
+/// bf16 is a GPU's: on the CPU a run asked for it stops at its start,
+/// naming the setting, and writes neither its config nor a checkpoint.
+#[test]
+fn bf16_on_the_cpu_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,1,0").unwrap();
+    let out_dir = dir.path().join("out");
+    let cfg = config("policy");
+    let out = run(&[
+        "train-policy",
+        "--config",
+        &cfg,
+        "--data",
+        path(&data),
+        "--out",
+        path(&out_dir),
+        "--device",
+        "cpu",
+        "--precision",
+        "bf16",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("precision") && err.contains("GPU only"), "{err}");
+    assert!(!out_dir.join("config.toml").exists() && !out_dir.join("last").exists(), "nothing is written");
+}

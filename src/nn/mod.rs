@@ -331,11 +331,6 @@ impl Model {
         self.precision = precision;
     }
 
-    /// What its activations compute in.
-    pub fn precision(&self) -> Precision {
-        self.precision
-    }
-
     /// See [`Net::forward`]; `x` (f32) is cast to the model's precision,
     /// whose dtype the layers then follow.
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {

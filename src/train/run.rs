@@ -83,8 +83,8 @@ pub fn train(
     let resume = leader_decides(collective, matches!(plan, Some(Plan::Resume { .. })))?;
     let device = crate::nn::device(&world.device_spec(&config.device))?;
     crate::nn::allow_tf32(config.tf32);
-    let dataset = Dataset::open(&config.data)?;
     config.precision.check_device(&device).with_context(|| format!("{}: precision", out.display()))?;
+    let dataset = Dataset::open(&config.data)?;
     let mut model = Model::new(config.arch()?, dataset.features(), &device, config.seed)?;
     model.set_precision(config.precision);
     crate::eval::positions::check_inputs(&model, &dataset)?;

@@ -28,12 +28,12 @@ use candle_core::cuda_backend::cudarc::cudnn::sys::{
     cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t, cudnnConvolutionMode_t,
     cudnnMathType_t, cudnnTensorFormat_t,
 };
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
-use candle_core::cuda_backend::{CudaDType, CudaDevice, DeviceId};
+use candle_core::cuda_backend::cudarc::driver::CudaSlice;
+use candle_core::cuda_backend::{CudaDevice, DeviceId};
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use half::bf16;
 
-use super::{cpu_refused, view_of};
+use super::{by_dtype, cpu_refused, view_of, Activation};
 
 /// Whether `x` and `w` can take this path: both f32 or both bf16 on a
 /// CUDA device, and `GO_TRAIN_CUDNN_PLANS` not set to 0 (which leaves
@@ -44,9 +44,8 @@ pub fn applies(x: &Tensor, w: &Tensor) -> bool {
     enabled && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16) && w.dtype() == x.dtype()
 }
 
-/// A number type cuDNN convolves here: f32 or bf16, each with its own
-/// plans.
-trait Element: CudnnDataType + CudaDType + DeviceRepr + ValidAsZeroBits + Copy {
+/// An activation type as cuDNN convolves it, each with its own plans.
+trait Element: Activation + CudnnDataType {
     /// (1, 0): a pass's (alpha, beta), its result written, not added.
     const SCALE: (Self, Self);
     /// The plans for this type among a device's.
@@ -159,10 +158,10 @@ impl<T: Element> Plan<T> {
         // DEFAULT lets cuDNN use TF32 tensor cores for f32, as PyTorch does
         // by default; FMA keeps full f32 (`--tf32 false`); bf16 data is
         // what the tensor cores are for.
-        let math = match (T::DATA_TYPE == f32::DATA_TYPE, g.tf32) {
-            (false, _) => cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
-            (true, true) => cudnnMathType_t::CUDNN_DEFAULT_MATH,
-            (true, false) => cudnnMathType_t::CUDNN_FMA_MATH,
+        let math = match (T::BF16, g.tf32) {
+            (true, _) => cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
+            (false, true) => cudnnMathType_t::CUDNN_DEFAULT_MATH,
+            (false, false) => cudnnMathType_t::CUDNN_FMA_MATH,
         };
         conv.set_math_type(math)?;
         let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
@@ -417,11 +416,11 @@ impl CustomOp2 for Pass {
     }
 
     fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
-        match (a.dtype(), b.dtype()) {
-            (DType::F32, DType::F32) => self.run::<f32>((a, al), (b, bl)),
-            (DType::BF16, DType::BF16) => self.run::<bf16>((a, al), (b, bl)),
-            (x, y) => candle_core::bail!("{}: {x:?} and {y:?} data: f32 or bf16, the same for both", self.name()),
+        if a.dtype() != b.dtype() {
+            candle_core::bail!("{}: {:?} and {:?} data, not one type", self.name(), a.dtype(), b.dtype());
         }
+        let (a, b) = ((a, al), (b, bl));
+        by_dtype(a.0.dtype(), self.name(), || self.run::<f32>(a, b), || self.run::<bf16>(a, b))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {

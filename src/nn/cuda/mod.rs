@@ -56,7 +56,7 @@ pub fn applies(x: &Tensor) -> bool {
 /// The type of the activations a kernel reads and writes: f32, or bf16
 /// (`precision = bf16`), each launching its own version of the kernel
 /// (`kernels.cu`'s templates). Weights, statistics and sums stay f32.
-trait Activation: CudaDType + DeviceRepr + ValidAsZeroBits + Copy {
+pub(super) trait Activation: CudaDType + DeviceRepr + ValidAsZeroBits + Copy {
     /// Whether this is bf16.
     const BF16: bool;
 }
@@ -81,7 +81,12 @@ fn kernel<T: Activation>(f32_name: &'static str, bf16_name: &'static str) -> &'s
 
 /// Runs `f32` or `bf16` by the activations' dtype `dtype`; `op` names the
 /// op in the error for any other.
-fn by_dtype<R>(dtype: DType, op: &str, f32: impl FnOnce() -> Result<R>, bf16: impl FnOnce() -> Result<R>) -> Result<R> {
+pub(super) fn by_dtype<R>(
+    dtype: DType,
+    op: &str,
+    f32: impl FnOnce() -> Result<R>,
+    bf16: impl FnOnce() -> Result<R>,
+) -> Result<R> {
     match dtype {
         DType::F32 => f32(),
         DType::BF16 => bf16(),

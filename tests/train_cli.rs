@@ -480,19 +480,9 @@ fn bf16_on_the_cpu_is_refused_before_anything_is_written() {
     let data = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,1,0").unwrap();
     let out_dir = dir.path().join("out");
     let cfg = config("policy");
-    let out = run(&[
-        "train-policy",
-        "--config",
-        &cfg,
-        "--data",
-        path(&data),
-        "--out",
-        path(&out_dir),
-        "--device",
-        "cpu",
-        "--precision",
-        "bf16",
-    ]);
+    let mut args = vec!["train-policy", "--config", &cfg, "--data", path(&data), "--out", path(&out_dir)];
+    args.extend(["--device", "cpu", "--precision", "bf16"]);
+    let out = run(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("precision") && err.contains("GPU only"), "{err}");
     assert!(!out_dir.join("config.toml").exists() && !out_dir.join("last").exists(), "nothing is written");

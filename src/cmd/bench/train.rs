@@ -13,7 +13,7 @@ use go_train::cpu_time::process_cpu_seconds;
 use go_train::features::FeatureSet;
 use go_train::nn::instruments::{self, Counts};
 use go_train::nn::switches::Fused;
-use go_train::nn::{self, Arch, Model, Output, BOARD, MOVES};
+use go_train::nn::{self, Arch, Model, Output, BOARD, EMPTY_PLANE, POINTS};
 use go_train::train::optim::OptimizerConfig;
 use go_train::train::{host_read_interval, train_step};
 
@@ -129,8 +129,9 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
         Output::WinProb => OptimizerConfig::adam(0.001),
     };
     let mut opt = config.build(model.parameters());
-    let x = random_planes(rng, batch, features.planes(), device)?;
-    let y = random_targets(rng, model.output(), batch, device)?;
+    let planes = random_planes(rng, batch, features.planes());
+    let y = random_targets(rng, model.output(), &planes, batch, device)?;
+    let x = Tensor::from_vec(planes, (batch, features.planes(), BOARD, BOARD), device)?;
     for _ in 0..WARMUP_STEPS {
         check_loss(&train_step(&model, opt.as_mut(), &x, &y, None)?)?;
     }
@@ -186,17 +187,29 @@ fn check_loss(loss: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Planes of 0/1 with [`ONES`] ones.
-fn random_planes(rng: &mut Pcg64Mcg, batch: usize, planes: usize, device: &Device) -> Result<Tensor> {
-    let data: Vec<f32> = (0..batch * planes * BOARD * BOARD).map(|_| rng.random_bool(ONES) as u8 as f32).collect();
-    Ok(Tensor::from_vec(data, (batch, planes, BOARD, BOARD), device)?)
+/// Planes of 0/1 with [`ONES`] ones, `batch` × `planes` × 19 × 19.
+fn random_planes(rng: &mut Pcg64Mcg, batch: usize, planes: usize) -> Vec<f32> {
+    (0..batch * planes * POINTS).map(|_| rng.random_bool(ONES) as u8 as f32).collect()
 }
 
-/// Random move indices or random game results.
-fn random_targets(rng: &mut Pcg64Mcg, output: Output, batch: usize, device: &Device) -> Result<Tensor> {
+/// Random game results, or random moves among each sample's legal ones (its
+/// empty points and pass), as real records have: a move net's loss masks
+/// the occupied points, so a target there would cost 10⁹ that no step can
+/// lower, and pushing at it without end made the GPU's run diverge.
+fn random_targets(rng: &mut Pcg64Mcg, output: Output, planes: &[f32], batch: usize, device: &Device) -> Result<Tensor> {
     Ok(match output {
         Output::MoveLogProbs => {
-            Tensor::from_vec((0..batch).map(|_| rng.random_range(0..MOVES as u32)).collect::<Vec<_>>(), batch, device)?
+            let sample = planes.len() / batch;
+            let moves: Vec<u32> = planes
+                .chunks_exact(sample)
+                .map(|sample| {
+                    let empty = &sample[EMPTY_PLANE * POINTS..][..POINTS];
+                    let legal: Vec<u32> =
+                        (0..POINTS).filter(|&p| empty[p] == 1.0).chain([POINTS]).map(|p| p as u32).collect();
+                    legal[rng.random_range(0..legal.len())]
+                })
+                .collect();
+            Tensor::from_vec(moves, batch, device)?
         }
         Output::WinProb => {
             Tensor::from_vec((0..batch).map(|_| rng.random_bool(0.5) as u8 as f32).collect::<Vec<_>>(), batch, device)?
@@ -213,4 +226,33 @@ fn time_per_call(budget: Duration, mut f: impl FnMut() -> candle_core::Result<()
         calls += 1;
     }
     Ok(start.elapsed() / calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every move target is a legal move of its own sample: an empty point
+    /// of its planes, or pass.
+    #[test]
+    fn move_targets_are_legal_in_their_planes() {
+        let mut rng = Pcg64Mcg::seed_from_u64(7);
+        let (batch, planes) = (64, FeatureSet::Seed.planes());
+        let data = random_planes(&mut rng, batch, planes);
+        let targets = random_targets(&mut rng, Output::MoveLogProbs, &data, batch, &Device::Cpu).unwrap();
+        let targets = targets.to_vec1::<u32>().unwrap();
+        assert_eq!(targets.len(), batch);
+        let mut points = 0;
+        for (b, &t) in targets.iter().enumerate() {
+            let t = t as usize;
+            if t < POINTS {
+                points += 1;
+                assert_eq!(data[(b * planes + EMPTY_PLANE) * POINTS + t], 1.0, "sample {b}: target {t} is occupied");
+            } else {
+                assert_eq!(t, POINTS, "sample {b}: target {t} is not a move");
+            }
+        }
+        // Pass is one legal move of about 110: most targets are points.
+        assert!(points > batch / 2, "{points} of {batch} targets are points");
+    }
 }

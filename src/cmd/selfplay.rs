@@ -112,7 +112,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
     /// Games each thread keeps going at once: the batch of a net's forward
-    /// pass.
+    /// pass (fewer when the games are fewer than threads × batch, so that
+    /// every thread has some).
     #[arg(long, default_value_t = 32, value_parser = count_flag::<usize>(bounds::GAMES))]
     batch: usize,
     /// Worker threads, each with its own games [default: one per core].
@@ -202,15 +203,14 @@ pub fn run(args: Args) -> Result<()> {
         resume: args.resume,
         force: args.force,
     };
+    let (threads, batch) = options.play.workers(args.games);
     eprintln!(
-        "selfplay: {} on {}x{}, komi {}, {} games, {} threads of {} games, load average {}",
+        "selfplay: {} on {}x{}, komi {}, {} games, {threads} threads of up to {batch} games, load average {}",
         options.players.join(" against "),
         args.size,
         args.size,
         args.komi,
         args.games,
-        options.play.threads,
-        args.batch,
         load_average()
     );
     let summary = selfplay(&sides, &options, &device)?;

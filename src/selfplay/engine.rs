@@ -39,6 +39,18 @@ pub struct PlayConfig {
     pub batch: usize,
 }
 
+impl PlayConfig {
+    /// The worker threads and the games each keeps going for a run of
+    /// `games`: at most `threads` and `batch`, the games spread over every
+    /// thread when there are fewer than `threads × batch` (2,048 games in
+    /// batches of 512 kept 4 of an H100 machine's 16 cores busy; each
+    /// worker's game logic, not the GPU, bounded the rate).
+    pub fn workers(&self, games: usize) -> (usize, usize) {
+        let threads = self.threads.min(games).max(1);
+        (threads, self.batch.min(games.div_ceil(threads)).max(1))
+    }
+}
+
 /// A finished game.
 pub struct Finished {
     /// Its index in the run.
@@ -86,6 +98,7 @@ pub fn play_games(
         bail!("self-play needs at least one thread and one game at a time");
     }
     check_plan(sides, plan)?;
+    let (threads, batch) = config.workers(indices.len());
     let run = Run {
         sides,
         plan,
@@ -93,6 +106,7 @@ pub fn play_games(
         config,
         device,
         finished,
+        batch,
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         counts: Default::default(),
@@ -100,7 +114,6 @@ pub fn play_games(
     };
     let started = Instant::now();
     let cpu_started = process_cpu_seconds().unwrap_or(0.0);
-    let threads = config.threads.min(indices.len().div_ceil(config.batch)).max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
@@ -153,6 +166,8 @@ struct Run<'a> {
     config: &'a PlayConfig,
     device: &'a Device,
     finished: &'a (dyn Fn(Finished) -> Result<()> + Sync),
+    /// Games each worker keeps going ([`PlayConfig::workers`]).
+    batch: usize,
     /// The next of `indices` to start.
     next: AtomicUsize,
     /// Set when a worker fails: the others stop at their next step.
@@ -165,9 +180,9 @@ struct Run<'a> {
 impl Run<'_> {
     /// One worker: keeps `batch` games going until the queue is empty.
     fn work(&self) -> Result<()> {
-        let mut slots: Vec<Slot> = Vec::with_capacity(self.config.batch);
+        let mut slots: Vec<Slot> = Vec::with_capacity(self.batch);
         loop {
-            while slots.len() < self.config.batch {
+            while slots.len() < self.batch {
                 let Some(&index) = self.indices.get(self.next.fetch_add(1, Ordering::Relaxed)) else { break };
                 slots.push(Slot::start(index, self)?);
             }
@@ -354,5 +369,34 @@ impl Slot {
     /// The game lost by `loser`, who failed or broke the rules.
     fn forfeit(&self, loser: Color, error: String) -> GameOutcome {
         GameOutcome::lost_by(self.game.clone(), loser, Some(error), [0.0; 2])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(threads: usize, batch: usize) -> PlayConfig {
+        let game = GameConfig { size: 19, komi: 7.5, max_moves: 500, ownership_playouts: 0 };
+        PlayConfig { game, seed: 1, threads, batch }
+    }
+
+    /// Fewer games than threads × batch are spread over every thread;
+    /// more keep each thread's batch full.
+    #[test]
+    fn games_are_spread_over_every_thread() {
+        for (threads, batch, games, expected) in [
+            (16, 512, 2048, (16, 128)),
+            (16, 512, 100_000, (16, 512)),
+            (2, 32, 100, (2, 32)),
+            (2, 32, 20, (2, 10)),
+            (2, 32, 21, (2, 11)),
+            (16, 512, 3, (3, 1)),
+            (4, 1, 10, (4, 1)),
+        ] {
+            let (t, b) = config(threads, batch).workers(games);
+            assert_eq!((t, b), expected, "{games} games, {threads} threads of {batch}");
+            assert!(t * b >= games || b == batch, "{games} games do not fit {t} threads of {b}");
+        }
     }
 }

@@ -17,12 +17,16 @@ pub struct NetEval {
     model: Model,
     /// Where the net was loaded from, for names and messages.
     source: String,
+    /// Whether batches are padded to a few sizes
+    /// ([`crate::nn::inputs::batch_rows`]): on a GPU.
+    pad: bool,
 }
 
 impl NetEval {
     /// Wraps a model already in memory.
     pub fn new(model: Model, source: impl Into<String>) -> NetEval {
-        NetEval { model, source: source.into() }
+        let pad = model.device().is_cuda();
+        NetEval { model, source: source.into(), pad }
     }
 
     /// Loads the checkpoint at `path` (a folder or a weights file in one)
@@ -70,32 +74,37 @@ impl NetEval {
         &self.source
     }
 
-    /// The input tensor (n, planes, 19, 19) of `games`, each from its side
-    /// to move, in the net's feature set, seen through `symmetry`.
+    /// The input tensor (rows, planes, 19, 19) of `games`, each from its
+    /// side to move, in the net's feature set, seen through `symmetry`;
+    /// on a GPU padded with empty rows to one of a few batch sizes
+    /// ([`NetEval::pad`]): cut the output to `games.len()` rows.
     fn input(&self, games: &[&Game], symmetry: Symmetry) -> Result<Tensor> {
-        self.input_as(games, symmetry, crate::nn::inputs::packed_on(self.model.device()))
+        let n = games.len();
+        let rows = if self.pad { crate::nn::inputs::padded_rows(n) } else { n };
+        self.input_as(games, symmetry, crate::nn::inputs::packed_on(self.model.device()), rows)
     }
 
-    /// [`NetEval::input`], the planes copied as bits (`packed`, for a GPU)
-    /// or as floats.
-    fn input_as(&self, games: &[&Game], symmetry: Symmetry, packed: bool) -> Result<Tensor> {
+    /// [`NetEval::input`] in `rows` rows (at least the games), the planes
+    /// copied as bits (`packed`, for a GPU) or as floats.
+    fn input_as(&self, games: &[&Game], symmetry: Symmetry, packed: bool, rows: usize) -> Result<Tensor> {
         let features = self.model.features();
         if let Some(game) = games.iter().find(|g| g.size() != BOARD) {
             bail!("the nets play on {BOARD}x{BOARD} only, not {}x{}", game.size(), game.size());
         }
+        let rows = rows.max(games.len());
         let device = self.model.device();
         if packed {
             // As bits, unpacked on the device: a 32nd of the bytes to copy.
             let to = symmetry.permutation(BOARD);
             let per_position = features.planes() * POINTS.div_ceil(64);
-            let mut words = vec![0u64; games.len() * per_position];
+            let mut words = vec![0u64; rows * per_position];
             for (game, chunk) in games.iter().zip(words.chunks_exact_mut(per_position)) {
                 features.encode(game).permuted_words_into(&to, chunk);
             }
-            return Ok(crate::nn::inputs::planes_from_bits(&words, (games.len(), features.planes(), BOARD), device)?);
+            return Ok(crate::nn::inputs::planes_from_bits(&words, (rows, features.planes(), BOARD), device)?);
         }
         let per_position = features.planes() * POINTS;
-        let mut data = vec![0f32; games.len() * per_position];
+        let mut data = vec![0f32; rows * per_position];
         let mut plain = vec![0f32; if symmetry == Symmetry::IDENTITY { 0 } else { per_position }];
         for (game, chunk) in games.iter().zip(data.chunks_exact_mut(per_position)) {
             if symmetry == Symmetry::IDENTITY {
@@ -105,7 +114,7 @@ impl NetEval {
                 symmetry.apply_f32(&plain, chunk, BOARD);
             }
         }
-        Ok(Tensor::from_vec(data, (games.len(), features.planes(), BOARD, BOARD), device)?)
+        Ok(Tensor::from_vec(data, (rows, features.planes(), BOARD, BOARD), device)?)
     }
 
     /// Move probabilities (362 each: points in row-major order, then pass)
@@ -123,7 +132,7 @@ impl NetEval {
         }
         debug_assert_eq!(self.output(), Output::MoveLogProbs);
         let x = self.input(games, symmetry)?;
-        let probs = self.model.forward(&x, false)?.exp()?;
+        let probs = self.model.forward(&x, false)?.narrow(0, 0, games.len())?.exp()?;
         let probs: Vec<Vec<f32>> = probs.to_vec2().context("reading the move net's output")?;
         debug_assert!(probs.iter().all(|p| p.len() == MOVES));
         if symmetry == Symmetry::IDENTITY {
@@ -181,15 +190,15 @@ impl NetEval {
             return Ok((Vec::new(), margins.then(Vec::new)));
         }
         debug_assert_eq!(self.output(), Output::WinProb);
-        let x = self.input(games, symmetry)?;
+        let (x, n) = (self.input(games, symmetry)?, games.len());
         let read = "reading the value net's output";
         if !margins {
-            return Ok((self.model.forward(&x, false)?.flatten_all()?.to_vec1().context(read)?, None));
+            return Ok((self.model.forward(&x, false)?.narrow(0, 0, n)?.flatten_all()?.to_vec1().context(read)?, None));
         }
         let (values, ownership) = self.model.forward_with_ownership(&x, false)?;
         let ownership = ownership.with_context(|| format!("{}: gave no ownership", self.source))?;
-        let margins = ownership.sum(1)?.to_vec1().context(read)?;
-        Ok((values.flatten_all()?.to_vec1().context(read)?, Some(margins)))
+        let margins = ownership.narrow(0, 0, n)?.sum(1)?.to_vec1().context(read)?;
+        Ok((values.narrow(0, 0, n)?.flatten_all()?.to_vec1().context(read)?, Some(margins)))
     }
 }
 
@@ -342,6 +351,49 @@ mod tests {
     use crate::nn::{Arch, Model};
     use candle_core::Device;
 
+    /// Batches padded to a GPU's few sizes give every position what it
+    /// gets alone in an unpadded batch: move probabilities, win
+    /// probabilities and ownership margins, for 37 positions (64 rows).
+    #[test]
+    fn padded_batches_give_each_position_its_own_outputs() {
+        let mut games = vec![Game::new(19, Rules::CHINESE)];
+        for (i, at) in ["D4", "Q16", "C16", "D17", "R3", "S3", "Q3", "R4", "C4"].iter().cycle().take(36).enumerate() {
+            let mut next = games.last().unwrap().clone();
+            let color = if i % 2 == 0 { Color::Black } else { Color::White };
+            // Points repeat: a taken one is skipped for a pass.
+            let mv = Move::parse_gtp(at, 19).unwrap();
+            if next.play(color, mv).is_err() {
+                next.play(color, Move::Pass).unwrap();
+            }
+            games.push(next);
+        }
+        let games: Vec<&Game> = games.iter().collect();
+        assert_eq!((games.len(), crate::nn::inputs::padded_rows(games.len())), (37, 64));
+        let close = |a: &[f32], b: &[f32]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-6);
+        for arch in [Arch::Policy, Arch::PolicyValueOwnership] {
+            // The same seed, the same weights.
+            let net = || NetEval::new(Model::new(arch, FeatureSet::Seed, &Device::Cpu, 3).unwrap(), "untrained");
+            let (plain, padded) = (net(), NetEval { pad: true, ..net() });
+            assert!(!plain.pad, "no padding on the CPU");
+            for s in [0, 5] {
+                let symmetry = Symmetry::new(s);
+                if plain.output() == Output::MoveLogProbs {
+                    let (a, b) = (
+                        plain.move_probs_seen(&games, symmetry).unwrap(),
+                        padded.move_probs_seen(&games, symmetry).unwrap(),
+                    );
+                    assert_eq!(b.len(), games.len());
+                    assert!(a.iter().zip(&b).all(|(a, b)| close(a, b)), "{arch:?} move probabilities");
+                } else {
+                    let (av, am) = plain.win_probs_and_margins_seen(&games, symmetry).unwrap();
+                    let (bv, bm) = padded.win_probs_and_margins_seen(&games, symmetry).unwrap();
+                    assert!(close(&av, &bv) && close(&am, &bm), "{arch:?} values {av:?} {bv:?}");
+                    assert!(close(&plain.win_probs(&games).unwrap(), &padded.win_probs(&games).unwrap()));
+                }
+            }
+        }
+    }
+
     /// The planes copied as bits (as to a GPU, unpacked there) are the
     /// planes copied as floats: for both feature sets, every symmetry, and
     /// positions of either colour to move.
@@ -360,7 +412,7 @@ mod tests {
             for s in 0..8 {
                 let symmetry = Symmetry::new(s);
                 let values = |packed| -> Vec<f32> {
-                    let x = net.input_as(&games, symmetry, packed).unwrap();
+                    let x = net.input_as(&games, symmetry, packed, games.len()).unwrap();
                     assert_eq!(x.dims(), [games.len(), features.planes(), BOARD, BOARD]);
                     x.flatten_all().unwrap().to_vec1().unwrap()
                 };

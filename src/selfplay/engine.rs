@@ -43,8 +43,7 @@ impl PlayConfig {
     /// The worker threads and the games each keeps going for a run of
     /// `games`: at most `threads` and `batch`, the games spread over every
     /// thread when there are fewer than `threads × batch` (2,048 games in
-    /// batches of 512 kept 4 of an H100 machine's 16 cores busy; each
-    /// worker's game logic, not the GPU, bounded the rate).
+    /// batches of 512 left 12 of an H100 machine's 16 threads idle).
     pub fn workers(&self, games: usize) -> (usize, usize) {
         let threads = self.threads.min(games).max(1);
         (threads, self.batch.min(games.div_ceil(threads)).max(1))

@@ -97,8 +97,8 @@ enum What {
         seconds: f64,
     },
     /// Training speed of the nets: forward, backward and optimizer step on
-    /// random planes (30% ones) and random targets, as
-    /// shared/bench/torch_seed_nets.py measures PyTorch.
+    /// random planes (30% ones) and random targets (legal moves, or
+    /// results), as shared/bench/torch_seed_nets.py measures PyTorch.
     #[command(after_help = "Examples:
   go-train bench train
   go-train bench train --net policy,resnet-policy:6x64 --batch 100,256 --seconds 10

@@ -14,27 +14,24 @@ pub fn packed_on(device: &Device) -> bool {
     device.is_cuda() && Fused::Inputs.enabled()
 }
 
-/// The rows a batch of `n` positions to judge in play takes on `device`:
-/// on a GPU `n` rounded up to a power of two up to [`BUCKET`], then to a
-/// multiple of it (14 sizes up to 512), elsewhere `n`. cuDNN's algorithms
-/// are timed for each new shape, and self-play's batches shrink by a game
-/// or two a step as games end: on an H100 2,048 games ran 141,856 an hour
-/// while the GPU was mostly timing algorithms. The extra rows are
-/// positions of nothing, cut from the output; in play batch norm uses its
-/// running statistics, so they change no other row.
-pub fn batch_rows(n: usize, device: &Device) -> usize {
-    if device.is_cuda() {
-        padded_rows(n)
-    } else {
-        n
-    }
+/// Whether positions judged in play on `device` go in batches padded to
+/// [`padded_rows`]: on a GPU. cuDNN's algorithms are timed for each new
+/// shape, and self-play's batches shrink by a game or two a step as games
+/// end: on an H100 2,048 games ran 141,856 an hour while the GPU was
+/// mostly timing algorithms. The extra rows are positions of nothing, cut
+/// from the output; in play batch norm uses its running statistics, so
+/// they change no other row.
+pub fn pads_on(device: &Device) -> bool {
+    device.is_cuda()
 }
 
 /// Batch sizes up to this are padded to a power of two, larger ones to a
 /// multiple of it.
 const BUCKET: usize = 64;
 
-/// The rows of [`batch_rows`] on a GPU.
+/// The rows a padded batch of `n` positions takes: `n` rounded up to a
+/// power of two up to [`BUCKET`], then to a multiple of it (14 sizes up
+/// to 512).
 pub fn padded_rows(n: usize) -> usize {
     if n <= BUCKET {
         n.next_power_of_two()
@@ -122,6 +119,6 @@ mod tests {
             let rows = padded_rows(n);
             assert!(rows >= n && (rows < 2 * n || rows == 1) && (n <= BUCKET || rows - n < BUCKET), "{n} -> {rows}");
         }
-        assert_eq!(batch_rows(37, &Device::Cpu), 37, "no padding on the CPU");
+        assert!(!pads_on(&Device::Cpu), "no padding on the CPU");
     }
 }

@@ -18,14 +18,14 @@ pub struct NetEval {
     /// Where the net was loaded from, for names and messages.
     source: String,
     /// Whether batches are padded to a few sizes
-    /// ([`crate::nn::inputs::batch_rows`]): on a GPU.
+    /// ([`crate::nn::inputs::pads_on`]).
     pad: bool,
 }
 
 impl NetEval {
     /// Wraps a model already in memory.
     pub fn new(model: Model, source: impl Into<String>) -> NetEval {
-        let pad = model.device().is_cuda();
+        let pad = crate::nn::inputs::pads_on(model.device());
         NetEval { model, source: source.into(), pad }
     }
 

@@ -7,7 +7,7 @@
 # candle-kernels' build script (nvcc compiling the kernels). Only a full
 # build links libnccl.so and libcudnn.so; the check needs neither. It also
 # compiles go-train's own kernels (src/nn/cuda/*.cu, which NVRTC compiles at run
-# time on the GPU) with nvcc, so that a syntax error shows here.
+# time on the GPU) with nvcc and with NVRTC, so that a syntax error shows here.
 #
 #   scripts/check-cuda-build.sh           # cargo check (no link step)
 #   scripts/check-cuda-build.sh --build   # full release build + link (scripts/build-cuda.sh)
@@ -43,5 +43,7 @@ fi
 for cu in src/nn/cuda/*.cu; do
   nvcc -arch=sm_"$CUDA_COMPUTE_CAP" -ptx "$cu" -o /dev/null
 done
+# NVRTC, which compiles them on the GPU machine, has none of nvcc's headers.
+LD_LIBRARY_PATH="$GO_TRAIN_CUDA_LIB" python3 scripts/nvrtc-compile.py "$GO_TRAIN_CUDA_LIB/libnvrtc.so" src/nn/cuda/*.cu
 CARGO_TARGET_DIR="$target" cargo check --features nccl,cudnn --all-targets "$@"
 echo "check-cuda-build: cuda, nccl and cudnn check ok in $(($(date +%s) - t0)) s (setup $((t1 - t0)) s)"

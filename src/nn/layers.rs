@@ -14,6 +14,7 @@ use candle_core::{
 use candle_nn::{Init, Module, VarBuilder};
 
 use super::kernels::{self, ConvGeom, Norm, Planes};
+use super::layout::{to_channels_first, to_channels_last, Channels};
 use super::switches::Fused;
 
 /// Whether the fused CPU kernels can run on `x`.
@@ -142,6 +143,47 @@ impl Conv {
             x.contiguous()?.apply_op3(&self.weight, &self.bias, ConvOp { k: self.k, relu: self.relu })
         } else {
             self.forward_with(x, super::conv_grad::conv2d_same, add_bias)
+        }
+    }
+
+    /// [`Conv::forward`] on `x` in the layout `channels`: channels-last,
+    /// `x` (batch, h, w, c_in) gives (batch, h, w, c_out). Through cuDNN
+    /// where it convolves, elsewhere by changing the layout around the
+    /// NCHW convolution.
+    pub fn forward_in(&self, x: &Tensor, channels: Channels) -> Result<Tensor> {
+        if channels == Channels::First {
+            return self.forward(x);
+        }
+        if x.dtype() == DType::BF16 && !self.tensor_core_aligned() {
+            return self.forward_in(&x.to_dtype(DType::F32)?, channels)?.to_dtype(DType::BF16);
+        }
+        #[cfg(feature = "cudnn")]
+        if x.device().is_cuda() {
+            // cuDNN's channels-last kernel order, (c_out, k, k, c_in): in
+            // bf16 the cast writes it, one launch.
+            let w = self.weight.permute((0, 2, 3, 1))?.to_dtype(x.dtype())?;
+            if super::cuda::cudnn_conv::applies(x, &w) {
+                let y = super::cuda::cudnn_conv::conv2d_same_in(x, &w, channels)?;
+                return self.bias_relu_channels_last(y);
+            }
+        }
+        to_channels_last(&self.forward(&to_channels_first(x)?)?)
+    }
+
+    /// The layer's bias and ReLU on its convolution `y`, channels-last.
+    #[cfg(feature = "cudnn")]
+    fn bias_relu_channels_last(&self, y: Tensor) -> Result<Tensor> {
+        match (self.has_bias, self.relu) {
+            (true, relu) => {
+                let y = y.broadcast_add(&self.bias.to_dtype(y.dtype())?)?;
+                if relu {
+                    y.relu()
+                } else {
+                    Ok(y)
+                }
+            }
+            (false, true) => y.relu(),
+            (false, false) => Ok(y),
         }
     }
 
@@ -315,7 +357,7 @@ impl BatchNorm {
         // On a GPU in f32 or bf16: the kernels compute in f32 either way.
         #[cfg(feature = "cuda")]
         if super::cuda::applies(x) {
-            return self.forward_cuda(x, train);
+            return self.forward_cuda(x, train, Channels::First);
         }
         if x.dtype() != DType::F32 {
             // Elsewhere bf16 runs through f32 (as PyTorch's autocast runs
@@ -362,23 +404,38 @@ impl BatchNorm {
         Ok(())
     }
 
+    /// [`BatchNorm::forward`] on `x` in the layout `channels`. On a GPU
+    /// by kernels for that layout, elsewhere by changing the layout around
+    /// the NCHW batch norm.
+    pub fn forward_in(&self, x: &Tensor, train: bool, channels: Channels) -> Result<Tensor> {
+        if channels == Channels::First {
+            return self.forward(x, train);
+        }
+        #[cfg(feature = "cuda")]
+        if super::cuda::applies(x) {
+            return self.forward_cuda(x, train, channels);
+        }
+        to_channels_last(&self.forward(&to_channels_first(x)?, train)?)
+    }
+
     /// On a GPU, by the kernels of `nn::cuda::norm`.
     #[cfg(feature = "cuda")]
-    fn forward_cuda(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+    fn forward_cuda(&self, x: &Tensor, train: bool, channels: Channels) -> Result<Tensor> {
         let stats = if train {
-            let p = planes(x)?;
+            let (batch, c, points) = channels.dims(x.shape())?;
+            let p = Planes { batch, channels: c, points };
             if Fused::RunningStats.enabled() {
                 let running = [self.running_mean.as_tensor(), self.running_var.as_tensor()];
-                super::cuda::norm::moments_blending(x, running, blend_factors(&p))?
+                super::cuda::norm::moments_blending(x, running, blend_factors(&p), channels)?
             } else {
-                let stats = super::cuda::norm::moments(x)?;
+                let stats = super::cuda::norm::moments(x, channels)?;
                 self.update_running(&stats.get(0)?, &stats.get(1)?, &p)?;
                 stats
             }
         } else {
             Tensor::stack(&[self.running_mean.as_tensor(), self.running_var.as_tensor()], 0)?
         };
-        super::cuda::norm::normalize(x, &self.weight, &self.bias, &stats, BN_EPS, self.relu, train)
+        super::cuda::norm::normalize(x, &self.weight, &self.bias, &stats, BN_EPS, self.relu, train, channels)
     }
 
     /// Candle's own ops: the GPU path without `nn::cuda` (or with

@@ -37,6 +37,7 @@ pub mod inputs;
 pub mod instruments;
 mod kernels;
 pub mod layers;
+pub mod layout;
 pub mod loss;
 pub mod playout;
 pub mod policy;

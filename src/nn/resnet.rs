@@ -22,6 +22,7 @@ use candle_nn::VarBuilder;
 use serde::{Deserialize, Serialize};
 
 use super::layers::{flatten, residual_relu, BatchNorm, Conv, Linear};
+use super::layout::{to_channels_first, to_channels_last, Channels};
 use super::loss::masked_log_softmax;
 use super::{Net, Output, MOVES, POINTS};
 
@@ -71,9 +72,10 @@ impl Block {
         })
     }
 
-    pub(super) fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let h = self.bn1.forward(&self.conv1.forward(x)?, train)?;
-        let h = self.bn2.forward(&self.conv2.forward(&h)?, train)?;
+    /// The block on `x` in the layout `channels`.
+    pub(super) fn forward(&self, x: &Tensor, train: bool, channels: Channels) -> Result<Tensor> {
+        let h = self.bn1.forward_in(&self.conv1.forward_in(x, channels)?, train, channels)?;
+        let h = self.bn2.forward_in(&self.conv2.forward_in(&h, channels)?, train, channels)?;
         residual_relu(&h, x)
     }
 }
@@ -127,11 +129,22 @@ impl ResNet {
 
 impl Net for ResNet {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        // The stem stays NCHW: its 15 input planes suit neither layout's
+        // fast kernels, and its output changes layout once.
         let mut h = self.stem.1.forward(&self.stem.0.forward(x)?, train)?;
-        for block in &self.blocks {
-            h = block.forward(&h, train)?;
+        let channels = Channels::for_tower(x);
+        if channels == Channels::Last {
+            h = to_channels_last(&h)?;
         }
-        let h = flatten(&self.head_conv.1.forward(&self.head_conv.0.forward(&h)?, train)?)?;
+        for block in &self.blocks {
+            h = block.forward(&h, train, channels)?;
+        }
+        let (conv, bn) = &self.head_conv;
+        let mut h = bn.forward_in(&conv.forward_in(&h, channels)?, train, channels)?;
+        if channels == Channels::Last {
+            h = to_channels_first(&h)?;
+        }
+        let h = flatten(&h)?;
         match &self.head {
             HeadLayers::Policy { fc } => masked_log_softmax(&fc.forward(&h)?, x, train),
             HeadLayers::Value { fc1, fc2 } => {

@@ -21,6 +21,10 @@ pub enum Fused {
     /// On a GPU, a step's inputs copied through pinned memory, the planes
     /// as bits unpacked there (`GO_TRAIN_FUSED_INPUTS`; [`super::inputs`]).
     Inputs,
+    /// On a GPU with cuDNN, a residual tower's activations kept
+    /// channels-last (NHWC) between its layers (`GO_TRAIN_CHANNELS_LAST`;
+    /// [`super::layout`]).
+    ChannelsLast,
 }
 
 impl Fused {
@@ -32,19 +36,20 @@ impl Fused {
             Fused::RunningStats => "GO_TRAIN_FUSED_BN_STATS",
             Fused::FirstGradients => "GO_TRAIN_FUSED_GRADS",
             Fused::Inputs => "GO_TRAIN_FUSED_INPUTS",
+            Fused::ChannelsLast => "GO_TRAIN_CHANNELS_LAST",
         }
     }
 
     /// Whether it is on.
     pub fn enabled(self) -> bool {
-        static SWITCHES: [OnceLock<bool>; 5] = [const { OnceLock::new() }; 5];
+        static SWITCHES: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
         *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
     }
 
     /// Every switch that is off, as `VARIABLE=0` words (empty when all are
     /// on): for reports of what ran.
     pub fn disabled() -> Vec<String> {
-        [Fused::Optimizer, Fused::Loss, Fused::RunningStats, Fused::FirstGradients, Fused::Inputs]
+        [Fused::Optimizer, Fused::Loss, Fused::RunningStats, Fused::FirstGradients, Fused::Inputs, Fused::ChannelsLast]
             .into_iter()
             .filter(|f| !f.enabled())
             .map(|f| format!("{}=0", f.variable()))

@@ -190,6 +190,68 @@ fn the_device_path_gives_the_cpu_losses_and_gradients() {
     }
 }
 
+/// A residual tower channels-last gives the NCHW tower's losses,
+/// gradients and running averages, in f32 and bf16, from the same weights
+/// and batch: to the bit on the CPU, where each layer changes the layout
+/// around its NCHW kernels (so this checks the plumbing: the tower's two
+/// ends, the head's order, the gradients through both), and within float
+/// error on a GPU (cuDNN's NHWC convolutions, the channels-last batch-norm
+/// kernels; TF32 off).
+#[test]
+fn channels_last_towers_give_the_nchw_losses_and_gradients() {
+    use super::layout::{with_channels, Channels};
+    allow_tf32(false);
+    let dev = test_device();
+    let x = planes(6).to_device(&dev).unwrap();
+    assert_eq!(with_channels(Channels::Last, || Channels::for_tower(&x)), Channels::Last);
+    let moves = Tensor::new(&[40u32, 100, 7, PASS as u32, 200, 360], &dev).unwrap();
+    let results = Tensor::new(&[1f32, 0.0, 1.0, 1.0, 0.0, 0.0], &dev).unwrap();
+    let exact = dev.is_cpu();
+    for arch in ["resnet-policy:2x16", "resnet-value:1x8"] {
+        let arch: Arch = arch.parse().unwrap();
+        for precision in [Precision::F32, Precision::Bf16] {
+            let run = |channels| {
+                let mut model = Model::new(arch, FeatureSet::Seed, &dev, 5).unwrap();
+                model.set_precision(precision);
+                let target = if model.output() == Output::WinProb { &results } else { &moves };
+                let (loss, grads) = with_channels(channels, || loss_and_grads(&model, &x, target));
+                let eval = with_channels(channels, || model.forward(&x, false).unwrap());
+                let eval = eval.flatten_all().unwrap().to_device(&Device::Cpu).unwrap().to_vec1::<f32>().unwrap();
+                let running: Vec<f32> = model
+                    .tensors()
+                    .into_iter()
+                    .filter(|(name, _)| name.contains("running"))
+                    .flat_map(|(_, t)| {
+                        t.as_tensor().flatten_all().unwrap().to_device(&Device::Cpu).unwrap().to_vec1::<f32>().unwrap()
+                    })
+                    .collect();
+                (loss, grads, eval, running)
+            };
+            let (first, last) = (run(Channels::First), run(Channels::Last));
+            let case = format!("{arch} {precision:?}");
+            let whole = |g: &[(String, Vec<f32>)]| g.iter().flat_map(|(_, v)| v.iter().copied()).collect::<Vec<f32>>();
+            if exact {
+                assert_eq!(first.0.to_bits(), last.0.to_bits(), "{case}: loss");
+                assert!(first.1 == last.1, "{case}: gradients differ");
+                assert!(first.2 == last.2, "{case}: evaluation outputs differ");
+                assert!(first.3 == last.3, "{case}: running averages differ");
+                continue;
+            }
+            let (loss_tol, grad_tol) = if precision == Precision::F32 { (1e-4, 1e-3) } else { (2e-2, 0.3) };
+            assert!(
+                (first.0 - last.0).abs() <= loss_tol * first.0.abs().max(1.0),
+                "{case}: loss {} / {}",
+                first.0,
+                last.0
+            );
+            let d = relative_distance(&whole(&first.1), &whole(&last.1));
+            assert!(d < grad_tol, "{case}: gradients differ by {d:.2e} (relative)");
+            assert!(relative_distance(&first.2, &last.2) < grad_tol, "{case}: evaluation outputs differ");
+            assert!(relative_distance(&first.3, &last.3) < 1e-3, "{case}: running averages differ");
+        }
+    }
+}
+
 /// In bf16 every net gives f32's loss and gradients within bf16's
 /// precision, on the test device (candle's generic bf16 ops on the CPU;
 /// cuDNN's bf16 convolutions on a GPU), with f32 gradients for its f32

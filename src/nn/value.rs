@@ -12,6 +12,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::layers::{flatten, to_f32, Conv, Linear};
+use super::layout::Channels;
 use super::policy::SeedTrunk;
 use super::resnet::Block;
 use super::{conv_stack, Net, Output, POINTS};
@@ -136,7 +137,7 @@ impl TrunkValueNet {
     fn heads(&self, x: &Tensor, train: bool, want_ownership: bool) -> Result<(Tensor, Option<Tensor>)> {
         let mut h = self.trunk.forward(x, train)?;
         for block in &self.tower {
-            h = block.forward(&h, train)?;
+            h = block.forward(&h, train, Channels::First)?;
         }
         let ownership = match &self.ownership {
             Some(conv) if want_ownership || self.margin.is_some() => {

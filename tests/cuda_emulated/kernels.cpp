@@ -218,7 +218,7 @@ static void check(int n, int c, int p, bool relu, bool batch_stats, int splits, 
 
 // The residual end: relu(x + skip) and its gradient, exactly as plain
 // float arithmetic gives them (one add, one comparison).
-static void check_residual(int total, unsigned seed) {
+static void check_residual(int total, int packed, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     std::vector<float> x(total), skip(total), dy(total), y(total), g(total);
@@ -227,8 +227,8 @@ static void check_residual(int total, unsigned seed) {
         skip[i] = u(rng);
         dy[i] = u(rng);
     }
-    launch(3, 64, [&] { residual_relu(x.data(), skip.data(), y.data(), total); });
-    launch(2, 128, [&] { relu_grad(y.data(), dy.data(), g.data(), total); });
+    launch(3, 64, [&] { residual_relu(x.data(), skip.data(), y.data(), total, packed); });
+    launch(2, 128, [&] { relu_grad(y.data(), dy.data(), g.data(), total, packed); });
     int positive = 0;
     for (int i = 0; i < total; i++) {
         float want = std::max(x[i] + skip[i], 0.f);
@@ -562,12 +562,131 @@ static int check_bf16_kernels(int n, int c, int p, bool relu, bool batch_stats, 
     launch(3, 64, [&] { channel_bias(x.data(), b.data(), y.data(), c, p, total, relu, divide); });
     launch(3, 64, [&] { channel_bias_bf16(xb.data(), b.data(), yb.data(), c, p, total, relu, divide); });
     expect_same("bf16 channel_bias", from_bf16s(yb), rounded(y));
-    launch(3, 64, [&] { residual_relu(x.data(), skip.data(), y.data(), total); });
-    launch(3, 64, [&] { residual_relu_bf16(xb.data(), skipb.data(), yb.data(), total); });
+    // In 16-byte packs of 8 where the values fill them (200 do, 300 and
+    // 1,444 do not).
+    const int packs = total % 8 == 0 ? 1 : 0;
+    launch(3, 64, [&] { residual_relu(x.data(), skip.data(), y.data(), total, 0); });
+    launch(3, 64, [&] { residual_relu_bf16(xb.data(), skipb.data(), yb.data(), total, packs); });
     expect_same("bf16 residual_relu", from_bf16s(yb), rounded(y));
-    launch(2, 128, [&] { relu_grad(y.data(), dy.data(), dx.data(), total); });
-    launch(2, 128, [&] { relu_grad_bf16(yb.data(), dyb.data(), dxb.data(), total); });
+    launch(2, 128, [&] { relu_grad(y.data(), dy.data(), dx.data(), total, 0); });
+    launch(2, 128, [&] { relu_grad_bf16(yb.data(), dyb.data(), dxb.data(), total, packs); });
     expect_same("bf16 relu_grad", from_bf16s(dxb), dx);
+    return 1;
+}
+
+// The channels-last kernels against the NCHW ones on the same values
+// transposed, in activations of type T: normalize and normalize_grad the
+// same to the bit (given the same statistics and sums), the moments and
+// gradient sums the same but for the order of their double sums. `packed`
+// moves whole 16-byte packs (c a multiple of 4 in f32, 8 in bf16); c of 256
+// or more unpacked gives a thread whole channels over all its block's rows.
+template <typename T>
+static int check_channels_last(int n, int c, int p, bool relu, bool batch_stats, bool packed, int blocks,
+                               unsigned seed) {
+    constexpr bool BF16 = std::is_same_v<T, bf16_t>;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const int total = n * c * p;
+    const long rows = (long)n * p;
+    std::vector<float> x(total), dy(total), gamma(c), beta(c);
+    for (auto& v : x) v = 2.f * u(rng) + 0.5f;
+    for (auto& v : dy) v = u(rng);
+    for (int ch = 0; ch < c; ch++) {
+        gamma[ch] = 1.25f + 0.75f * u(rng);
+        beta[ch] = 0.5f * u(rng);
+    }
+    auto as_t = [](const std::vector<float>& v) {
+        if constexpr (BF16) {
+            return to_bf16s(v);
+        } else {
+            return v;
+        }
+    };
+    auto as_f = [](const std::vector<T>& v) {
+        if constexpr (BF16) {
+            return from_bf16s(v);
+        } else {
+            return v;
+        }
+    };
+    // NCHW index of (row, channel) and back.
+    auto nchw = [&](long r, int ch) { return ((r / p) * c + ch) * p + r % p; };
+    auto to_last = [&](const std::vector<T>& v) {
+        std::vector<T> out(v.size());
+        for (long r = 0; r < rows; r++)
+            for (int ch = 0; ch < c; ch++) out[r * c + ch] = v[nchw(r, ch)];
+        return out;
+    };
+    auto xt = as_t(x), dyt = as_t(dy);
+    auto xl = to_last(xt), dyl = to_last(dyt);
+    auto sums_first = [&](const T* xs, const T* dys, const T* ys, const float* stats, int what, float* out) {
+        std::vector<double> partial(2 * c * 2);
+        launch(c * 2, THREADS, [&] {
+            if constexpr (BF16)
+                channel_partial_sums_bf16(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, 2, divide);
+            else
+                channel_partial_sums(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, 2, divide);
+        });
+        launch(1, 64, [&] { channel_finish(partial.data(), out, n, c, p, what, 2, nullptr, nullptr, 0.f, 0.f, 0.f, 0); });
+    };
+    auto sums_last = [&](const T* xs, const T* dys, const T* ys, const float* stats, int what, float* out) {
+        std::vector<double> partial(2 * c * blocks);
+        launch(blocks, THREADS, [&] {
+            if constexpr (BF16)
+                channel_partial_sums_nhwc_bf16(xs, dys, ys, stats, EPS, partial.data(), rows, c, what, relu, packed);
+            else
+                channel_partial_sums_nhwc(xs, dys, ys, stats, EPS, partial.data(), rows, c, what, relu, packed);
+        });
+        launch(1, 64, [&] {
+            channel_finish(partial.data(), out, (int)rows, c, 1, what, blocks, nullptr, nullptr, 0.f, 0.f, 0.f, 0);
+        });
+    };
+    auto close = [&](const char* what, const std::vector<float>& got, const std::vector<float>& want) {
+        for (size_t i = 0; i < got.size(); i++) expect_close(what, got[i], want[i], 1e-6);
+    };
+    std::vector<float> stats(2 * c), stats_l(2 * c);
+    sums_first(xt.data(), xt.data(), xt.data(), nullptr, MOMENTS, stats.data());
+    sums_last(xl.data(), xl.data(), xl.data(), nullptr, MOMENTS, stats_l.data());
+    close("channels-last moments", stats_l, stats);
+    if (!batch_stats)
+        for (int ch = 0; ch < c; ch++) stats[c + ch] += 0.25f;  // running averages, not the batch's
+    std::vector<T> y(total), yl(total);
+    launch(7, 64, [&] {
+        if constexpr (BF16)
+            normalize_bf16(xt.data(), stats.data(), gamma.data(), beta.data(), EPS, y.data(), c, p, total, relu, divide);
+        else
+            normalize(xt.data(), stats.data(), gamma.data(), beta.data(), EPS, y.data(), c, p, total, relu, divide);
+    });
+    launch(3, 32, [&] {
+        if constexpr (BF16)
+            normalize_nhwc_bf16(xl.data(), stats.data(), gamma.data(), beta.data(), EPS, yl.data(), c, total, relu, packed);
+        else
+            normalize_nhwc(xl.data(), stats.data(), gamma.data(), beta.data(), EPS, yl.data(), c, total, relu, packed);
+    });
+    expect_same("channels-last normalize", as_f(yl), as_f(to_last(y)));
+    std::vector<float> sums(2 * c), sums_l(2 * c);
+    sums_first(xt.data(), dyt.data(), y.data(), stats.data(), GRADIENT, sums.data());
+    sums_last(xl.data(), dyl.data(), yl.data(), stats.data(), GRADIENT, sums_l.data());
+    close("channels-last gradient sums", sums_l, sums);
+    std::vector<T> dx(total), dxl(total);
+    const float m = (float)rows;
+    launch(5, 64, [&] {
+        if constexpr (BF16)
+            normalize_grad_bf16(xt.data(), dyt.data(), y.data(), stats.data(), gamma.data(), sums.data(), EPS, dx.data(),
+                                c, p, total, m, relu, batch_stats, divide);
+        else
+            normalize_grad(xt.data(), dyt.data(), y.data(), stats.data(), gamma.data(), sums.data(), EPS, dx.data(), c,
+                           p, total, m, relu, batch_stats, divide);
+    });
+    launch(2, 64, [&] {
+        if constexpr (BF16)
+            normalize_grad_nhwc_bf16(xl.data(), dyl.data(), yl.data(), stats.data(), gamma.data(), sums.data(), EPS,
+                                     dxl.data(), c, total, m, relu, batch_stats, packed);
+        else
+            normalize_grad_nhwc(xl.data(), dyl.data(), yl.data(), stats.data(), gamma.data(), sums.data(), EPS,
+                                dxl.data(), c, total, m, relu, batch_stats, packed);
+    });
+    expect_same("channels-last normalize_grad", as_f(dxl), as_f(to_last(dx)));
     return 1;
 }
 
@@ -585,8 +704,11 @@ int main() {
         check_bias(3, 4, 25, 3, true, 9);
         check_bias(2, 3, 361, 2, true, 10);
         cases += 4;
-        check_residual(1000, 99);
-        cases++;
+        // A value at a time, and in packs of 4 (1,000 values; 1,001 cannot).
+        check_residual(1000, 0, 99);
+        check_residual(1000, 1, 98);
+        check_residual(1001, 0, 97);
+        cases += 3;
         cases += check_optimizers(1000, 5);
         cases += check_optimizers(7, 6);
         cases += check_losses(3, 15, 7);
@@ -606,6 +728,15 @@ int main() {
                 cases++;
                 cases += check_bf16_kernels(3, 4, 25, relu, batch_stats, 2, seed + 11);
                 cases += check_bf16_kernels(2, 2, 361, relu, batch_stats, 1, seed + 13);
+                cases += check_bf16_kernels(2, 4, 25, relu, batch_stats, 2, seed + 15);
+                // Channels-last: packs of 4 f32 and 8 bf16 (8, 16 channels),
+                // one value at a time (2 channels: kept per block; 3: not),
+                // and 260 channels, more than a block has threads.
+                cases += check_channels_last<float>(3, 8, 25, relu, batch_stats, true, 3, seed + 17);
+                cases += check_channels_last<float>(2, 3, 49, relu, batch_stats, false, 2, seed + 19);
+                cases += check_channels_last<bf16_t>(3, 16, 25, relu, batch_stats, true, 4, seed + 23);
+                cases += check_channels_last<bf16_t>(2, 2, 361, relu, batch_stats, false, 3, seed + 29);
+                cases += check_channels_last<float>(2, 260, 3, relu, batch_stats, false, 2, seed + 31);
                 seed += 2;
             }
     }

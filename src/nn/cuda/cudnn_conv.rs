@@ -10,9 +10,11 @@
 //! backward kernels), each chosen on its first use, and one workspace per device
 //! grows to the largest any plan needs, as PyTorch's cuDNN bindings do.
 //!
-//! Same padding, stride 1, odd k, NCHW, f32 or bf16 (`precision = bf16`:
+//! Same padding, stride 1, odd k, f32 or bf16 (`precision = bf16`:
 //! bf16 operands on the tensor cores, f32 sums): the only convolutions
-//! the nets have. cuDNN handles are not `Send`, so plans and workspaces live per
+//! the nets have. NCHW, or NHWC with the kernel (c_out, k, k, c_in)
+//! ([`crate::nn::layout`]): cuDNN's own order, which it then need not
+//! change to and from. cuDNN handles are not `Send`, so plans and workspaces live per
 //! thread, as candle keeps its own handles.
 
 use std::cell::RefCell;
@@ -34,14 +36,19 @@ use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Result, Sha
 use half::bf16;
 
 use super::{by_dtype, cpu_refused, view_of, Activation};
+use crate::nn::layout::Channels;
 
 /// Whether `x` and `w` can take this path: both f32 or both bf16 on a
-/// CUDA device, and `GO_TRAIN_CUDNN_PLANS` not set to 0 (which leaves
-/// convolutions to `nn::conv_grad`, for comparing the two on a GPU).
+/// CUDA device, and [`enabled`].
 pub fn applies(x: &Tensor, w: &Tensor) -> bool {
+    enabled() && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16) && w.dtype() == x.dtype()
+}
+
+/// Unless `GO_TRAIN_CUDNN_PLANS` is 0, which leaves convolutions to
+/// `nn::conv_grad`, for comparing the two on a GPU.
+pub fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_PLANS").is_none_or(|v| v != "0"));
-    enabled && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16) && w.dtype() == x.dtype()
+    *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_PLANS").is_none_or(|v| v != "0"))
 }
 
 /// An activation type as cuDNN convolves it, each with its own plans.
@@ -69,7 +76,21 @@ impl Element for bf16 {
 /// `conv2d(x, w)` with same padding and stride 1 (k odd), its gradients by
 /// cuDNN's backward kernels.
 pub fn conv2d_same(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    x.contiguous()?.apply_op2(&w.contiguous()?, Pass::Forward)
+    conv2d_same_in(x, w, Channels::First)
+}
+
+/// The same in the layout `channels`: for [`Channels::Last`], `x` (batch,
+/// h, w, c_in) and `w` (c_out, k, k, c_in), the result (batch, h, w,
+/// c_out).
+pub fn conv2d_same_in(x: &Tensor, w: &Tensor, channels: Channels) -> Result<Tensor> {
+    x.contiguous()?.apply_op2(&w.contiguous()?, ConvOp { pass: Pass::Forward, channels })
+}
+
+/// A pass as a candle op on tensors in the layout `channels`.
+#[derive(Clone, Copy, Debug)]
+struct ConvOp {
+    pass: Pass,
+    channels: Channels,
 }
 
 /// Which of a convolution's three products an op computes. Each is a
@@ -85,7 +106,8 @@ enum Pass {
 }
 
 /// The shape of one convolution: batch, channels in and out, kernel side,
-/// board, and whether TF32 is allowed (a plan's math mode).
+/// board, whether TF32 is allowed (a plan's math mode) and whether the
+/// tensors are channels-last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Geometry {
     batch: usize,
@@ -95,24 +117,38 @@ struct Geometry {
     h: usize,
     w: usize,
     tf32: bool,
+    channels_last: bool,
+}
+
+/// A 4-dimensional shape's sizes in NCHW order (KCRS for a kernel), from
+/// a tensor in the layout `channels`.
+fn nchw_dims(shape: &Shape, channels: Channels) -> Result<(usize, usize, usize, usize)> {
+    let (a, b, c, d) = shape.dims4()?;
+    Ok(match channels {
+        Channels::First => (a, b, c, d),
+        Channels::Last => (a, d, b, c),
+    })
 }
 
 impl Geometry {
-    /// The geometry of `pass` from its two arguments' shapes.
-    fn of(pass: Pass, a: &Shape, b: &Shape) -> Result<Geometry> {
+    /// The geometry of `pass` from its two arguments' shapes in the layout
+    /// `channels`.
+    fn of(pass: Pass, a: &Shape, b: &Shape, channels: Channels) -> Result<Geometry> {
         let tf32 = candle_core::cuda::gemm_reduced_precision_f32();
+        let channels_last = channels == Channels::Last;
+        let (da, db) = (nchw_dims(a, channels)?, nchw_dims(b, channels)?);
         let (g, kernel_fits) = match pass {
             Pass::Forward => {
-                let ((batch, c_in, h, w), (c_out, wc_in, k, k2)) = (a.dims4()?, b.dims4()?);
-                (Geometry { batch, c_in, c_out, k, h, w, tf32 }, wc_in == c_in && k == k2)
+                let ((batch, c_in, h, w), (c_out, wc_in, k, k2)) = (da, db);
+                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last }, wc_in == c_in && k == k2)
             }
             Pass::DataGrad => {
-                let ((batch, dc_out, h, w), (c_out, c_in, k, k2)) = (a.dims4()?, b.dims4()?);
-                (Geometry { batch, c_in, c_out, k, h, w, tf32 }, dc_out == c_out && k == k2)
+                let ((batch, dc_out, h, w), (c_out, c_in, k, k2)) = (da, db);
+                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last }, dc_out == c_out && k == k2)
             }
             Pass::FilterGrad { k } => {
-                let ((batch, c_in, h, w), (db, c_out, dh, dw)) = (a.dims4()?, b.dims4()?);
-                (Geometry { batch, c_in, c_out, k, h, w, tf32 }, db == batch && dh == h && dw == w)
+                let ((batch, c_in, h, w), (db, c_out, dh, dw)) = (da, db);
+                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last }, db == batch && dh == h && dw == w)
             }
         };
         if !kernel_fits {
@@ -164,10 +200,15 @@ impl<T: Element> Plan<T> {
             (false, false) => cudnnMathType_t::CUDNN_FMA_MATH,
         };
         conv.set_math_type(math)?;
-        let nchw = cudnnTensorFormat_t::CUDNN_TENSOR_NCHW;
-        let x = cudnn.create_4d_tensor::<T>(nchw, g.x_dims())?;
-        let y = cudnn.create_4d_tensor::<T>(nchw, g.y_dims())?;
-        let w = cudnn.create_4d_filter::<T>(nchw, g.w_dims())?;
+        // The dimensions are given in NCHW order whatever the format.
+        let format = if g.channels_last {
+            cudnnTensorFormat_t::CUDNN_TENSOR_NHWC
+        } else {
+            cudnnTensorFormat_t::CUDNN_TENSOR_NCHW
+        };
+        let x = cudnn.create_4d_tensor::<T>(format, g.x_dims())?;
+        let y = cudnn.create_4d_tensor::<T>(format, g.y_dims())?;
+        let w = cudnn.create_4d_filter::<T>(format, g.w_dims())?;
         Ok(Plan { conv, x, w, y, forward: None, data_grad: None, filter_grad: None })
     }
 
@@ -397,14 +438,18 @@ fn with_plan<T: Element, R>(
     })
 }
 
-/// A shape from cuDNN's dimensions.
-fn dims_shape(dims: [i32; 4]) -> Shape {
-    Shape::from(&dims.map(|d| d as usize)[..])
+/// A shape from cuDNN's dimensions (NCHW order), in the layout `channels`.
+fn dims_shape(dims: [i32; 4], channels: Channels) -> Shape {
+    let [a, b, c, d] = dims.map(|d| d as usize);
+    match channels {
+        Channels::First => Shape::from((a, b, c, d)),
+        Channels::Last => Shape::from((a, c, d, b)),
+    }
 }
 
-impl CustomOp2 for Pass {
+impl CustomOp2 for ConvOp {
     fn name(&self) -> &'static str {
-        match self {
+        match self.pass {
             Pass::Forward => "go-train-cudnn-conv",
             Pass::DataGrad => "go-train-cudnn-conv-data-grad",
             Pass::FilterGrad { .. } => "go-train-cudnn-conv-filter-grad",
@@ -424,20 +469,25 @@ impl CustomOp2 for Pass {
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        if *self != Pass::Forward {
+        if self.pass != Pass::Forward {
             candle_core::bail!("{}: no second derivative", self.name());
         }
         // Detached, as in conv_grad: a gradient that kept its graph would
         // chain every step's tensors to the next through the optimizer.
         let (x_in, w_in) = (x, w);
         let (x, w, dy) = (x.detach(), w.detach(), dy.detach().contiguous()?);
-        let dx = if x_in.track_op() { Some(dy.apply_op2(&w, Pass::DataGrad)?) } else { None };
-        let dw = if w_in.track_op() { Some(x.apply_op2(&dy, Pass::FilterGrad { k: w.dim(2)? })?) } else { None };
+        let op = |pass| ConvOp { pass, channels: self.channels };
+        let dx = if x_in.track_op() { Some(dy.apply_op2(&w, op(Pass::DataGrad))?) } else { None };
+        let k = w.dim(match self.channels {
+            Channels::First => 2,
+            Channels::Last => 1,
+        })?;
+        let dw = if w_in.track_op() { Some(x.apply_op2(&dy, op(Pass::FilterGrad { k }))?) } else { None };
         Ok((dx, dw))
     }
 }
 
-impl Pass {
+impl ConvOp {
     /// The pass on data of type `T`: `a` and `b` its arguments (see
     /// [`Pass`]).
     fn run<T: Element>(
@@ -445,9 +495,10 @@ impl Pass {
         (a, al): (&CudaStorage, &Layout),
         (b, bl): (&CudaStorage, &Layout),
     ) -> Result<(CudaStorage, Shape)> {
-        let g = Geometry::of(self, al.shape(), bl.shape())?;
+        let ConvOp { pass, channels } = self;
+        let g = Geometry::of(pass, al.shape(), bl.shape(), channels)?;
         let dev = a.device();
-        let (names, out_dims) = match self {
+        let (names, out_dims) = match pass {
             Pass::Forward => (["input", "kernel"], g.y_dims()),
             Pass::DataGrad => (["output gradient", "kernel"], g.x_dims()),
             Pass::FilterGrad { .. } => (["input", "output gradient"], g.w_dims()),
@@ -456,28 +507,28 @@ impl Pass {
         // SAFETY: uninitialised, but every pass below runs with beta = 0
         // (`T::SCALE`), so cuDNN writes the whole output without reading it.
         let mut out = unsafe { dev.alloc::<T>(out_dims.iter().product::<i32>() as usize)? };
-        with_plan::<T, _>(dev, &g, self, |p, ws| {
+        with_plan::<T, _>(dev, &g, pass, |p, ws| {
             let scale = T::SCALE;
             // SAFETY: the plan's descriptors describe these buffers: its
             // geometry is the one their shapes gave.
             unsafe {
-                match self {
+                match pass {
                     Pass::Forward => {
                         let op = ConvForward { conv: &p.conv, x: &p.x, w: &p.w, y: &p.y };
-                        op.launch(p.forward.ok_or_else(|| unchosen(self))?.0, ws, scale, &a, &b, &mut out)
+                        op.launch(p.forward.ok_or_else(|| unchosen(pass))?.0, ws, scale, &a, &b, &mut out)
                     }
                     Pass::DataGrad => {
                         let op = ConvBackwardData { conv: &p.conv, dx: &p.x, w: &p.w, dy: &p.y };
-                        op.launch(p.data_grad.ok_or_else(|| unchosen(self))?.0, ws, scale, &mut out, &b, &a)
+                        op.launch(p.data_grad.ok_or_else(|| unchosen(pass))?.0, ws, scale, &mut out, &b, &a)
                     }
                     Pass::FilterGrad { .. } => {
                         let op = ConvBackwardFilter { conv: &p.conv, x: &p.x, dw: &p.w, dy: &p.y };
-                        op.launch(p.filter_grad.ok_or_else(|| unchosen(self))?.0, ws, scale, &a, &mut out, &b)
+                        op.launch(p.filter_grad.ok_or_else(|| unchosen(pass))?.0, ws, scale, &a, &mut out, &b)
                     }
                 }
             }?;
             Ok(())
         })?;
-        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims)))
+        Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims, channels)))
     }
 }

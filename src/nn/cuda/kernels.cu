@@ -274,6 +274,292 @@ extern "C" __global__ void normalize_grad_bf16(const bf16_t* x, const bf16_t* dy
     normalize_grad_t(x, dy, y, stats, gamma, sums, eps, dx, c, p, total, m, relu, batch_stats, divide);
 }
 
+// Channels-last (NHWC) batch norm: rows of c channels, value i's channel
+// i % c (src/nn/layout.rs). Where c is a multiple of a 16-byte pack's
+// values (4 f32, 8 bf16) and every buffer starts 16-byte aligned
+// (`packed`), a thread moves a whole pack with one load or store: moving a
+// value at a time kept too few bytes in flight, and batch norm's NCHW
+// kernels took as long in bf16 as in f32 on an H100.
+struct alignas(16) Pack16 {
+    unsigned w[4];
+};
+template <typename T>
+struct PackOf;
+template <>
+struct PackOf<float> {
+    static const int N = 4;
+};
+template <>
+struct PackOf<bf16_t> {
+    static const int N = 8;
+};
+#define MAX_PACK 8
+
+__device__ void load_pack(const float* a, long i, float* v) {
+    const Pack16 p = *reinterpret_cast<const Pack16*>(a + i);
+    for (int k = 0; k < 4; k++) v[k] = __uint_as_float(p.w[k]);
+}
+__device__ void load_pack(const bf16_t* a, long i, float* v) {
+    const Pack16 p = *reinterpret_cast<const Pack16*>(a + i);
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = __uint_as_float(p.w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(p.w[k] & 0xffff0000u);
+    }
+}
+__device__ void store_pack(float* a, long i, const float* v) {
+    Pack16 p;
+    for (int k = 0; k < 4; k++) p.w[k] = __float_as_uint(v[k]);
+    *reinterpret_cast<Pack16*>(a + i) = p;
+}
+__device__ void store_pack(bf16_t* a, long i, const float* v) {
+    Pack16 p;
+    for (int k = 0; k < 4; k++) p.w[k] = (unsigned)to_bf16(v[2 * k]) | ((unsigned)to_bf16(v[2 * k + 1]) << 16);
+    *reinterpret_cast<Pack16*>(a + i) = p;
+}
+// W values from i: one, or a pack (W = PackOf<T>::N).
+template <int W, typename T>
+__device__ void load_w(const T* a, long i, float* v) {
+    if (W == 1) {
+        v[0] = load(a, i);
+    } else {
+        load_pack(a, i, v);
+    }
+}
+template <int W, typename T>
+__device__ void store_w(T* a, long i, const float* v) {
+    if (W == 1) {
+        store(a, i, v[0]);
+    } else {
+        store_pack(a, i, v);
+    }
+}
+
+// The first value of each of a thread's groups of `width` values in a
+// grid-stride loop, its channel kept up to date without a division.
+struct RowWalk {
+    long i, stride;
+    int channel, step, c;
+
+    __device__ RowWalk(long start, long stride_, int c_) : i(start), stride(stride_), c(c_) {
+        channel = (int)(start % c);
+        step = (int)(stride % c);
+    }
+
+    __device__ void next() {
+        i += stride;
+        channel += step;
+        if (channel >= c) channel -= c;
+    }
+};
+__device__ RowWalk grid_rows(int c, int width) {
+    return RowWalk((blockIdx.x * (long)blockDim.x + threadIdx.x) * width, (long)gridDim.x * blockDim.x * width, c);
+}
+
+// Block b of the grid sums rows [rows * b / blocks, rows * (b + 1) / blocks)
+// into partial[ch * blocks + b] and partial[(c + ch) * blocks + b], as
+// channel_partial_sums lays out its runs for channel_finish (with n = rows,
+// p = 1, splits = blocks). Thread t takes the W channels of group t %
+// groups (groups = c / W) in every (THREADS / groups)-th row; one thread a
+// channel then adds up the block's threads in order. With more groups than
+// threads, each thread takes whole groups over all the block's rows.
+template <int W, typename T>
+__device__ void channel_partial_sums_nhwc_w(const T* x, const T* dy, const T* y, const float* stats, float eps,
+                                            double* partial, long rows, int c, int what, int relu, double* ss,
+                                            double* sq) {
+    const int blocks = gridDim.x, groups = c / W;
+    const int per_pass = groups < THREADS ? THREADS / groups : 1;
+    const long first = rows * blockIdx.x / blocks, last = rows * (blockIdx.x + 1) / blocks;
+    for (int g0 = 0; g0 < groups; g0 += THREADS) {
+        const int g = per_pass > 1 ? threadIdx.x % groups : g0 + threadIdx.x;
+        const int r0 = per_pass > 1 ? threadIdx.x / groups : 0;
+        const bool active = per_pass > 1 ? r0 < per_pass : g < groups;
+        double s[MAX_PACK], q[MAX_PACK];
+        float mean[MAX_PACK], invstd[MAX_PACK];
+        for (int k = 0; k < W; k++) {
+            s[k] = 0.0;
+            q[k] = 0.0;
+            if (active && what == GRADIENT) {
+                mean[k] = stats[g * W + k];
+                invstd[k] = 1.f / sqrtf(stats[c + g * W + k] + eps);
+            }
+        }
+        for (long r = first + r0; active && r < last; r += per_pass) {
+            const long at = r * c + (long)g * W;
+            float v[MAX_PACK];
+            load_w<W>(x, at, v);
+            if (what != GRADIENT) {
+                for (int k = 0; k < W; k++) {
+                    s[k] += v[k];
+                    q[k] += (double)v[k] * v[k];
+                }
+            } else {
+                float d[MAX_PACK], o[MAX_PACK];
+                load_w<W>(dy, at, d);
+                if (relu) load_w<W>(y, at, o);
+                for (int k = 0; k < W; k++) {
+                    const float gk = (relu && !(o[k] > 0.f)) ? 0.f : d[k];
+                    s[k] += gk;
+                    q[k] += (double)gk * ((v[k] - mean[k]) * invstd[k]);
+                }
+            }
+        }
+        if (per_pass == 1) {
+            for (int k = 0; active && k < W; k++) {
+                const int ch = g * W + k;
+                partial[ch * blocks + blockIdx.x] = s[k];
+                partial[(c + ch) * blocks + blockIdx.x] = q[k];
+            }
+            continue;
+        }
+        for (int k = 0; k < W; k++) {
+            ss[threadIdx.x * W + k] = s[k];
+            sq[threadIdx.x * W + k] = q[k];
+        }
+        __syncthreads();
+        for (int ch = threadIdx.x; ch < c; ch += THREADS) {
+            const int gc = ch / W, k = ch - gc * W;
+            double a = 0.0, b = 0.0;
+            for (int r = 0; r < per_pass; r++) {
+                a += ss[(r * groups + gc) * W + k];
+                b += sq[(r * groups + gc) * W + k];
+            }
+            partial[ch * blocks + blockIdx.x] = a;
+            partial[(c + ch) * blocks + blockIdx.x] = b;
+        }
+    }
+}
+// The shared sums live here, not in the templates: a kernel's shared
+// memory is every array any of its code declares, and two packs' worth
+// would pass the 48 KB a block may declare.
+template <typename T>
+__device__ void channel_partial_sums_nhwc_t(const T* x, const T* dy, const T* y, const float* stats, float eps,
+                                            double* partial, long rows, int c, int what, int relu, int packed) {
+    __shared__ double ss[THREADS * MAX_PACK], sq[THREADS * MAX_PACK];
+    if (packed) {
+        channel_partial_sums_nhwc_w<PackOf<T>::N>(x, dy, y, stats, eps, partial, rows, c, what, relu, ss, sq);
+    } else {
+        channel_partial_sums_nhwc_w<1>(x, dy, y, stats, eps, partial, rows, c, what, relu, ss, sq);
+    }
+}
+extern "C" __global__ void channel_partial_sums_nhwc(const float* x, const float* dy, const float* y,
+                                                     const float* stats, float eps, double* partial, long rows, int c,
+                                                     int what, int relu, int packed) {
+    channel_partial_sums_nhwc_t(x, dy, y, stats, eps, partial, rows, c, what, relu, packed);
+}
+extern "C" __global__ void channel_partial_sums_nhwc_bf16(const bf16_t* x, const bf16_t* dy, const bf16_t* y,
+                                                          const float* stats, float eps, double* partial, long rows,
+                                                          int c, int what, int relu, int packed) {
+    channel_partial_sums_nhwc_t(x, dy, y, stats, eps, partial, rows, c, what, relu, packed);
+}
+
+// normalize, channels-last: the same arithmetic a value.
+template <int W, typename T>
+__device__ void normalize_nhwc_w(const T* x, const float* stats, const float* gamma, const float* beta, float eps,
+                                 T* y, int c, long total, int relu, const float* scales, const float* shifts,
+                                 bool cached) {
+    for (RowWalk w = grid_rows(c, W); w.i < total; w.next()) {
+        float v[MAX_PACK];
+        load_w<W>(x, w.i, v);
+        for (int k = 0; k < W; k++) {
+            const int ch = w.channel + k;
+            const float scale = cached ? scales[ch] : norm_scale(stats, gamma, eps, c, ch);
+            const float shift = cached ? shifts[ch] : norm_shift(stats, beta, scale, ch);
+            const float u = v[k] * scale + shift;
+            v[k] = (relu && u < 0.f) ? 0.f : u;
+        }
+        store_w<W>(y, w.i, v);
+    }
+}
+template <typename T>
+__device__ void normalize_nhwc_t(const T* x, const float* stats, const float* gamma, const float* beta, float eps,
+                                 T* y, int c, long total, int relu, int packed) {
+    __shared__ float scales[CACHED_CHANNELS], shifts[CACHED_CHANNELS];
+    const bool cached = c <= CACHED_CHANNELS;
+    if (cached) {
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+            scales[ch] = norm_scale(stats, gamma, eps, c, ch);
+            shifts[ch] = norm_shift(stats, beta, scales[ch], ch);
+        }
+    }
+    __syncthreads();
+    if (packed) {
+        normalize_nhwc_w<PackOf<T>::N>(x, stats, gamma, beta, eps, y, c, total, relu, scales, shifts, cached);
+    } else {
+        normalize_nhwc_w<1>(x, stats, gamma, beta, eps, y, c, total, relu, scales, shifts, cached);
+    }
+}
+extern "C" __global__ void normalize_nhwc(const float* x, const float* stats, const float* gamma, const float* beta,
+                                          float eps, float* y, int c, long total, int relu, int packed) {
+    normalize_nhwc_t(x, stats, gamma, beta, eps, y, c, total, relu, packed);
+}
+extern "C" __global__ void normalize_nhwc_bf16(const bf16_t* x, const float* stats, const float* gamma,
+                                               const float* beta, float eps, bf16_t* y, int c, long total, int relu,
+                                               int packed) {
+    normalize_nhwc_t(x, stats, gamma, beta, eps, y, c, total, relu, packed);
+}
+
+// normalize_grad, channels-last: the same arithmetic a value.
+template <int W, typename T>
+__device__ void normalize_grad_nhwc_w(const T* x, const T* dy, const T* y, const float* stats, const float* gamma,
+                                      const float* sums, float eps, T* dx, int c, long total, float m, int relu,
+                                      int batch_stats, const float* invstds, const float* means, const float* alongs,
+                                      bool cached) {
+    for (RowWalk w = grid_rows(c, W); w.i < total; w.next()) {
+        float v[MAX_PACK], d[MAX_PACK], o[MAX_PACK];
+        load_w<W>(x, w.i, v);
+        load_w<W>(dy, w.i, d);
+        if (relu) load_w<W>(y, w.i, o);
+        for (int k = 0; k < W; k++) {
+            const int ch = w.channel + k;
+            const float invstd = cached ? invstds[ch] : 1.f / sqrtf(stats[c + ch] + eps);
+            const float g = (relu && !(o[k] > 0.f)) ? 0.f : d[k];
+            float e = g;
+            if (batch_stats) {
+                const float mean_g = cached ? means[ch] : sums[ch] / m;
+                const float along = cached ? alongs[ch] : sums[c + ch] / m;
+                e = g - mean_g - (v[k] - stats[ch]) * invstd * along;
+            }
+            v[k] = gamma[ch] * invstd * e;
+        }
+        store_w<W>(dx, w.i, v);
+    }
+}
+template <typename T>
+__device__ void normalize_grad_nhwc_t(const T* x, const T* dy, const T* y, const float* stats, const float* gamma,
+                                      const float* sums, float eps, T* dx, int c, long total, float m, int relu,
+                                      int batch_stats, int packed) {
+    __shared__ float invstds[CACHED_CHANNELS], means[CACHED_CHANNELS], alongs[CACHED_CHANNELS];
+    const bool cached = c <= CACHED_CHANNELS;
+    if (cached) {
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+            invstds[ch] = 1.f / sqrtf(stats[c + ch] + eps);
+            if (batch_stats) {
+                means[ch] = sums[ch] / m;
+                alongs[ch] = sums[c + ch] / m;
+            }
+        }
+    }
+    __syncthreads();
+    if (packed) {
+        normalize_grad_nhwc_w<PackOf<T>::N>(x, dy, y, stats, gamma, sums, eps, dx, c, total, m, relu, batch_stats,
+                                            invstds, means, alongs, cached);
+    } else {
+        normalize_grad_nhwc_w<1>(x, dy, y, stats, gamma, sums, eps, dx, c, total, m, relu, batch_stats, invstds,
+                                 means, alongs, cached);
+    }
+}
+extern "C" __global__ void normalize_grad_nhwc(const float* x, const float* dy, const float* y, const float* stats,
+                                               const float* gamma, const float* sums, float eps, float* dx, int c,
+                                               long total, float m, int relu, int batch_stats, int packed) {
+    normalize_grad_nhwc_t(x, dy, y, stats, gamma, sums, eps, dx, c, total, m, relu, batch_stats, packed);
+}
+extern "C" __global__ void normalize_grad_nhwc_bf16(const bf16_t* x, const bf16_t* dy, const bf16_t* y,
+                                                    const float* stats, const float* gamma, const float* sums,
+                                                    float eps, bf16_t* dx, int c, long total, float m, int relu,
+                                                    int batch_stats, int packed) {
+    normalize_grad_nhwc_t(x, dy, y, stats, gamma, sums, eps, dx, c, total, m, relu, batch_stats, packed);
+}
+
 // A convolution's bias (src/nn/cuda/bias.rs): y = x + b[channel], then
 // the ReLU when `relu`.
 // The bias itself stays f32 (a weight).
@@ -293,33 +579,63 @@ extern "C" __global__ void channel_bias_bf16(const bf16_t* x, const float* b, bf
     channel_bias_t(x, b, y, c, p, total, relu, divide);
 }
 
-// The end of a residual block (src/nn/cuda/residual.rs): y = max(x + skip, 0).
-template <typename T>
-__device__ void residual_relu_t(const T* x, const T* skip, T* y, long total) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        const float v = load(x, i) + load(skip, i);
-        store(y, i, v > 0.f ? v : 0.f);
+// The end of a residual block (src/nn/cuda/residual.rs): y = max(x + skip, 0);
+// `packed` (total a multiple of a pack's values, the buffers 16-byte
+// aligned) moves 16 bytes a load.
+template <int W, typename T>
+__device__ void residual_relu_w(const T* x, const T* skip, T* y, long total) {
+    const long stride = (long)gridDim.x * blockDim.x * W;
+    for (long i = (blockIdx.x * (long)blockDim.x + threadIdx.x) * W; i < total; i += stride) {
+        float a[MAX_PACK], b[MAX_PACK];
+        load_w<W>(x, i, a);
+        load_w<W>(skip, i, b);
+        for (int k = 0; k < W; k++) {
+            const float v = a[k] + b[k];
+            a[k] = v > 0.f ? v : 0.f;
+        }
+        store_w<W>(y, i, a);
     }
 }
-extern "C" __global__ void residual_relu(const float* x, const float* skip, float* y, long total) {
-    residual_relu_t(x, skip, y, total);
+template <typename T>
+__device__ void residual_relu_t(const T* x, const T* skip, T* y, long total, int packed) {
+    if (packed) {
+        residual_relu_w<PackOf<T>::N>(x, skip, y, total);
+    } else {
+        residual_relu_w<1>(x, skip, y, total);
+    }
 }
-extern "C" __global__ void residual_relu_bf16(const bf16_t* x, const bf16_t* skip, bf16_t* y, long total) {
-    residual_relu_t(x, skip, y, total);
+extern "C" __global__ void residual_relu(const float* x, const float* skip, float* y, long total, int packed) {
+    residual_relu_t(x, skip, y, total, packed);
+}
+extern "C" __global__ void residual_relu_bf16(const bf16_t* x, const bf16_t* skip, bf16_t* y, long total, int packed) {
+    residual_relu_t(x, skip, y, total, packed);
 }
 
 // Its gradient, the same for x and skip: dy where y > 0.
-template <typename T>
-__device__ void relu_grad_t(const T* y, const T* dy, T* g, long total) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
-        store(g, i, load(y, i) > 0.f ? load(dy, i) : 0.f);
+template <int W, typename T>
+__device__ void relu_grad_w(const T* y, const T* dy, T* g, long total) {
+    const long stride = (long)gridDim.x * blockDim.x * W;
+    for (long i = (blockIdx.x * (long)blockDim.x + threadIdx.x) * W; i < total; i += stride) {
+        float a[MAX_PACK], d[MAX_PACK];
+        load_w<W>(y, i, a);
+        load_w<W>(dy, i, d);
+        for (int k = 0; k < W; k++) a[k] = a[k] > 0.f ? d[k] : 0.f;
+        store_w<W>(g, i, a);
     }
 }
-extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, long total) {
-    relu_grad_t(y, dy, g, total);
+template <typename T>
+__device__ void relu_grad_t(const T* y, const T* dy, T* g, long total, int packed) {
+    if (packed) {
+        relu_grad_w<PackOf<T>::N>(y, dy, g, total);
+    } else {
+        relu_grad_w<1>(y, dy, g, total);
+    }
 }
-extern "C" __global__ void relu_grad_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* g, long total) {
-    relu_grad_t(y, dy, g, total);
+extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, long total, int packed) {
+    relu_grad_t(y, dy, g, total, packed);
+}
+extern "C" __global__ void relu_grad_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* g, long total, int packed) {
+    relu_grad_t(y, dy, g, total, packed);
 }
 
 // The optimizers' in-place updates (src/train/optim_kernels.rs, launched by

@@ -27,6 +27,8 @@ use candle_core::cuda_backend::{CudaDType, CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
 use half::bf16;
 
+use crate::nn::layout::Channels;
+
 pub mod bias;
 #[cfg(feature = "cudnn")]
 pub mod cudnn_conv;
@@ -160,8 +162,26 @@ fn cpu_refused<T>(op: &str) -> Result<T> {
 
 /// Batch, channels and points of an NCHW layout.
 fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
-    let (n, c, h, w) = l.shape().dims4()?;
-    Ok((n, c, h * w))
+    Channels::First.dims(l.shape())
+}
+
+/// Whether a kernel can move 16-byte packs of `T` over tensors with these
+/// layouts, whose rows are `c` values (the channels of a channels-last
+/// tensor; all of them for an elementwise kernel): `c` a multiple of a
+/// pack's values, and every tensor starting on a 16-byte boundary
+/// (candle's buffers themselves do).
+fn packs<T>(c: usize, layouts: &[&Layout]) -> bool {
+    let size = std::mem::size_of::<T>();
+    c.is_multiple_of(16 / size) && layouts.iter().all(|l| (l.start_offset() * size).is_multiple_of(16))
+}
+
+/// Values a thread of a channels-last kernel takes at a time.
+fn pack_width<T>(packed: bool) -> usize {
+    if packed {
+        16 / std::mem::size_of::<T>()
+    } else {
+        1
+    }
 }
 
 /// What `channel_sums` computes per channel (`what` in `kernels.cu`).
@@ -185,6 +205,15 @@ const REDUCE_BLOCKS: usize = 528;
 /// [`REDUCE_BLOCKS`] blocks in all, at most one a plane.
 fn reduce_splits(n: usize, c: usize) -> usize {
     REDUCE_BLOCKS.div_ceil(c.max(1)).clamp(1, n.max(1))
+}
+
+/// Blocks of `channel_partial_sums_nhwc` over `rows` rows of `c` channels
+/// taken `width` at a time: at most [`REDUCE_BLOCKS`], each thread at least
+/// 8 rows (a block takes THREADS / (c / width) rows a pass).
+fn channels_last_blocks(rows: usize, c: usize, width: usize) -> usize {
+    let groups = (c / width).max(1);
+    let per_pass = if groups < THREADS as usize { THREADS as usize / groups } else { 1 };
+    rows.div_ceil(per_pass * 8).clamp(1, REDUCE_BLOCKS)
 }
 
 /// Batch norm's running averages (their addresses on the GPU, c values
@@ -211,6 +240,14 @@ fn address(t: &Tensor, dev: &CudaDevice) -> Result<(u64, usize)> {
     Ok((base + (start * std::mem::size_of::<f32>()) as u64, end - start))
 }
 
+/// How `channel_sums` reads its tensors: their layout, and for
+/// channels-last whether in 16-byte packs ([`packs`]).
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    channels: Channels,
+    packed: bool,
+}
+
 /// `channel_sums` of `kernels.cu` over (`x`, `dy`, `y`) of `(n, c, p)`
 /// values into a fresh (2, c) buffer; `dy`, `y` and `stats` are read for
 /// [`Reduce::Gradient`] only (pass `x` for `dy` and `y`, and no `stats`,
@@ -225,7 +262,11 @@ fn channel_sums<T: Activation>(
     what: Reduce,
     relu: bool,
     blend: Option<RunningBlend>,
+    reading: Reading,
 ) -> Result<CudaSlice<f32>> {
+    if reading.channels == Channels::Last {
+        return channel_sums_last(dev, (x, dy, y), stats, eps, (n * p, c), what, relu, blend, reading.packed);
+    }
     let splits = reduce_splits(n, c);
     // SAFETY: uninitialised, but `channel_partial_sums` runs one block for
     // each of the c·splits (channel, run) pairs, and thread 0 of each writes
@@ -253,16 +294,73 @@ fn channel_sums<T: Activation>(
     // SAFETY: the buffers hold n·c·p (x, dy, y), 2c (stats, read only for
     // the gradient sums, which pass it) and 2c·splits (partial) values.
     unsafe { b.launch(cfg) }.w()?;
+    finish_channel_sums(dev, &partial, &out, (n, c32, p), what, splits32, blend)?;
+    Ok(out)
+}
+
+/// `channel_finish`: `out` (2c) from the partial sums of `splits` runs a
+/// channel of (n, c, p) values, folded into `blend`'s running averages.
+fn finish_channel_sums(
+    dev: &CudaDevice,
+    partial: &CudaSlice<f64>,
+    out: &CudaSlice<f32>,
+    (n, c, p): (i32, i32, i32),
+    what: i32,
+    splits: i32,
+    blend: Option<RunningBlend>,
+) -> Result<()> {
     let func = dev.get_or_load_custom_func("channel_finish", MODULE, ptx()?)?;
     let r = blend.unwrap_or(RunningBlend { mean: 0, var: 0, keep: 0.0, take_mean: 0.0, take_var: 0.0 });
     let blending = (blend.is_some() && what == Reduce::Moments as i32) as i32;
     let mut b = func.builder();
-    b.arg(&partial).arg(&out).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&splits32);
+    b.arg(partial).arg(out).arg(&n).arg(&c).arg(&p).arg(&what).arg(&splits);
     b.arg(&r.mean).arg(&r.var).arg(&r.keep).arg(&r.take_mean).arg(&r.take_var).arg(&blending);
     // SAFETY: one thread a channel reads its 2·splits partial sums and
     // writes its 2 values of out (2c) and, blending, of the running
     // averages (whose c values each the caller checked).
-    unsafe { b.launch(elementwise(c)) }.w()?;
+    unsafe { b.launch(elementwise(c as usize)) }.w()?;
+    Ok(())
+}
+
+/// [`channel_sums`] over channels-last tensors of `rows` rows of `c`
+/// channels (`channel_partial_sums_nhwc`, then `channel_finish`).
+#[allow(clippy::too_many_arguments)]
+fn channel_sums_last<T: Activation>(
+    dev: &CudaDevice,
+    (x, dy, y): (&CudaView<T>, &CudaView<T>, &CudaView<T>),
+    stats: Option<&CudaView<f32>>,
+    eps: f32,
+    (rows, c): (usize, usize),
+    what: Reduce,
+    relu: bool,
+    blend: Option<RunningBlend>,
+    packed: bool,
+) -> Result<CudaSlice<f32>> {
+    let blocks = channels_last_blocks(rows, c, pack_width::<T>(packed));
+    // SAFETY: uninitialised, but every block writes both sums of every
+    // channel for its run of rows: all 2c·blocks values.
+    let partial = unsafe { dev.alloc::<f64>(2 * c * blocks)? };
+    // SAFETY: uninitialised, but `channel_finish` runs a thread a channel,
+    // each writing that channel's two values: all 2c.
+    let out = unsafe { dev.alloc::<f32>(2 * c)? };
+    let name = kernel::<T>("channel_partial_sums_nhwc", "channel_partial_sums_nhwc_bf16");
+    let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
+    let (rows64, c32, what32, relu32, packed32) = (rows as i64, c as i32, what as i32, relu as i32, packed as i32);
+    let mut b = func.builder();
+    b.arg(x).arg(dy).arg(y);
+    let null = 0u64;
+    match stats {
+        Some(stats) => b.arg(stats),
+        None => b.arg(&null),
+    };
+    b.arg(&eps).arg(&partial).arg(&rows64).arg(&c32).arg(&what32).arg(&relu32).arg(&packed32);
+    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: x, dy and y hold rows·c values (16-byte aligned when
+    // packed, as `packs` checked), stats 2c (read only for the gradient
+    // sums, which pass it), partial 2c·blocks.
+    unsafe { b.launch(cfg) }.w()?;
+    let rows32 = i32::try_from(rows).map_err(|_| candle_core::Error::Msg(format!("batch norm: {rows} rows")))?;
+    finish_channel_sums(dev, &partial, &out, (rows32, c32, 1), what32, blocks as i32, blend)?;
     Ok(out)
 }
 
@@ -285,23 +383,26 @@ impl CustomOp1 for Reduce {
         if *self == Reduce::Gradient {
             candle_core::bail!("{}: the gradient sums need the batch norm's statistics", self.name());
         }
-        by_dtype(s.dtype(), self.name(), || self.run::<f32>(s, l, None), || self.run::<bf16>(s, l, None))
+        let first = Channels::First;
+        by_dtype(s.dtype(), self.name(), || self.run::<f32>(s, l, None, first), || self.run::<bf16>(s, l, None, first))
     }
 }
 
 impl Reduce {
-    /// The sums or moments of activations of type `T` (folded into
-    /// `blend`'s running averages when given).
+    /// The sums or moments of activations of type `T` in the layout
+    /// `channels` (folded into `blend`'s running averages when given).
     fn run<T: Activation>(
         self,
         s: &CudaStorage,
         l: &Layout,
         blend: Option<RunningBlend>,
+        channels: Channels,
     ) -> Result<(CudaStorage, Shape)> {
         let dev = s.device();
         let x = view_of::<T>(s, l, "input")?;
-        let (n, c, p) = dims(l)?;
-        let out = channel_sums(dev, (&x, &x, &x), None, 0.0, (n, c, p), self, false, blend)?;
+        let (n, c, p) = channels.dims(l.shape())?;
+        let reading = Reading { channels, packed: packs::<T>(c, &[l]) };
+        let out = channel_sums(dev, (&x, &x, &x), None, 0.0, (n, c, p), self, false, blend, reading)?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
     }
 }

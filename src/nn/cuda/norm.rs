@@ -18,38 +18,48 @@ use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result,
 use half::bf16;
 
 use super::{
-    address, by_dtype, channel_reduce, channel_sums, cpu_refused, dims, divide_each_value, elementwise, kernel, ptx,
-    view, view_of, with_view, Activation, Reduce, RunningBlend, MODULE,
+    address, by_dtype, channel_sums, cpu_refused, divide_each_value, elementwise, kernel, pack_width, packs, ptx, view,
+    view_of, with_view, Activation, Reading, Reduce, RunningBlend, MODULE,
 };
+use crate::nn::layout::Channels;
 
-/// The per-channel mean and biased variance of `x` (batch, c, h, w), as a
-/// (2, c) tensor, not differentiated (the normalisation's gradient accounts
-/// for them).
-pub fn moments(x: &Tensor) -> Result<Tensor> {
-    channel_reduce(&x.detach(), Reduce::Moments)
+/// The per-channel mean and biased variance of `x` (batch, c, h, w, or
+/// batch, h, w, c channels-last), as a (2, c) tensor, not differentiated
+/// (the normalisation's gradient accounts for them).
+pub fn moments(x: &Tensor, channels: Channels) -> Result<Tensor> {
+    x.detach().contiguous()?.apply_op1(Moments { blend: None, channels })
 }
 
 /// [`moments`], folded as well into batch norm's running averages
 /// `running` (mean, variance; c values each) in place: `avg ← keep·avg +
 /// take·moment`, `factors` (keep, take) for each. The same launches as
 /// [`moments`] alone, where candle's ops take eight and two copies.
-pub fn moments_blending(x: &Tensor, running: [&Tensor; 2], factors: [(f32, f32); 2]) -> Result<Tensor> {
+pub fn moments_blending(
+    x: &Tensor,
+    running: [&Tensor; 2],
+    factors: [(f32, f32); 2],
+    channels: Channels,
+) -> Result<Tensor> {
     let dev = x.device().as_cuda_device()?.clone();
-    let c = dims(x.layout())?.1;
+    let c = channels.dims(x.shape())?.1;
     let [(mean, m), (var, v)] = [address(running[0], &dev)?, address(running[1], &dev)?];
     if m != c || v != c {
         candle_core::bail!("batch norm: running averages of {m} and {v} values for {c} channels");
     }
     let [(keep, take_mean), (_, take_var)] = factors;
-    x.detach().contiguous()?.apply_op1(BlendingMoments(RunningBlend { mean, var, keep, take_mean, take_var }))
+    let blend = Some(RunningBlend { mean, var, keep, take_mean, take_var });
+    x.detach().contiguous()?.apply_op1(Moments { blend, channels })
 }
 
-/// The op of [`moments_blending`].
-struct BlendingMoments(RunningBlend);
+/// The op of [`moments`] and [`moments_blending`].
+struct Moments {
+    blend: Option<RunningBlend>,
+    channels: Channels,
+}
 
-impl CustomOp1 for BlendingMoments {
+impl CustomOp1 for Moments {
     fn name(&self) -> &'static str {
-        "go-train-cuda-moments-blending"
+        "go-train-cuda-moments"
     }
 
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
@@ -58,14 +68,20 @@ impl CustomOp1 for BlendingMoments {
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
         let moments = Reduce::Moments;
-        let blend = Some(self.0);
-        by_dtype(s.dtype(), self.name(), || moments.run::<f32>(s, l, blend), || moments.run::<bf16>(s, l, blend))
+        let (blend, channels) = (self.blend, self.channels);
+        by_dtype(
+            s.dtype(),
+            self.name(),
+            || moments.run::<f32>(s, l, blend, channels),
+            || moments.run::<bf16>(s, l, blend, channels),
+        )
     }
 }
 
 /// `γ·(x − mean)/√(var + eps) + β`, then ReLU when `relu`, with mean and
 /// variance from `stats` (2, c); `batch_stats` says they are `x`'s own, so
-/// that the gradient flows through them too.
+/// that the gradient flows through them too. `x` in the layout `channels`.
+#[allow(clippy::too_many_arguments)]
 pub fn normalize(
     x: &Tensor,
     gamma: &Tensor,
@@ -74,9 +90,10 @@ pub fn normalize(
     eps: f64,
     relu: bool,
     batch_stats: bool,
+    channels: Channels,
 ) -> Result<Tensor> {
     let pass = NormPass::Forward { batch_stats };
-    let op = NormOp { stats: stats.detach().contiguous()?, eps: eps as f32, relu, pass };
+    let op = NormOp { stats: stats.detach().contiguous()?, eps: eps as f32, relu, pass, channels };
     x.contiguous()?.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)
 }
 
@@ -87,6 +104,7 @@ struct NormOp {
     eps: f32,
     relu: bool,
     pass: NormPass,
+    channels: Channels,
 }
 
 enum NormPass {
@@ -99,37 +117,43 @@ enum NormPass {
 }
 
 impl NormOp {
-    /// `normalize`: y from x, γ and β.
+    /// `normalize` (`normalize_nhwc` channels-last): y from x, γ and β;
+    /// `packed`, channels-last in 16-byte packs.
     fn forward<T: Activation>(
         &self,
         dev: &CudaDevice,
         x: CudaView<T>,
         [gamma, beta]: [CudaView<f32>; 2],
         l: &Layout,
+        packed: bool,
     ) -> Result<CudaSlice<T>> {
-        let (_, c, p) = dims(l)?;
+        let (_, c, p) = self.channels.dims(l.shape())?;
         let total = l.shape().elem_count();
         // SAFETY: uninitialised, but `normalize` writes every one of its
         // `total` values (a grid-stride loop) before anything reads it.
         let y = unsafe { dev.alloc::<T>(total)? };
         with_view(&self.stats, "statistics", |stats| {
-            let func = dev.get_or_load_custom_func(kernel::<T>("normalize", "normalize_bf16"), MODULE, ptx()?)?;
+            let last = self.channels == Channels::Last;
+            let name = if last {
+                kernel::<T>("normalize_nhwc", "normalize_nhwc_bf16")
+            } else {
+                kernel::<T>("normalize", "normalize_bf16")
+            };
+            let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
             let (c, p, total64, relu) = (c as i32, p as i32, total as i64, self.relu as i32);
-            let divide = divide_each_value();
             let mut b = func.builder();
-            b.arg(&x)
-                .arg(&stats)
-                .arg(&gamma)
-                .arg(&beta)
-                .arg(&self.eps)
-                .arg(&y)
-                .arg(&c)
-                .arg(&p)
-                .arg(&total64)
-                .arg(&relu)
-                .arg(&divide);
-            // SAFETY: x and y hold `total` floats, γ and β c, stats 2c.
-            unsafe { b.launch(elementwise(total)) }.w()?;
+            b.arg(&x).arg(&stats).arg(&gamma).arg(&beta).arg(&self.eps).arg(&y).arg(&c);
+            let (divide, packed32) = (divide_each_value(), packed as i32);
+            let threads = if last {
+                b.arg(&total64).arg(&relu).arg(&packed32);
+                total / pack_width::<T>(packed)
+            } else {
+                b.arg(&p).arg(&total64).arg(&relu).arg(&divide);
+                total
+            };
+            // SAFETY: x and y hold `total` values (16-byte aligned when
+            // packed, as `packs` checked), γ and β c, stats 2c.
+            unsafe { b.launch(elementwise(threads)) }.w()?;
             Ok(())
         })?;
         Ok(y)
@@ -142,8 +166,9 @@ impl NormOp {
         [x, y, dy]: [CudaView<T>; 3],
         l: &Layout,
         (gamma, sums, batch_stats): (&Tensor, &Tensor, bool),
+        packed: bool,
     ) -> Result<CudaSlice<T>> {
-        let (n, c, p) = dims(l)?;
+        let (n, c, p) = self.channels.dims(l.shape())?;
         let total = l.shape().elem_count();
         // SAFETY: uninitialised, but `normalize_grad` writes every one of its
         // `total` values (a grid-stride loop) before anything reads it.
@@ -151,16 +176,29 @@ impl NormOp {
         with_view(&self.stats, "statistics", |stats| {
             with_view(gamma, "weight", |gamma| {
                 with_view(sums, "gradient sums", |sums| {
-                    let name = kernel::<T>("normalize_grad", "normalize_grad_bf16");
+                    let last = self.channels == Channels::Last;
+                    let name = if last {
+                        kernel::<T>("normalize_grad_nhwc", "normalize_grad_nhwc_bf16")
+                    } else {
+                        kernel::<T>("normalize_grad", "normalize_grad_bf16")
+                    };
                     let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
                     let (c, p, total64, m) = (c as i32, p as i32, total as i64, (n * p) as f32);
                     let (relu, batch_stats) = (self.relu as i32, batch_stats as i32);
                     let mut b = func.builder();
                     b.arg(&x).arg(&dy).arg(&y).arg(&stats).arg(&gamma).arg(&sums).arg(&self.eps).arg(&dx);
-                    let divide = divide_each_value();
-                    b.arg(&c).arg(&p).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats).arg(&divide);
-                    // SAFETY: x, y, dy and dx hold `total` floats, γ c, stats and sums 2c.
-                    unsafe { b.launch(elementwise(total)) }.w()?;
+                    let (divide, packed32) = (divide_each_value(), packed as i32);
+                    let threads = if last {
+                        b.arg(&c).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats).arg(&packed32);
+                        total / pack_width::<T>(packed)
+                    } else {
+                        b.arg(&c).arg(&p).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats).arg(&divide);
+                        total
+                    };
+                    // SAFETY: x, y, dy and dx hold `total` values (16-byte
+                    // aligned when packed, as `packs` checked), γ c, stats
+                    // and sums 2c.
+                    unsafe { b.launch(elementwise(threads)) }.w()?;
                     Ok(())
                 })
             })
@@ -215,7 +253,8 @@ impl CustomOp3 for NormOp {
             candle_core::bail!("{}: no second derivative", self.name());
         };
         let (x_in, x, y, dy) = (x, x.detach(), y.detach(), dy.detach().contiguous()?);
-        let op = |pass| NormOp { stats: self.stats.clone(), eps: self.eps, relu: self.relu, pass };
+        let op =
+            |pass| NormOp { stats: self.stats.clone(), eps: self.eps, relu: self.relu, pass, channels: self.channels };
         let sums = x.apply_op3(&y, &dy, op(NormPass::GradSums))?;
         let dx = if x_in.track_op() {
             let (gamma, sums) = (gamma.detach().contiguous()?, sums.clone());
@@ -236,7 +275,8 @@ impl NormOp {
         [(s1, l1), (s2, l2), (s3, l3)]: [(&CudaStorage, &Layout); 3],
     ) -> Result<(CudaStorage, Shape)> {
         let dev = s1.device();
-        let (_, c, p) = dims(l1)?;
+        let (_, c, p) = self.channels.dims(l1.shape())?;
+        let last = self.channels == Channels::Last;
         let wrap = |out, shape| Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), shape));
         match &self.pass {
             NormPass::Forward { .. } => {
@@ -246,7 +286,8 @@ impl NormOp {
                 }
                 let x = view_of::<T>(s1, l1, "input")?;
                 let weights = [view(s2, l2, "weight")?, view(s3, l3, "bias")?];
-                wrap(self.forward(dev, x, weights, l1)?, l1.shape().clone())
+                let packed = last && packs::<T>(c, &[l1]);
+                wrap(self.forward(dev, x, weights, l1, packed)?, l1.shape().clone())
             }
             backward => {
                 if l1.shape() != l2.shape() || l1.shape() != l3.shape() {
@@ -263,15 +304,18 @@ impl NormOp {
                     view_of::<T>(s2, l2, "output")?,
                     view_of::<T>(s3, l3, "output gradient")?,
                 ];
+                let packed = last && packs::<T>(c, &[l1, l2, l3]);
                 match backward {
                     NormPass::InputGrad { gamma, sums, batch_stats } => {
-                        wrap(self.input_grad(dev, [x, y, dy], l1, (gamma, sums, *batch_stats))?, l1.shape().clone())
+                        let sums = (gamma, sums, *batch_stats);
+                        wrap(self.input_grad(dev, [x, y, dy], l1, sums, packed)?, l1.shape().clone())
                     }
                     _ => {
                         let n = l1.shape().dims()[0];
+                        let reading = Reading { channels: self.channels, packed };
                         let sums = with_view(&self.stats, "statistics", |stats| {
-                            let (inputs, shape) = ((&x, &dy, &y), (n, c, p));
-                            channel_sums(dev, inputs, Some(&stats), self.eps, shape, Reduce::Gradient, self.relu, None)
+                            let (inputs, shape, what) = ((&x, &dy, &y), (n, c, p), Reduce::Gradient);
+                            channel_sums(dev, inputs, Some(&stats), self.eps, shape, what, self.relu, None, reading)
                         })?;
                         Ok((CudaStorage::wrap_cuda_slice(sums, dev.clone()), Shape::from((2, c))))
                     }

@@ -9,7 +9,7 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use half::bf16;
 
-use super::{by_dtype, cpu_refused, elementwise, kernel, ptx, view_of, Activation, MODULE};
+use super::{by_dtype, cpu_refused, elementwise, kernel, pack_width, packs, ptx, view_of, Activation, MODULE};
 
 /// `relu(x + skip)`, differentiable in both.
 pub fn residual_relu(x: &Tensor, skip: &Tensor) -> Result<Tensor> {
@@ -67,8 +67,11 @@ impl Residual {
             candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), al.shape(), bl.shape());
         }
         let dev = a.device();
-        let (a, b) = (view_of::<T>(a, al, "first argument")?, view_of::<T>(b, bl, "second argument")?);
         let total = al.shape().elem_count();
+        // 16-byte packs where the values fill them and both start aligned
+        // (the output, fresh, does).
+        let packed = packs::<T>(total, &[al, bl]);
+        let (a, b) = (view_of::<T>(a, al, "first argument")?, view_of::<T>(b, bl, "second argument")?);
         // SAFETY: uninitialised, but both kernels (`residual_relu`,
         // `relu_grad`) write every one of its `total` values (a grid-stride
         // loop) before anything reads it.
@@ -78,11 +81,12 @@ impl Residual {
             Residual::Grad => kernel::<T>("relu_grad", "relu_grad_bf16"),
         };
         let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
-        let total64 = total as i64;
+        let (total64, packed32) = (total as i64, packed as i32);
         let mut builder = func.builder();
-        builder.arg(&a).arg(&b).arg(&out).arg(&total64);
-        // SAFETY: the three buffers hold `total` values each.
-        unsafe { builder.launch(elementwise(total)) }.w()?;
+        builder.arg(&a).arg(&b).arg(&out).arg(&total64).arg(&packed32);
+        // SAFETY: the three buffers hold `total` values each, 16-byte
+        // aligned when packed.
+        unsafe { builder.launch(elementwise(total / pack_width::<T>(packed))) }.w()?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), al.shape().clone()))
     }
 }

@@ -1,0 +1,96 @@
+//! Where a tensor's channels lie in memory.
+//!
+//! candle, the CPU kernels and the nets' weights are NCHW. cuDNN's tensor
+//! cores read NHWC: handed NCHW activations, cuDNN changed their layout
+//! before and after every convolution, 11.7 ms of a 54.9 ms bf16 step of
+//! the 10×128 net at batch 1,024 on an H100, where PyTorch, channels-last
+//! throughout, spent none (docs/results/gpu.md). So on a GPU with cuDNN a
+//! residual tower keeps its activations as (batch, h, w, c) tensors from
+//! the first block to the head: one change of layout each way a step.
+
+use candle_core::{Result, Tensor};
+
+use super::switches::Fused;
+
+/// The order of an activation tensor's axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channels {
+    /// (batch, c, h, w): NCHW, candle's order.
+    First,
+    /// (batch, h, w, c): NHWC.
+    Last,
+}
+
+impl Channels {
+    /// The layout a residual tower on `x`'s device keeps: channels-last on
+    /// a GPU where cuDNN convolves (unless `GO_TRAIN_CHANNELS_LAST=0`),
+    /// NCHW elsewhere.
+    pub fn for_tower(x: &Tensor) -> Channels {
+        if let Some(channels) = forced() {
+            return channels;
+        }
+        if cudnn_convolves(x) && Fused::ChannelsLast.enabled() {
+            Channels::Last
+        } else {
+            Channels::First
+        }
+    }
+
+    /// (batch, channels, points) of a 4-dimensional tensor's shape in this
+    /// layout.
+    pub fn dims(self, shape: &candle_core::Shape) -> Result<(usize, usize, usize)> {
+        let (a, b, c, d) = shape.dims4()?;
+        Ok(match self {
+            Channels::First => (a, b, c * d),
+            Channels::Last => (a, d, b * c),
+        })
+    }
+}
+
+/// NCHW `x` as NHWC.
+pub fn to_channels_last(x: &Tensor) -> Result<Tensor> {
+    x.permute((0, 2, 3, 1))?.contiguous()
+}
+
+/// NHWC `x` as NCHW.
+pub fn to_channels_first(x: &Tensor) -> Result<Tensor> {
+    x.permute((0, 3, 1, 2))?.contiguous()
+}
+
+/// Whether cuDNN runs the convolutions on `x`'s device.
+#[cfg(feature = "cudnn")]
+fn cudnn_convolves(x: &Tensor) -> bool {
+    x.device().is_cuda() && super::cuda::cudnn_conv::enabled()
+}
+
+#[cfg(not(feature = "cudnn"))]
+fn cudnn_convolves(_: &Tensor) -> bool {
+    false
+}
+
+#[cfg(test)]
+thread_local! {
+    static FORCED: std::cell::Cell<Option<Channels>> = const { std::cell::Cell::new(None) };
+}
+
+#[cfg(test)]
+fn forced() -> Option<Channels> {
+    FORCED.with(|f| f.get())
+}
+
+#[cfg(not(test))]
+fn forced() -> Option<Channels> {
+    None
+}
+
+/// Runs `f` with residual towers in the layout `channels` on any device:
+/// how tests compare the two layouts on a GPU, and check the
+/// channels-last plumbing without one (on the CPU each layer then changes
+/// the layout around its NCHW kernels).
+#[cfg(test)]
+pub(crate) fn with_channels<T>(channels: Channels, f: impl FnOnce() -> T) -> T {
+    FORCED.with(|g| g.set(Some(channels)));
+    let out = f();
+    FORCED.with(|g| g.set(None));
+    out
+}

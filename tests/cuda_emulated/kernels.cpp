@@ -690,6 +690,39 @@ static int check_channels_last(int n, int c, int p, bool relu, bool batch_stats,
     return 1;
 }
 
+// The scratch data for timing convolutions: in [-1, 1), spread over it
+// (every tenth of the range hit, the mean near 0), the same for a seed,
+// different for another, and the bf16 version the f32 values rounded.
+static int check_scratch(long n) {
+    std::vector<float> a(n), b(n), other(n);
+    std::vector<bf16_t> h(n);
+    launch(3, 64, [&] { fill_scratch(a.data(), n, 7u); });
+    launch(2, 32, [&] { fill_scratch(b.data(), n, 7u); });
+    launch(3, 64, [&] { fill_scratch(other.data(), n, 8u); });
+    launch(3, 64, [&] { fill_scratch_bf16(h.data(), n, 7u); });
+    expect_same("fill_scratch, same seed", b, a);
+    expect_same("fill_scratch_bf16", from_bf16s(h), from_bf16s(to_bf16s(a)));
+    double sum = 0;
+    int tenths[10] = {0}, same = 0;
+    for (long i = 0; i < n; i++) {
+        if (!(a[i] >= -1.f && a[i] < 1.f)) {
+            std::printf("MISMATCH fill_scratch: value %g out of [-1, 1)\n", a[i]);
+            failures++;
+            return 1;
+        }
+        sum += a[i];
+        tenths[std::min(9, (int)((a[i] + 1.f) * 5.f))]++;
+        same += a[i] == other[i];
+    }
+    expect_close("fill_scratch mean", sum / n, 0.0, 0.02);
+    for (int t = 0; t < 10; t++) expect_close("fill_scratch tenth", tenths[t] / (double)n, 0.1, 0.02);
+    if (same > n / 100) {
+        std::printf("MISMATCH fill_scratch: seeds 7 and 8 agree on %d of %ld values\n", same, n);
+        failures++;
+    }
+    return 1;
+}
+
 int main() {
     int cases = 0;
     cases += check_bf16_rounding();
@@ -697,6 +730,7 @@ int main() {
         divide = d;
         cases += check_unpack_bits(15 * 3, 361, 11);
         cases += check_unpack_bits(4, 64, 12);
+        cases += check_scratch(20000);
         // One block a channel, and a channel cut into runs of unequal length
         // (5 planes into 2 and 3; 3 planes into 1, 1 and 1).
         check_bias(3, 4, 25, 1, false, 7);

@@ -30,6 +30,7 @@ use candle_core::cuda_backend::cudarc::cudnn::sys::{
     cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionFwdAlgo_t, cudnnConvolutionMode_t,
     cudnnMathType_t, cudnnTensorFormat_t,
 };
+use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags;
 use candle_core::cuda_backend::cudarc::driver::CudaSlice;
 use candle_core::cuda_backend::{CudaDevice, DeviceId};
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
@@ -214,14 +215,14 @@ impl<T: Element> Plan<T> {
 
     /// Chooses `pass`'s algorithm if it has none yet ([`chosen`]).
     fn choose(&mut self, dev: &CudaDevice, g: &Geometry, pass: Pass) -> Result<()> {
-        let stream = dev.cuda_stream();
         let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
-        // Scratch buffers of the pass's shapes (x, w, y) to time it on.
+        // Scratch buffers of the pass's shapes (x, w, y) to time it on,
+        // filled with values like a net's.
         let scratch = || -> Result<_> {
             Ok((
-                stream.alloc_zeros::<T>(count(g.x_dims()))?,
-                stream.alloc_zeros::<T>(count(g.w_dims()))?,
-                stream.alloc_zeros::<T>(count(g.y_dims()))?,
+                super::scratch::<T>(dev, count(g.x_dims()), 1)?,
+                super::scratch::<T>(dev, count(g.w_dims()), 2)?,
+                super::scratch::<T>(dev, count(g.y_dims()), 3)?,
             ))
         };
         let scale = T::SCALE;
@@ -349,10 +350,12 @@ const BWD_FILTER_ALGOS: [BwdFilter; 7] = [
 /// The algorithm of `algos` that runs `launch` fastest on `dev`: each
 /// that this geometry supports (its workspace size is given, within
 /// [`BENCHMARK_WORKSPACE_LIMIT`], and a first run succeeds) is run once to
-/// warm up, then timed over three runs between stream synchronisations.
-/// `None` when none runs. cudarc's safe API has no `cudnnFind…Ex` (its
-/// descriptors are private to it), so the timing is done here with the
-/// launches it does offer.
+/// warm up, then three times back to back between two CUDA events, which
+/// time the GPU's work alone: a wall clock around a synchronisation adds
+/// the launch and the wait, tens of microseconds, as much as a whole
+/// convolution of a small batch in play. `None` when none runs. cudarc's
+/// safe API has no `cudnnFind…Ex` (its descriptors are private to it), so
+/// the timing is done here with the launches it does offer.
 fn fastest<A: Copy>(
     dev: &CudaDevice,
     algos: &[A],
@@ -361,22 +364,25 @@ fn fastest<A: Copy>(
 ) -> Option<A> {
     const RUNS: u32 = 3;
     let stream = dev.cuda_stream();
-    let mut best: Option<(A, std::time::Duration)> = None;
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let mut best: Option<(A, f32)> = None;
     for &algo in algos {
         let Ok(bytes) = workspace(algo) else { continue };
         if bytes > BENCHMARK_WORKSPACE_LIMIT {
             continue;
         }
         let Ok(mut space) = stream.alloc_zeros::<u8>(bytes.max(1)) else { continue };
-        let mut run = || launch(algo, (bytes > 0).then_some(&mut space)).is_ok() && stream.synchronize().is_ok();
-        if !run() {
+        let mut run = || launch(algo, (bytes > 0).then_some(&mut space)).is_ok();
+        if !run() || stream.synchronize().is_err() {
             continue;
         }
-        let start = std::time::Instant::now();
+        let Ok(start) = stream.record_event(timing) else { continue };
         if !(0..RUNS).all(|_| run()) {
+            // A failed launch may leave work queued: let it finish first.
+            let _ = stream.synchronize();
             continue;
         }
-        let took = start.elapsed();
+        let Ok(took) = stream.record_event(timing).and_then(|end| start.elapsed_ms(&end)) else { continue };
         if best.is_none_or(|(_, t)| took < t) {
             best = Some((algo, took));
         }

@@ -826,3 +826,25 @@ extern "C" __global__ void unpack_bits(const unsigned long long* words, float* o
         out[w.i] = (float)((word >> (w.point & 63)) & 1ull);
     }
 }
+
+// Scratch data for timing cuDNN's algorithms (src/nn/cuda/cudnn_conv.rs):
+// value i is a hash of (seed, i) spread over [-1, 1), so that a timing sees
+// data like a net's rather than zeros, which some hardware paths run
+// faster on.
+__device__ float scratch_value(unsigned seed, long i) {
+    unsigned h = (unsigned)i * 0x9e3779b9u ^ (unsigned)(i >> 32) * 0x85ebca6bu ^ seed;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    return (float)(h >> 8) * (2.f / 16777216.f) - 1.f;
+}
+template <typename T>
+__device__ void fill_scratch_t(T* a, long n, unsigned seed) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        store(a, i, scratch_value(seed, i));
+    }
+}
+extern "C" __global__ void fill_scratch(float* a, long n, unsigned seed) { fill_scratch_t(a, n, seed); }
+extern "C" __global__ void fill_scratch_bf16(bf16_t* a, long n, unsigned seed) { fill_scratch_t(a, n, seed); }

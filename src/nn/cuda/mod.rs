@@ -154,6 +154,22 @@ fn elementwise(total: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// `n` values of type `T` on `dev` spread over [-1, 1) by `fill_scratch`
+/// from `seed`: data to time kernels on.
+#[cfg(feature = "cudnn")]
+fn scratch<T: Activation>(dev: &CudaDevice, n: usize, seed: u32) -> Result<CudaSlice<T>> {
+    // SAFETY: uninitialised, but `fill_scratch` writes all `n` values (a
+    // grid-stride loop) before anything reads them.
+    let out = unsafe { dev.alloc::<T>(n)? };
+    let func = dev.get_or_load_custom_func(kernel::<T>("fill_scratch", "fill_scratch_bf16"), MODULE, ptx()?)?;
+    let n64 = n as i64;
+    let mut b = func.builder();
+    b.arg(&out).arg(&n64).arg(&seed);
+    // SAFETY: `out` holds n values.
+    unsafe { b.launch(elementwise(n)) }.w()?;
+    Ok(out)
+}
+
 /// The error of a GPU op given CPU tensors (candle asks every custom op for
 /// a CPU version; these ops are only ever built for GPU tensors).
 fn cpu_refused<T>(op: &str) -> Result<T> {

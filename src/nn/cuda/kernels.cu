@@ -229,6 +229,20 @@ extern "C" __global__ void normalize_bf16(const bf16_t* x, const float* stats, c
     normalize_t(x, stats, gamma, beta, eps, y, c, p, total, relu, divide);
 }
 
+// normalize_grad's per-channel values, once a block into shared memory: a
+// channel's 1/std, and with batch statistics its mean gradient and its
+// gradient along x's normalised values.
+__device__ void cache_grad_channels(const float* stats, const float* sums, float eps, int c, float m, int batch_stats,
+                                    float* invstds, float* means, float* alongs) {
+    for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+        invstds[ch] = 1.f / sqrtf(stats[c + ch] + eps);
+        if (batch_stats) {
+            means[ch] = sums[ch] / m;
+            alongs[ch] = sums[c + ch] / m;
+        }
+    }
+}
+
 // The input gradient, from the gradient sums of channel_sums (m values a
 // channel). With batch statistics the mean and variance depend on x too.
 template <typename T>
@@ -239,15 +253,7 @@ __device__ void normalize_grad_t(const T* x, const T* dy, const T* y, const floa
     // normalised values, each a value.
     __shared__ float invstds[CACHED_CHANNELS], means[CACHED_CHANNELS], alongs[CACHED_CHANNELS];
     const bool cached = !divide && c <= CACHED_CHANNELS;
-    if (cached) {
-        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
-            invstds[ch] = 1.f / sqrtf(stats[c + ch] + eps);
-            if (batch_stats) {
-                means[ch] = sums[ch] / m;
-                alongs[ch] = sums[c + ch] / m;
-            }
-        }
-    }
+    if (cached) cache_grad_channels(stats, sums, eps, c, m, batch_stats, invstds, means, alongs);
     __syncthreads();
     for (ChannelWalk w = grid_walk(c, p, divide); w.i < total; w.next()) {
         const long i = w.i;
@@ -530,15 +536,7 @@ __device__ void normalize_grad_nhwc_t(const T* x, const T* dy, const T* y, const
                                       int batch_stats, int packed) {
     __shared__ float invstds[CACHED_CHANNELS], means[CACHED_CHANNELS], alongs[CACHED_CHANNELS];
     const bool cached = c <= CACHED_CHANNELS;
-    if (cached) {
-        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
-            invstds[ch] = 1.f / sqrtf(stats[c + ch] + eps);
-            if (batch_stats) {
-                means[ch] = sums[ch] / m;
-                alongs[ch] = sums[c + ch] / m;
-            }
-        }
-    }
+    if (cached) cache_grad_channels(stats, sums, eps, c, m, batch_stats, invstds, means, alongs);
     __syncthreads();
     if (packed) {
         normalize_grad_nhwc_w<PackOf<T>::N>(x, dy, y, stats, gamma, sums, eps, dx, c, total, m, relu, batch_stats,
@@ -579,63 +577,52 @@ extern "C" __global__ void channel_bias_bf16(const bf16_t* x, const float* b, bf
     channel_bias_t(x, b, y, c, p, total, relu, divide);
 }
 
-// The end of a residual block (src/nn/cuda/residual.rs): y = max(x + skip, 0);
-// `packed` (total a multiple of a pack's values, the buffers 16-byte
-// aligned) moves 16 bytes a load.
-template <int W, typename T>
-__device__ void residual_relu_w(const T* x, const T* skip, T* y, long total) {
+// The residual end and its gradient (src/nn/cuda/residual.rs): `Op` on
+// each pair of values of two tensors; `packed` (total a multiple of a
+// pack's values, the buffers 16-byte aligned) moves 16 bytes a load.
+template <typename Op, int W, typename T>
+__device__ void pairwise_w(const T* a, const T* b, T* out, long total) {
     const long stride = (long)gridDim.x * blockDim.x * W;
     for (long i = (blockIdx.x * (long)blockDim.x + threadIdx.x) * W; i < total; i += stride) {
-        float a[MAX_PACK], b[MAX_PACK];
-        load_w<W>(x, i, a);
-        load_w<W>(skip, i, b);
-        for (int k = 0; k < W; k++) {
-            const float v = a[k] + b[k];
-            a[k] = v > 0.f ? v : 0.f;
-        }
-        store_w<W>(y, i, a);
+        float u[MAX_PACK], v[MAX_PACK];
+        load_w<W>(a, i, u);
+        load_w<W>(b, i, v);
+        for (int k = 0; k < W; k++) u[k] = Op::apply(u[k], v[k]);
+        store_w<W>(out, i, u);
     }
 }
-template <typename T>
-__device__ void residual_relu_t(const T* x, const T* skip, T* y, long total, int packed) {
+template <typename Op, typename T>
+__device__ void pairwise_t(const T* a, const T* b, T* out, long total, int packed) {
     if (packed) {
-        residual_relu_w<PackOf<T>::N>(x, skip, y, total);
+        pairwise_w<Op, PackOf<T>::N>(a, b, out, total);
     } else {
-        residual_relu_w<1>(x, skip, y, total);
+        pairwise_w<Op, 1>(a, b, out, total);
     }
 }
+
+// y = max(x + skip, 0).
+struct ResidualRelu {
+    __device__ static float apply(float x, float skip) {
+        const float v = x + skip;
+        return v > 0.f ? v : 0.f;
+    }
+};
 extern "C" __global__ void residual_relu(const float* x, const float* skip, float* y, long total, int packed) {
-    residual_relu_t(x, skip, y, total, packed);
+    pairwise_t<ResidualRelu>(x, skip, y, total, packed);
 }
 extern "C" __global__ void residual_relu_bf16(const bf16_t* x, const bf16_t* skip, bf16_t* y, long total, int packed) {
-    residual_relu_t(x, skip, y, total, packed);
+    pairwise_t<ResidualRelu>(x, skip, y, total, packed);
 }
 
 // Its gradient, the same for x and skip: dy where y > 0.
-template <int W, typename T>
-__device__ void relu_grad_w(const T* y, const T* dy, T* g, long total) {
-    const long stride = (long)gridDim.x * blockDim.x * W;
-    for (long i = (blockIdx.x * (long)blockDim.x + threadIdx.x) * W; i < total; i += stride) {
-        float a[MAX_PACK], d[MAX_PACK];
-        load_w<W>(y, i, a);
-        load_w<W>(dy, i, d);
-        for (int k = 0; k < W; k++) a[k] = a[k] > 0.f ? d[k] : 0.f;
-        store_w<W>(g, i, a);
-    }
-}
-template <typename T>
-__device__ void relu_grad_t(const T* y, const T* dy, T* g, long total, int packed) {
-    if (packed) {
-        relu_grad_w<PackOf<T>::N>(y, dy, g, total);
-    } else {
-        relu_grad_w<1>(y, dy, g, total);
-    }
-}
+struct ReluGrad {
+    __device__ static float apply(float y, float dy) { return y > 0.f ? dy : 0.f; }
+};
 extern "C" __global__ void relu_grad(const float* y, const float* dy, float* g, long total, int packed) {
-    relu_grad_t(y, dy, g, total, packed);
+    pairwise_t<ReluGrad>(y, dy, g, total, packed);
 }
 extern "C" __global__ void relu_grad_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* g, long total, int packed) {
-    relu_grad_t(y, dy, g, total, packed);
+    pairwise_t<ReluGrad>(y, dy, g, total, packed);
 }
 
 // The optimizers' in-place updates (src/train/optim_kernels.rs, launched by

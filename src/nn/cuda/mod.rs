@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaSlice, CudaView, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use candle_core::cuda_backend::{CudaDType, CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
@@ -295,14 +295,9 @@ fn channel_sums<T: Activation>(
     let func =
         dev.get_or_load_custom_func(kernel::<T>("channel_partial_sums", "channel_partial_sums_bf16"), MODULE, ptx()?)?;
     let mut b = func.builder();
-    b.arg(x).arg(dy).arg(y);
-    // A null pointer where the kernel reads no statistics.
     let null = 0u64;
-    match stats {
-        Some(stats) => b.arg(stats),
-        None => b.arg(&null),
-    };
-    b.arg(&eps).arg(&partial).arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
+    push_sums_inputs(&mut b, (x, dy, y), stats, &null, &eps, &partial);
+    b.arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
     let divide = divide_each_value();
     b.arg(&splits32).arg(&divide);
     // `splits` blocks of THREADS a channel, as the kernel's reduction expects.
@@ -312,6 +307,25 @@ fn channel_sums<T: Activation>(
     unsafe { b.launch(cfg) }.w()?;
     finish_channel_sums(dev, &partial, &out, (n, c32, p), what, splits32, blend)?;
     Ok(out)
+}
+
+/// The arguments the partial-sums kernels begin with: x, dy, y, the
+/// statistics (`null`, a null pointer, where the kernel reads none), eps
+/// and the partial sums.
+fn push_sums_inputs<'a, T: Activation>(
+    b: &mut LaunchArgs<'a>,
+    (x, dy, y): (&'a CudaView<T>, &'a CudaView<T>, &'a CudaView<T>),
+    stats: Option<&'a CudaView<f32>>,
+    null: &'a u64,
+    eps: &'a f32,
+    partial: &'a CudaSlice<f64>,
+) {
+    b.arg(x).arg(dy).arg(y);
+    match stats {
+        Some(stats) => b.arg(stats),
+        None => b.arg(null),
+    };
+    b.arg(eps).arg(partial);
 }
 
 /// `channel_finish`: `out` (2c) from the partial sums of `splits` runs a
@@ -363,13 +377,9 @@ fn channel_sums_last<T: Activation>(
     let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
     let (rows64, c32, what32, relu32, packed32) = (rows as i64, c as i32, what as i32, relu as i32, packed as i32);
     let mut b = func.builder();
-    b.arg(x).arg(dy).arg(y);
     let null = 0u64;
-    match stats {
-        Some(stats) => b.arg(stats),
-        None => b.arg(&null),
-    };
-    b.arg(&eps).arg(&partial).arg(&rows64).arg(&c32).arg(&what32).arg(&relu32).arg(&packed32);
+    push_sums_inputs(&mut b, (x, dy, y), stats, &null, &eps, &partial);
+    b.arg(&rows64).arg(&c32).arg(&what32).arg(&relu32).arg(&packed32);
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: x, dy and y hold rows·c values (16-byte aligned when
     // packed, as `packs` checked), stats 2c (read only for the gradient

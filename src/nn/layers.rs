@@ -92,6 +92,31 @@ fn torch_default_init(fan_in: usize) -> Init {
     Init::Uniform { lo: -bound, up: bound }
 }
 
+/// The layout a residual tower on `x`'s device keeps
+/// ([`super::layout`]): channels-last on a GPU where cuDNN convolves
+/// (unless `GO_TRAIN_CHANNELS_LAST=0`), NCHW elsewhere.
+pub fn tower_channels(x: &Tensor) -> Channels {
+    if let Some(channels) = super::layout::forced() {
+        return channels;
+    }
+    if cudnn_convolves(x) && Fused::ChannelsLast.enabled() {
+        Channels::Last
+    } else {
+        Channels::First
+    }
+}
+
+/// Whether cuDNN runs the convolutions on `x`'s device.
+#[cfg(feature = "cudnn")]
+fn cudnn_convolves(x: &Tensor) -> bool {
+    x.device().is_cuda() && super::cuda::cudnn_conv::enabled()
+}
+
+#[cfg(not(feature = "cudnn"))]
+fn cudnn_convolves(_: &Tensor) -> bool {
+    false
+}
+
 /// The multiple of channels that cuDNN's bf16 tensor-core convolutions take.
 const TENSOR_CORE_CHANNELS: usize = 8;
 

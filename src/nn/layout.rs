@@ -10,8 +10,6 @@
 
 use candle_core::{Result, Tensor};
 
-use super::switches::Fused;
-
 /// The order of an activation tensor's axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Channels {
@@ -22,20 +20,6 @@ pub enum Channels {
 }
 
 impl Channels {
-    /// The layout a residual tower on `x`'s device keeps: channels-last on
-    /// a GPU where cuDNN convolves (unless `GO_TRAIN_CHANNELS_LAST=0`),
-    /// NCHW elsewhere.
-    pub fn for_tower(x: &Tensor) -> Channels {
-        if let Some(channels) = forced() {
-            return channels;
-        }
-        if cudnn_convolves(x) && Fused::ChannelsLast.enabled() {
-            Channels::Last
-        } else {
-            Channels::First
-        }
-    }
-
     /// (batch, channels, points) of a 4-dimensional tensor's shape in this
     /// layout.
     pub fn dims(self, shape: &candle_core::Shape) -> Result<(usize, usize, usize)> {
@@ -57,29 +41,19 @@ pub fn to_channels_first(x: &Tensor) -> Result<Tensor> {
     x.permute((0, 3, 1, 2))?.contiguous()
 }
 
-/// Whether cuDNN runs the convolutions on `x`'s device.
-#[cfg(feature = "cudnn")]
-fn cudnn_convolves(x: &Tensor) -> bool {
-    x.device().is_cuda() && super::cuda::cudnn_conv::enabled()
-}
-
-#[cfg(not(feature = "cudnn"))]
-fn cudnn_convolves(_: &Tensor) -> bool {
-    false
-}
-
 #[cfg(test)]
 thread_local! {
     static FORCED: std::cell::Cell<Option<Channels>> = const { std::cell::Cell::new(None) };
 }
 
+/// The layout a test forces ([`with_channels`]), if any.
 #[cfg(test)]
-fn forced() -> Option<Channels> {
+pub(crate) fn forced() -> Option<Channels> {
     FORCED.with(|f| f.get())
 }
 
 #[cfg(not(test))]
-fn forced() -> Option<Channels> {
+pub(crate) fn forced() -> Option<Channels> {
     None
 }
 

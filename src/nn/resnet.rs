@@ -21,7 +21,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 use serde::{Deserialize, Serialize};
 
-use super::layers::{flatten, residual_relu, BatchNorm, Conv, Linear};
+use super::layers::{flatten, residual_relu, tower_channels, BatchNorm, Conv, Linear};
 use super::layout::{to_channels_first, to_channels_last, Channels};
 use super::loss::masked_log_softmax;
 use super::{Net, Output, MOVES, POINTS};
@@ -132,7 +132,7 @@ impl Net for ResNet {
         // The stem stays NCHW: its 15 input planes suit neither layout's
         // fast kernels, and its output changes layout once.
         let mut h = self.stem.1.forward(&self.stem.0.forward(x)?, train)?;
-        let channels = Channels::for_tower(x);
+        let channels = tower_channels(x);
         if channels == Channels::Last {
             h = to_channels_last(&h)?;
         }

@@ -23,7 +23,7 @@ pub enum Fused {
     Inputs,
     /// On a GPU with cuDNN, a residual tower's activations kept
     /// channels-last (NHWC) between its layers (`GO_TRAIN_CHANNELS_LAST`;
-    /// [`super::layout`]).
+    /// [`super::layers::tower_channels`]).
     ChannelsLast,
 }
 

@@ -203,7 +203,7 @@ fn channels_last_towers_give_the_nchw_losses_and_gradients() {
     allow_tf32(false);
     let dev = test_device();
     let x = planes(6).to_device(&dev).unwrap();
-    assert_eq!(with_channels(Channels::Last, || Channels::for_tower(&x)), Channels::Last);
+    assert_eq!(with_channels(Channels::Last, || layers::tower_channels(&x)), Channels::Last);
     let moves = Tensor::new(&[40u32, 100, 7, PASS as u32, 200, 360], &dev).unwrap();
     let results = Tensor::new(&[1f32, 0.0, 1.0, 1.0, 0.0, 0.0], &dev).unwrap();
     let exact = dev.is_cpu();

@@ -57,22 +57,27 @@ static unsigned __float_as_uint(float f) {
 static int divide = 0;
 
 // A launch: grid.x blocks of block.x threads.
+// One thread per thread of a block, for the whole launch: each runs its
+// part of every block in turn, all meeting at the barrier before the next
+// block (whose shared memory is the same statics). Starting threads a block
+// instead took most of this test's time.
 static void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
     gridDim.x = grid;
     blockDim.x = block;
-    for (unsigned b = 0; b < grid; b++) {
-        std::barrier<> bar(block);
-        block_barrier = &bar;
-        std::vector<std::thread> threads;
-        for (unsigned t = 0; t < block; t++) {
-            threads.emplace_back([&, b, t] {
+    std::barrier<> bar(block);
+    block_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; t++) {
+        threads.emplace_back([&, t] {
+            threadIdx.x = t;
+            for (unsigned b = 0; b < grid; b++) {
                 blockIdx.x = b;
-                threadIdx.x = t;
                 kernel();
-            });
-        }
-        for (auto& th : threads) th.join();
+                bar.arrive_and_wait();
+            }
+        });
     }
+    for (auto& th : threads) th.join();
 }
 
 // channel_sums as src/nn/cuda/mod.rs launches it: `splits` blocks a

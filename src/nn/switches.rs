@@ -25,6 +25,10 @@ pub enum Fused {
     /// channels-last (NHWC) between its layers (`GO_TRAIN_CHANNELS_LAST`;
     /// [`super::layers::tower_channels`]).
     ChannelsLast,
+    /// On a GPU, batch norm's per-channel sums finished by the last block
+    /// of the kernel that sums their runs: one launch, not two
+    /// (`GO_TRAIN_FUSED_SUMS`).
+    Sums,
 }
 
 impl Fused {
@@ -37,22 +41,31 @@ impl Fused {
             Fused::FirstGradients => "GO_TRAIN_FUSED_GRADS",
             Fused::Inputs => "GO_TRAIN_FUSED_INPUTS",
             Fused::ChannelsLast => "GO_TRAIN_CHANNELS_LAST",
+            Fused::Sums => "GO_TRAIN_FUSED_SUMS",
         }
     }
 
     /// Whether it is on.
     pub fn enabled(self) -> bool {
-        static SWITCHES: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
+        static SWITCHES: [OnceLock<bool>; 7] = [const { OnceLock::new() }; 7];
         *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
     }
 
     /// Every switch that is off, as `VARIABLE=0` words (empty when all are
     /// on): for reports of what ran.
     pub fn disabled() -> Vec<String> {
-        [Fused::Optimizer, Fused::Loss, Fused::RunningStats, Fused::FirstGradients, Fused::Inputs, Fused::ChannelsLast]
-            .into_iter()
-            .filter(|f| !f.enabled())
-            .map(|f| format!("{}=0", f.variable()))
-            .collect()
+        [
+            Fused::Optimizer,
+            Fused::Loss,
+            Fused::RunningStats,
+            Fused::FirstGradients,
+            Fused::Inputs,
+            Fused::ChannelsLast,
+            Fused::Sums,
+        ]
+        .into_iter()
+        .filter(|f| !f.enabled())
+        .map(|f| format!("{}=0", f.variable()))
+        .collect()
     }
 }

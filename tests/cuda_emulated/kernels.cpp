@@ -7,6 +7,7 @@
 // tests/cuda_emulated.rs builds and runs it: the kernels' arithmetic and
 // indexing are checked on machines without a GPU.
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -41,6 +42,14 @@ static float __int_as_float(int i) {
     return f;
 }
 static float __uint_as_float(unsigned u) { return __int_as_float((int)u); }
+// Blocks run one after another here, so the last-block ticket needs no
+// more than an add, and the fence orders nothing that could overlap.
+static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static unsigned atomicAdd(unsigned* a, unsigned v) {
+    const unsigned old = *a;
+    *a = old + v;
+    return old;
+}
 static unsigned __float_as_uint(float f) {
     unsigned u;
     std::memcpy(&u, &f, sizeof u);
@@ -51,6 +60,9 @@ static unsigned __float_as_uint(float f) {
 // in shared memory: the checks below have 2 (kept) and 3 or 4 (not).
 #define CACHED_CHANNELS 2
 #include "../../src/nn/cuda/kernels.cu"
+
+// The partial-sums kernels' Finish for two launches (channel_finish after).
+static const Finish NO_FINISH = {nullptr, nullptr, nullptr, nullptr, 0, 0, 0.f, 0.f, 0.f, 0};
 
 // The kernels' `divide` argument: every check runs with 0 (values walked
 // to, the default) and 1 (placed by division, GO_TRAIN_CHANNEL_WALK=0).
@@ -80,24 +92,43 @@ static void launch(unsigned grid, unsigned block, const std::function<void()>& k
     for (auto& th : threads) th.join();
 }
 
+static const float EPS = 1e-5f;
+static int failures = 0;
+
+static void expect_same(const char* what, const std::vector<float>& got, const std::vector<float>& want);
+
 // channel_sums as src/nn/cuda/mod.rs launches it: `splits` blocks a
 // channel, then one thread a channel adding up their sums.
 // With `avg` (the running mean, then the running variance: 2c values), the
-// moments are folded into it as batch norm's running averages.
+// moments are folded into it as batch norm's running averages. Run again
+// with the last block finishing (one launch), the same out and averages to
+// the bit, and the ticket counter back at 0.
 static void channel_sums(const float* x, const float* dy, const float* y, const float* stats, float eps, float* out,
                          int n, int c, int p, int what, int relu, int splits, float* avg = nullptr) {
+    std::vector<float> avg_before(avg ? avg : out, avg ? avg + 2 * c : out);
     std::vector<double> partial(2 * c * splits);
     launch(c * splits, THREADS, [&] {
-        channel_partial_sums(x, dy, y, stats, eps, partial.data(), n, c, p, what, relu, splits, divide);
+        channel_partial_sums(x, dy, y, stats, eps, partial.data(), n, c, p, what, relu, splits, divide, NO_FINISH);
     });
     float* avg_var = avg ? avg + c : nullptr;
     launch((c + 63) / 64, 64, [&] {
         channel_finish(partial.data(), out, n, c, p, what, splits, avg, avg_var, 0.9f, 0.1f, 0.1f * 1.25f, avg != nullptr);
     });
+    std::vector<float> out1(2 * c);
+    std::vector<double> partial1(2 * c * splits, -1.0);
+    unsigned done = 0;
+    const Finish fin = {out1.data(), avg_before.data(), avg_before.data() + c, &done, n, p, 0.9f, 0.1f, 0.1f * 1.25f,
+                        avg != nullptr};
+    launch(c * splits, THREADS, [&] {
+        channel_partial_sums(x, dy, y, stats, eps, partial1.data(), n, c, p, what, relu, splits, divide, fin);
+    });
+    expect_same("sums finished by the last block", out1, std::vector<float>(out, out + 2 * c));
+    if (avg) expect_same("running averages by the last block", avg_before, std::vector<float>(avg, avg + 2 * c));
+    if (done != 0) {
+        std::printf("MISMATCH last-block ticket left at %u\n", done);
+        failures++;
+    }
 }
-
-static const float EPS = 1e-5f;
-static int failures = 0;
 
 static void expect_close(const char* what, double got, double want, double tol) {
     if (!(std::fabs(got - want) <= tol * (1.0 + std::fabs(want)))) {
@@ -530,9 +561,11 @@ static int check_bf16_kernels(int n, int c, int p, bool relu, bool batch_stats, 
         std::vector<double> partial(2 * c * splits);
         launch(c * splits, THREADS, [&] {
             if constexpr (std::is_same_v<decltype(xs), bf16_t*>)
-                channel_partial_sums_bf16(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, splits, divide);
+                channel_partial_sums_bf16(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, splits, divide,
+                                          NO_FINISH);
             else
-                channel_partial_sums(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, splits, divide);
+                channel_partial_sums(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, splits, divide,
+                                     NO_FINISH);
         });
         launch(1, 64, [&] {
             channel_finish(partial.data(), out.data(), n, c, p, what, splits, nullptr, nullptr, 0.f, 0.f, 0.f, 0);
@@ -628,23 +661,36 @@ static int check_channels_last(int n, int c, int p, bool relu, bool batch_stats,
         std::vector<double> partial(2 * c * 2);
         launch(c * 2, THREADS, [&] {
             if constexpr (BF16)
-                channel_partial_sums_bf16(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, 2, divide);
+                channel_partial_sums_bf16(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, 2, divide,
+                                          NO_FINISH);
             else
-                channel_partial_sums(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, 2, divide);
+                channel_partial_sums(xs, dys, ys, stats, EPS, partial.data(), n, c, p, what, relu, 2, divide, NO_FINISH);
         });
-        launch(1, 64, [&] { channel_finish(partial.data(), out, n, c, p, what, 2, nullptr, nullptr, 0.f, 0.f, 0.f, 0); });
+        launch((c + 63) / 64, 64, [&] {
+            channel_finish(partial.data(), out, n, c, p, what, 2, nullptr, nullptr, 0.f, 0.f, 0.f, 0);
+        });
     };
+    // Two launches into `out`, then one (the last block finishing), the
+    // same to the bit.
     auto sums_last = [&](const T* xs, const T* dys, const T* ys, const float* stats, int what, float* out) {
         std::vector<double> partial(2 * c * blocks);
-        launch(blocks, THREADS, [&] {
-            if constexpr (BF16)
-                channel_partial_sums_nhwc_bf16(xs, dys, ys, stats, EPS, partial.data(), rows, c, what, relu, packed);
-            else
-                channel_partial_sums_nhwc(xs, dys, ys, stats, EPS, partial.data(), rows, c, what, relu, packed);
-        });
-        launch(1, 64, [&] {
+        auto partials = [&](const Finish& fin) {
+            launch(blocks, THREADS, [&] {
+                if constexpr (BF16)
+                    channel_partial_sums_nhwc_bf16(xs, dys, ys, stats, EPS, partial.data(), rows, c, what, relu, packed,
+                                                   fin);
+                else
+                    channel_partial_sums_nhwc(xs, dys, ys, stats, EPS, partial.data(), rows, c, what, relu, packed, fin);
+            });
+        };
+        partials(NO_FINISH);
+        launch((c + 63) / 64, 64, [&] {
             channel_finish(partial.data(), out, (int)rows, c, 1, what, blocks, nullptr, nullptr, 0.f, 0.f, 0.f, 0);
         });
+        std::vector<float> one(2 * c);
+        unsigned done = 0;
+        partials(Finish{one.data(), nullptr, nullptr, &done, (int)rows, 1, 0.f, 0.f, 0.f, 0});
+        expect_same("channels-last sums finished by the last block", one, std::vector<float>(out, out + 2 * c));
     };
     auto close = [&](const char* what, const std::vector<float>& got, const std::vector<float>& want) {
         for (size_t i = 0; i < got.size(); i++) expect_close(what, got[i], want[i], 1e-6);

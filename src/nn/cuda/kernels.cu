@@ -92,15 +92,76 @@ __device__ float scaled(float x, float s) {
     return __fadd_rn(__fmul_rn(x, s), 0.f);
 }
 
-// What channel_sums computes per channel, in two kernels. A channel holds
+// What channel_sums computes per channel, in two kernels (or one, the last
+// block finishing: Finish below). A channel holds
 // n * p values (369,664 at batch 1,024): one block a channel left most of a
 // GPU idle for the few channels a net has (16 to 128), so each channel is
 // cut into `splits` runs of whole planes, a block each
 // (channel_partial_sums), and one thread a channel then adds up its runs in
-// order (channel_finish): the same sums on every run, no atomics.
+// order (channel_finish): the same sums on every run (where the last block
+// finishes them, one atomic ticket decides which block, not the order).
 #define SUMS 0      // out = sum of x, sum of x * x
 #define MOMENTS 1   // out = mean, biased variance of x
 #define GRADIENT 2  // g = dy, zero where relu and y <= 0: out = sum of g, sum of g * (x - mean) * invstd
+
+// What turns a channel's partial sums into `out` (2, c), as channel_finish
+// does: the values a channel has (n * p, for MOMENTS) and batch norm's
+// running averages to fold the moments into when `blend`. With `done` (a
+// counter at 0, kept per device), the last block of a partial-sums kernel
+// finishes them itself, one launch instead of two; null, channel_finish
+// runs after it.
+struct Finish {
+    float* out;
+    float* avg_mean;
+    float* avg_var;
+    unsigned* done;
+    int n, p;
+    float keep, take_mean, take_var;
+    int blend;
+};
+
+// Channel ch of `out` from its `splits` partial sums, read past the L1
+// cache (volatile): in the last block they are other blocks' writes.
+__device__ void finish_channel(const double* partial, int ch, int c, int what, int splits, const Finish& f) {
+    const volatile double* runs = partial;
+    double s = 0.0, q = 0.0;
+    for (int part = 0; part < splits; part++) {
+        s += runs[ch * splits + part];
+        q += runs[(c + ch) * splits + part];
+    }
+    if (what == MOMENTS) {
+        const double m = (double)f.n * f.p;
+        const double mu = s / m;
+        const double var = q / m - mu * mu;
+        f.out[ch] = (float)mu;
+        f.out[c + ch] = (float)(var > 0.0 ? var : 0.0);
+        if (f.blend) {
+            f.avg_mean[ch] = __fadd_rn(scaled(f.avg_mean[ch], f.keep), scaled(f.out[ch], f.take_mean));
+            f.avg_var[ch] = __fadd_rn(scaled(f.avg_var[ch], f.keep), scaled(f.out[c + ch], f.take_var));
+        }
+    } else {
+        f.out[ch] = (float)s;
+        f.out[c + ch] = (float)q;
+    }
+}
+
+// With f.done, after every block has written its partial sums: the block
+// that arrives last (each makes its writes visible before it takes a ticket,
+// as in CUDA's threadFenceReduction sample) finishes every channel, in the
+// same order channel_finish would, then sets the counter back to 0 for the
+// next launch on the device's one stream.
+__device__ void finish_in_last_block(const double* partial, int c, int what, int splits, const Finish& f) {
+    if (f.done == nullptr) return;
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(f.done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int ch = threadIdx.x; ch < c; ch += blockDim.x) finish_channel(partial, ch, c, what, splits, f);
+    if (threadIdx.x == 0) *f.done = 0;
+}
 
 // Block ch * splits + part sums planes [n * part / splits, n * (part + 1) /
 // splits) of channel ch into partial[ch * splits + part] and
@@ -108,7 +169,7 @@ __device__ float scaled(float x, float s) {
 template <typename T>
 __device__ void channel_partial_sums_t(const T* x, const T* dy, const T* y, const float* stats, float eps,
                                        double* partial, int n, int c, int p, int what, int relu, int splits,
-                                       int divide) {
+                                       int divide, Finish fin) {
     const int ch = blockIdx.x / splits;
     const int part = blockIdx.x - ch * splits;
     const long first = (long)n * part / splits, last = (long)n * (part + 1) / splits;
@@ -149,16 +210,18 @@ __device__ void channel_partial_sums_t(const T* x, const T* dy, const T* y, cons
         partial[ch * splits + part] = ss[0];
         partial[(c + ch) * splits + part] = sq[0];
     }
+    finish_in_last_block(partial, c, what, splits, fin);
 }
 extern "C" __global__ void channel_partial_sums(const float* x, const float* dy, const float* y, const float* stats,
                                                 float eps, double* partial, int n, int c, int p, int what, int relu,
-                                                int splits, int divide) {
-    channel_partial_sums_t(x, dy, y, stats, eps, partial, n, c, p, what, relu, splits, divide);
+                                                int splits, int divide, Finish fin) {
+    channel_partial_sums_t(x, dy, y, stats, eps, partial, n, c, p, what, relu, splits, divide, fin);
 }
 extern "C" __global__ void channel_partial_sums_bf16(const bf16_t* x, const bf16_t* dy, const bf16_t* y,
                                                      const float* stats, float eps, double* partial, int n, int c,
-                                                     int p, int what, int relu, int splits, int divide) {
-    channel_partial_sums_t(x, dy, y, stats, eps, partial, n, c, p, what, relu, splits, divide);
+                                                     int p, int what, int relu, int splits, int divide,
+                                                     Finish fin) {
+    channel_partial_sums_t(x, dy, y, stats, eps, partial, n, c, p, what, relu, splits, divide, fin);
 }
 
 // out (2, c) from the partial sums: thread ch of the grid adds channel ch's.
@@ -170,25 +233,8 @@ extern "C" __global__ void channel_finish(const double* partial, float* out, int
                                           float take_var, int blend) {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
-    double s = 0.0, q = 0.0;
-    for (int part = 0; part < splits; part++) {
-        s += partial[ch * splits + part];
-        q += partial[(c + ch) * splits + part];
-    }
-    if (what == MOMENTS) {
-        const double m = (double)n * p;
-        const double mu = s / m;
-        const double var = q / m - mu * mu;
-        out[ch] = (float)mu;
-        out[c + ch] = (float)(var > 0.0 ? var : 0.0);
-        if (blend) {
-            avg_mean[ch] = __fadd_rn(scaled(avg_mean[ch], keep), scaled(out[ch], take_mean));
-            avg_var[ch] = __fadd_rn(scaled(avg_var[ch], keep), scaled(out[c + ch], take_var));
-        }
-    } else {
-        out[ch] = (float)s;
-        out[c + ch] = (float)q;
-    }
+    const Finish f = {out, avg_mean, avg_var, nullptr, n, p, keep, take_mean, take_var, blend};
+    finish_channel(partial, ch, c, what, splits, f);
 }
 
 // Channel ch's scale and shift: y = x * scale + shift.
@@ -439,23 +485,25 @@ __device__ void channel_partial_sums_nhwc_w(const T* x, const T* dy, const T* y,
 // would pass the 48 KB a block may declare.
 template <typename T>
 __device__ void channel_partial_sums_nhwc_t(const T* x, const T* dy, const T* y, const float* stats, float eps,
-                                            double* partial, long rows, int c, int what, int relu, int packed) {
+                                            double* partial, long rows, int c, int what, int relu, int packed,
+                                            Finish fin) {
     __shared__ double ss[THREADS * MAX_PACK], sq[THREADS * MAX_PACK];
     if (packed) {
         channel_partial_sums_nhwc_w<PackOf<T>::N>(x, dy, y, stats, eps, partial, rows, c, what, relu, ss, sq);
     } else {
         channel_partial_sums_nhwc_w<1>(x, dy, y, stats, eps, partial, rows, c, what, relu, ss, sq);
     }
+    finish_in_last_block(partial, c, what, gridDim.x, fin);
 }
 extern "C" __global__ void channel_partial_sums_nhwc(const float* x, const float* dy, const float* y,
                                                      const float* stats, float eps, double* partial, long rows, int c,
-                                                     int what, int relu, int packed) {
-    channel_partial_sums_nhwc_t(x, dy, y, stats, eps, partial, rows, c, what, relu, packed);
+                                                     int what, int relu, int packed, Finish fin) {
+    channel_partial_sums_nhwc_t(x, dy, y, stats, eps, partial, rows, c, what, relu, packed, fin);
 }
 extern "C" __global__ void channel_partial_sums_nhwc_bf16(const bf16_t* x, const bf16_t* dy, const bf16_t* y,
                                                           const float* stats, float eps, double* partial, long rows,
-                                                          int c, int what, int relu, int packed) {
-    channel_partial_sums_nhwc_t(x, dy, y, stats, eps, partial, rows, c, what, relu, packed);
+                                                          int c, int what, int relu, int packed, Finish fin) {
+    channel_partial_sums_nhwc_t(x, dy, y, stats, eps, partial, rows, c, what, relu, packed, fin);
 }
 
 // normalize, channels-last: the same arithmetic a value.

@@ -23,11 +23,12 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaView, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
-use candle_core::cuda_backend::{CudaDType, CudaDevice, WrapErr};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, DeviceId, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
 use half::bf16;
 
 use crate::nn::layout::Channels;
+use crate::nn::switches::Fused;
 
 pub mod bias;
 #[cfg(feature = "cudnn")]
@@ -291,6 +292,7 @@ fn channel_sums<T: Activation>(
     // SAFETY: uninitialised, but `channel_finish` runs a thread a channel,
     // each writing that channel's two values: all 2c.
     let out = unsafe { dev.alloc::<f32>(2 * c)? };
+    let fin = finishing(dev, &out, (n, p), blend)?;
     let (n, c32, p, what, relu, splits32) = (n as i32, c as i32, p as i32, what as i32, relu as i32, splits as i32);
     let func =
         dev.get_or_load_custom_func(kernel::<T>("channel_partial_sums", "channel_partial_sums_bf16"), MODULE, ptx()?)?;
@@ -299,13 +301,15 @@ fn channel_sums<T: Activation>(
     push_sums_inputs(&mut b, (x, dy, y), stats, &null, &eps, &partial);
     b.arg(&n).arg(&c32).arg(&p).arg(&what).arg(&relu);
     let divide = divide_each_value();
-    b.arg(&splits32).arg(&divide);
+    b.arg(&splits32).arg(&divide).arg(&fin);
     // `splits` blocks of THREADS a channel, as the kernel's reduction expects.
     let cfg = LaunchConfig { grid_dim: ((c * splits) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: the buffers hold n·c·p (x, dy, y), 2c (stats, read only for
     // the gradient sums, which pass it) and 2c·splits (partial) values.
     unsafe { b.launch(cfg) }.w()?;
-    finish_channel_sums(dev, &partial, &out, (n, c32, p), what, splits32, blend)?;
+    if fin.done == 0 {
+        finish_channel_sums(dev, &partial, &fin, c32, what, splits32)?;
+    }
     Ok(out)
 }
 
@@ -328,23 +332,94 @@ fn push_sums_inputs<'a, T: Activation>(
     b.arg(eps).arg(partial);
 }
 
-/// `channel_finish`: `out` (2c) from the partial sums of `splits` runs a
-/// channel of (n, c, p) values, folded into `blend`'s running averages.
+/// `Finish` of `kernels.cu`: where a channel's partial sums end up, `out`
+/// (2c) and, for the moments, `blend`'s running averages; the count of
+/// values a channel has (n·p); and `done`, the address of the device's
+/// ticket counter when the partial-sums kernel's last block finishes the
+/// sums itself ([`Fused::Sums`]), else 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Finish {
+    out: u64,
+    avg_mean: u64,
+    avg_var: u64,
+    done: u64,
+    n: i32,
+    p: i32,
+    keep: f32,
+    take_mean: f32,
+    take_var: f32,
+    blend: i32,
+}
+
+// SAFETY: plain data laid out as `Finish` in kernels.cu (four pointers, six
+// 32-bit values), passed by value.
+unsafe impl DeviceRepr for Finish {}
+
+/// How sums of (n, p) values a channel finish into `out`, folded into
+/// `blend`'s running averages (for the moments).
+fn finishing(
+    dev: &CudaDevice,
+    out: &CudaSlice<f32>,
+    (n, p): (usize, usize),
+    blend: Option<RunningBlend>,
+) -> Result<Finish> {
+    let too_many = || candle_core::Error::Msg(format!("batch norm: {n}·{p} values a channel"));
+    let r = blend.unwrap_or(RunningBlend { mean: 0, var: 0, keep: 0.0, take_mean: 0.0, take_var: 0.0 });
+    let stream = dev.cuda_stream();
+    let (out, _record) = out.device_ptr(&stream);
+    let done = if Fused::Sums.enabled() { ticket_counter(dev)? } else { 0 };
+    Ok(Finish {
+        out,
+        avg_mean: r.mean,
+        avg_var: r.var,
+        done,
+        n: i32::try_from(n).map_err(|_| too_many())?,
+        p: i32::try_from(p).map_err(|_| too_many())?,
+        keep: r.keep,
+        take_mean: r.take_mean,
+        take_var: r.take_var,
+        blend: blend.is_some() as i32,
+    })
+}
+
+thread_local! {
+    /// Each device's ticket counter for the last block of a partial-sums
+    /// kernel: zeroed once, and set back to 0 by the block that finishes.
+    /// Kernels on a device's one stream never overlap, so one serves all.
+    static TICKETS: std::cell::RefCell<std::collections::HashMap<DeviceId, CudaSlice<u32>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The address of `dev`'s ticket counter (made on first use).
+fn ticket_counter(dev: &CudaDevice) -> Result<u64> {
+    TICKETS.with(|t| {
+        let mut t = t.borrow_mut();
+        let counter = match t.entry(dev.id()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(dev.cuda_stream().alloc_zeros::<u32>(1)?),
+        };
+        let stream = dev.cuda_stream();
+        let (address, _record) = counter.device_ptr(&stream);
+        Ok(address)
+    })
+}
+
+/// `channel_finish`: `fin.out` (2c) from the partial sums of `splits` runs
+/// a channel, folded into `fin`'s running averages.
 fn finish_channel_sums(
     dev: &CudaDevice,
     partial: &CudaSlice<f64>,
-    out: &CudaSlice<f32>,
-    (n, c, p): (i32, i32, i32),
+    fin: &Finish,
+    c: i32,
     what: i32,
     splits: i32,
-    blend: Option<RunningBlend>,
 ) -> Result<()> {
     let func = dev.get_or_load_custom_func("channel_finish", MODULE, ptx()?)?;
-    let r = blend.unwrap_or(RunningBlend { mean: 0, var: 0, keep: 0.0, take_mean: 0.0, take_var: 0.0 });
-    let blending = (blend.is_some() && what == Reduce::Moments as i32) as i32;
+    let blending = (fin.blend != 0 && what == Reduce::Moments as i32) as i32;
     let mut b = func.builder();
-    b.arg(partial).arg(out).arg(&n).arg(&c).arg(&p).arg(&what).arg(&splits);
-    b.arg(&r.mean).arg(&r.var).arg(&r.keep).arg(&r.take_mean).arg(&r.take_var).arg(&blending);
+    b.arg(partial).arg(&fin.out).arg(&fin.n).arg(&c).arg(&fin.p).arg(&what).arg(&splits);
+    b.arg(&fin.avg_mean).arg(&fin.avg_var).arg(&fin.keep).arg(&fin.take_mean).arg(&fin.take_var).arg(&blending);
     // SAFETY: one thread a channel reads its 2·splits partial sums and
     // writes its 2 values of out (2c) and, blending, of the running
     // averages (whose c values each the caller checked).
@@ -373,20 +448,22 @@ fn channel_sums_last<T: Activation>(
     // SAFETY: uninitialised, but `channel_finish` runs a thread a channel,
     // each writing that channel's two values: all 2c.
     let out = unsafe { dev.alloc::<f32>(2 * c)? };
+    let fin = finishing(dev, &out, (rows, 1), blend)?;
     let name = kernel::<T>("channel_partial_sums_nhwc", "channel_partial_sums_nhwc_bf16");
     let func = dev.get_or_load_custom_func(name, MODULE, ptx()?)?;
     let (rows64, c32, what32, relu32, packed32) = (rows as i64, c as i32, what as i32, relu as i32, packed as i32);
     let mut b = func.builder();
     let null = 0u64;
     push_sums_inputs(&mut b, (x, dy, y), stats, &null, &eps, &partial);
-    b.arg(&rows64).arg(&c32).arg(&what32).arg(&relu32).arg(&packed32);
+    b.arg(&rows64).arg(&c32).arg(&what32).arg(&relu32).arg(&packed32).arg(&fin);
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: x, dy and y hold rows·c values (16-byte aligned when
     // packed, as `packs` checked), stats 2c (read only for the gradient
     // sums, which pass it), partial 2c·blocks.
     unsafe { b.launch(cfg) }.w()?;
-    let rows32 = i32::try_from(rows).map_err(|_| candle_core::Error::Msg(format!("batch norm: {rows} rows")))?;
-    finish_channel_sums(dev, &partial, &out, (rows32, c32, 1), what32, blocks as i32, blend)?;
+    if fin.done == 0 {
+        finish_channel_sums(dev, &partial, &fin, c32, what32, blocks as i32)?;
+    }
     Ok(out)
 }
 

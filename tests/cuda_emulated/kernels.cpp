@@ -276,6 +276,13 @@ static void check_residual(int total, int packed, unsigned seed) {
         std::printf("MISMATCH residual: only one side of the ReLU tested\n");
         failures++;
     }
+    // Packs allowed but the buffers one value off 16 bytes: the kernel
+    // must see it and go a value at a time, to the same result.
+    std::vector<float> xs(total + 1), ss(total + 1), ys(total + 1);
+    std::copy(x.begin(), x.end(), xs.begin() + 1);
+    std::copy(skip.begin(), skip.end(), ss.begin() + 1);
+    launch(3, 64, [&] { residual_relu(xs.data() + 1, ss.data() + 1, ys.data() + 1, total, 1); });
+    expect_same("residual_relu on unaligned buffers", std::vector<float>(ys.begin() + 1, ys.end()), y);
 }
 
 // A convolution's bias: y = x + b per channel (then the ReLU when `relu`),

@@ -368,6 +368,11 @@ __device__ void store_pack(bf16_t* a, long i, const float* v) {
     for (int k = 0; k < 4; k++) p.w[k] = (unsigned)to_bf16(v[2 * k]) | ((unsigned)to_bf16(v[2 * k + 1]) << 16);
     *reinterpret_cast<Pack16*>(a + i) = p;
 }
+// Whether a pointer may be read or written a pack at a time: the host
+// allows packs where the tensors' offsets permit; the kernels check the
+// addresses themselves too, so that no allocator's alignment is assumed.
+__device__ bool aligned16(const void* p) { return ((unsigned long long)p & 15ull) == 0; }
+
 // W values from i: one, or a pack (W = PackOf<T>::N).
 template <int W, typename T>
 __device__ void load_w(const T* a, long i, float* v) {
@@ -488,7 +493,7 @@ __device__ void channel_partial_sums_nhwc_t(const T* x, const T* dy, const T* y,
                                             double* partial, long rows, int c, int what, int relu, int packed,
                                             Finish fin) {
     __shared__ double ss[THREADS * MAX_PACK], sq[THREADS * MAX_PACK];
-    if (packed) {
+    if (packed && aligned16(x) && aligned16(dy) && aligned16(y)) {
         channel_partial_sums_nhwc_w<PackOf<T>::N>(x, dy, y, stats, eps, partial, rows, c, what, relu, ss, sq);
     } else {
         channel_partial_sums_nhwc_w<1>(x, dy, y, stats, eps, partial, rows, c, what, relu, ss, sq);
@@ -536,7 +541,7 @@ __device__ void normalize_nhwc_t(const T* x, const float* stats, const float* ga
         }
     }
     __syncthreads();
-    if (packed) {
+    if (packed && aligned16(x) && aligned16(y)) {
         normalize_nhwc_w<PackOf<T>::N>(x, stats, gamma, beta, eps, y, c, total, relu, scales, shifts, cached);
     } else {
         normalize_nhwc_w<1>(x, stats, gamma, beta, eps, y, c, total, relu, scales, shifts, cached);
@@ -586,7 +591,7 @@ __device__ void normalize_grad_nhwc_t(const T* x, const T* dy, const T* y, const
     const bool cached = c <= CACHED_CHANNELS;
     if (cached) cache_grad_channels(stats, sums, eps, c, m, batch_stats, invstds, means, alongs);
     __syncthreads();
-    if (packed) {
+    if (packed && aligned16(x) && aligned16(dy) && aligned16(y) && aligned16(dx)) {
         normalize_grad_nhwc_w<PackOf<T>::N>(x, dy, y, stats, gamma, sums, eps, dx, c, total, m, relu, batch_stats,
                                             invstds, means, alongs, cached);
     } else {
@@ -641,7 +646,7 @@ __device__ void pairwise_w(const T* a, const T* b, T* out, long total) {
 }
 template <typename Op, typename T>
 __device__ void pairwise_t(const T* a, const T* b, T* out, long total, int packed) {
-    if (packed) {
+    if (packed && aligned16(a) && aligned16(b) && aligned16(out)) {
         pairwise_w<Op, PackOf<T>::N>(a, b, out, total);
     } else {
         pairwise_w<Op, 1>(a, b, out, total);

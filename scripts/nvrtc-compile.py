@@ -11,8 +11,11 @@ import sys
 
 
 def compile_one(lib, path):
-    with open(path, "rb") as f:
-        source = f.read()
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        return f"{path}: cannot read it: {e.strerror}"
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), source, path.encode(), 0, None, None) != 0:
         return f"{path}: NVRTC could not create a program"
@@ -30,7 +33,10 @@ def compile_one(lib, path):
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    lib = ctypes.CDLL(sys.argv[1])
+    try:
+        lib = ctypes.CDLL(sys.argv[1])
+    except OSError as e:
+        sys.exit(f"{sys.argv[1]}: cannot load NVRTC: {e}")
     errors = [e for e in (compile_one(lib, p) for p in sys.argv[2:]) if e]
     for e in errors:
         print(e, file=sys.stderr)

@@ -189,27 +189,10 @@ impl Conv {
             let w = self.weight.permute((0, 2, 3, 1))?.to_dtype(x.dtype())?;
             if super::cuda::cudnn_conv::applies(x, &w) {
                 let y = super::cuda::cudnn_conv::conv2d_same_in(x, &w, channels)?;
-                return self.bias_relu_channels_last(y);
+                return self.bias_relu(y, |y, b, relu| add_bias_by_ops(y, b, relu, channels));
             }
         }
         to_channels_last(&self.forward(&to_channels_first(x)?)?)
-    }
-
-    /// The layer's bias and ReLU on its convolution `y`, channels-last.
-    #[cfg(feature = "cudnn")]
-    fn bias_relu_channels_last(&self, y: Tensor) -> Result<Tensor> {
-        match (self.has_bias, self.relu) {
-            (true, relu) => {
-                let y = y.broadcast_add(&self.bias.to_dtype(y.dtype())?)?;
-                if relu {
-                    y.relu()
-                } else {
-                    Ok(y)
-                }
-            }
-            (false, true) => y.relu(),
-            (false, false) => Ok(y),
-        }
     }
 
     /// Whether both channel counts suit the tensor cores in bf16.
@@ -222,7 +205,8 @@ impl Conv {
     /// the reference in tests.
     #[cfg(test)]
     fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_with(x, |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1), add_bias_by_ops)
+        let bias = |y: &Tensor, b: &Tensor, relu| add_bias_by_ops(y, b, relu, Channels::First);
+        self.forward_with(x, |x, w| x.conv2d(w, w.dim(2)? / 2, 1, 1, 1), bias)
     }
 
     /// The convolution by `conv`, then the bias and the ReLU by `bias`
@@ -235,7 +219,12 @@ impl Conv {
         conv: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
         bias: impl Fn(&Tensor, &Tensor, bool) -> Result<Tensor>,
     ) -> Result<Tensor> {
-        let y = conv(x, &self.weight.to_dtype(x.dtype())?)?;
+        self.bias_relu(conv(x, &self.weight.to_dtype(x.dtype())?)?, bias)
+    }
+
+    /// The layer's bias and ReLU by `bias` on its convolution `y` (the ReLU
+    /// alone when it has no bias).
+    fn bias_relu(&self, y: Tensor, bias: impl Fn(&Tensor, &Tensor, bool) -> Result<Tensor>) -> Result<Tensor> {
         match (self.has_bias, self.relu) {
             (true, relu) => bias(&y, &self.bias, relu),
             (false, true) => y.relu(),
@@ -253,12 +242,17 @@ fn add_bias(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
     if super::cuda::applies(y) {
         return super::cuda::bias::add_bias(y, b, relu);
     }
-    add_bias_by_ops(y, b, relu)
+    add_bias_by_ops(y, b, relu, Channels::First)
 }
 
-/// [`add_bias`] by candle's ops.
-fn add_bias_by_ops(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
-    let y = y.broadcast_add(&b.to_dtype(y.dtype())?.reshape((1, (), 1, 1))?)?;
+/// [`add_bias`] by candle's ops, `y` in the layout `channels`.
+fn add_bias_by_ops(y: &Tensor, b: &Tensor, relu: bool, channels: Channels) -> Result<Tensor> {
+    let b = b.to_dtype(y.dtype())?;
+    let b = match channels {
+        Channels::First => b.reshape((1, (), 1, 1))?,
+        Channels::Last => b,
+    };
+    let y = y.broadcast_add(&b)?;
     if relu {
         y.relu()
     } else {

@@ -8,7 +8,7 @@
 //! residual tower keeps its activations as (batch, h, w, c) tensors from
 //! the first block to the head: one change of layout each way a step.
 
-use candle_core::{Result, Tensor};
+use candle_core::{Result, Shape, Tensor};
 
 /// The order of an activation tensor's axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,14 +20,29 @@ pub enum Channels {
 }
 
 impl Channels {
-    /// (batch, channels, points) of a 4-dimensional tensor's shape in this
-    /// layout.
-    pub fn dims(self, shape: &candle_core::Shape) -> Result<(usize, usize, usize)> {
+    /// The sizes of a 4-dimensional shape in this layout, in NCHW order
+    /// (batch, c, h, w; for a convolution's kernel, c_out, c_in, k, k).
+    pub fn nchw(self, shape: &Shape) -> Result<(usize, usize, usize, usize)> {
         let (a, b, c, d) = shape.dims4()?;
         Ok(match self {
-            Channels::First => (a, b, c * d),
-            Channels::Last => (a, d, b * c),
+            Channels::First => (a, b, c, d),
+            Channels::Last => (a, d, b, c),
         })
+    }
+
+    /// The shape in this layout of sizes `(n, c, h, w)` given in NCHW order.
+    pub fn shape(self, (n, c, h, w): (usize, usize, usize, usize)) -> Shape {
+        match self {
+            Channels::First => Shape::from((n, c, h, w)),
+            Channels::Last => Shape::from((n, h, w, c)),
+        }
+    }
+
+    /// (batch, channels, points) of a 4-dimensional tensor's shape in this
+    /// layout.
+    pub fn dims(self, shape: &Shape) -> Result<(usize, usize, usize)> {
+        let (n, c, h, w) = self.nchw(shape)?;
+        Ok((n, c, h * w))
     }
 }
 

@@ -32,6 +32,17 @@ pub enum Fused {
 }
 
 impl Fused {
+    /// Every switch.
+    const ALL: [Fused; 7] = [
+        Fused::Optimizer,
+        Fused::Loss,
+        Fused::RunningStats,
+        Fused::FirstGradients,
+        Fused::Inputs,
+        Fused::ChannelsLast,
+        Fused::Sums,
+    ];
+
     /// The environment variable that turns it off with `0`.
     pub const fn variable(self) -> &'static str {
         match self {
@@ -47,25 +58,13 @@ impl Fused {
 
     /// Whether it is on.
     pub fn enabled(self) -> bool {
-        static SWITCHES: [OnceLock<bool>; 7] = [const { OnceLock::new() }; 7];
+        static SWITCHES: [OnceLock<bool>; Fused::ALL.len()] = [const { OnceLock::new() }; Fused::ALL.len()];
         *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
     }
 
     /// Every switch that is off, as `VARIABLE=0` words (empty when all are
     /// on): for reports of what ran.
     pub fn disabled() -> Vec<String> {
-        [
-            Fused::Optimizer,
-            Fused::Loss,
-            Fused::RunningStats,
-            Fused::FirstGradients,
-            Fused::Inputs,
-            Fused::ChannelsLast,
-            Fused::Sums,
-        ]
-        .into_iter()
-        .filter(|f| !f.enabled())
-        .map(|f| format!("{}=0", f.variable()))
-        .collect()
+        Fused::ALL.into_iter().filter(|f| !f.enabled()).map(|f| format!("{}=0", f.variable())).collect()
     }
 }

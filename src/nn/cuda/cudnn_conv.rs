@@ -121,23 +121,13 @@ struct Geometry {
     channels_last: bool,
 }
 
-/// A 4-dimensional shape's sizes in NCHW order (KCRS for a kernel), from
-/// a tensor in the layout `channels`.
-fn nchw_dims(shape: &Shape, channels: Channels) -> Result<(usize, usize, usize, usize)> {
-    let (a, b, c, d) = shape.dims4()?;
-    Ok(match channels {
-        Channels::First => (a, b, c, d),
-        Channels::Last => (a, d, b, c),
-    })
-}
-
 impl Geometry {
     /// The geometry of `pass` from its two arguments' shapes in the layout
     /// `channels`.
     fn of(pass: Pass, a: &Shape, b: &Shape, channels: Channels) -> Result<Geometry> {
         let tf32 = candle_core::cuda::gemm_reduced_precision_f32();
         let channels_last = channels == Channels::Last;
-        let (da, db) = (nchw_dims(a, channels)?, nchw_dims(b, channels)?);
+        let (da, db) = (channels.nchw(a)?, channels.nchw(b)?);
         let (g, kernel_fits) = match pass {
             Pass::Forward => {
                 let ((batch, c_in, h, w), (c_out, wc_in, k, k2)) = (da, db);
@@ -447,10 +437,7 @@ fn with_plan<T: Element, R>(
 /// A shape from cuDNN's dimensions (NCHW order), in the layout `channels`.
 fn dims_shape(dims: [i32; 4], channels: Channels) -> Shape {
     let [a, b, c, d] = dims.map(|d| d as usize);
-    match channels {
-        Channels::First => Shape::from((a, b, c, d)),
-        Channels::Last => Shape::from((a, c, d, b)),
-    }
+    channels.shape((a, b, c, d))
 }
 
 impl CustomOp2 for ConvOp {
@@ -484,10 +471,7 @@ impl CustomOp2 for ConvOp {
         let (x, w, dy) = (x.detach(), w.detach(), dy.detach().contiguous()?);
         let op = |pass| ConvOp { pass, channels: self.channels };
         let dx = if x_in.track_op() { Some(dy.apply_op2(&w, op(Pass::DataGrad))?) } else { None };
-        let k = w.dim(match self.channels {
-            Channels::First => 2,
-            Channels::Last => 1,
-        })?;
+        let k = self.channels.nchw(w.shape())?.2;
         let dw = if w_in.track_op() { Some(x.apply_op2(&dy, op(Pass::FilterGrad { k }))?) } else { None };
         Ok((dx, dw))
     }

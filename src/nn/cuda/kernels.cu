@@ -391,25 +391,12 @@ __device__ void store_w(T* a, long i, const float* v) {
     }
 }
 
-// The first value of each of a thread's groups of `width` values in a
-// grid-stride loop, its channel kept up to date without a division.
-struct RowWalk {
-    long i, stride;
-    int channel, step, c;
-
-    __device__ RowWalk(long start, long stride_, int c_) : i(start), stride(stride_), c(c_) {
-        channel = (int)(start % c);
-        step = (int)(stride % c);
-    }
-
-    __device__ void next() {
-        i += stride;
-        channel += step;
-        if (channel >= c) channel -= c;
-    }
-};
-__device__ RowWalk grid_rows(int c, int width) {
-    return RowWalk((blockIdx.x * (long)blockDim.x + threadIdx.x) * width, (long)gridDim.x * blockDim.x * width, c);
+// The first value of each of this thread's groups of `width` values of a
+// channels-last tensor in a grid-stride loop: a walk over planes of one
+// point, whose channel is the value's.
+__device__ ChannelWalk grid_rows(int c, int width) {
+    const long start = (blockIdx.x * (long)blockDim.x + threadIdx.x) * width;
+    return ChannelWalk(start, (long)gridDim.x * blockDim.x * width, c, 1, false);
 }
 
 // Block b of the grid sums rows [rows * b / blocks, rows * (b + 1) / blocks)
@@ -516,7 +503,7 @@ template <int W, typename T>
 __device__ void normalize_nhwc_w(const T* x, const float* stats, const float* gamma, const float* beta, float eps,
                                  T* y, int c, long total, int relu, const float* scales, const float* shifts,
                                  bool cached) {
-    for (RowWalk w = grid_rows(c, W); w.i < total; w.next()) {
+    for (ChannelWalk w = grid_rows(c, W); w.i < total; w.next()) {
         float v[MAX_PACK];
         load_w<W>(x, w.i, v);
         for (int k = 0; k < W; k++) {
@@ -563,7 +550,7 @@ __device__ void normalize_grad_nhwc_w(const T* x, const T* dy, const T* y, const
                                       const float* sums, float eps, T* dx, int c, long total, float m, int relu,
                                       int batch_stats, const float* invstds, const float* means, const float* alongs,
                                       bool cached) {
-    for (RowWalk w = grid_rows(c, W); w.i < total; w.next()) {
+    for (ChannelWalk w = grid_rows(c, W); w.i < total; w.next()) {
         float v[MAX_PACK], d[MAX_PACK], o[MAX_PACK];
         load_w<W>(x, w.i, v);
         load_w<W>(dy, w.i, d);

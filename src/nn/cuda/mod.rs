@@ -182,14 +182,13 @@ fn dims(l: &Layout) -> Result<(usize, usize, usize)> {
     Channels::First.dims(l.shape())
 }
 
-/// Whether a kernel can move 16-byte packs of `T` over tensors with these
-/// layouts, whose rows are `c` values (the channels of a channels-last
-/// tensor; all of them for an elementwise kernel): `c` a multiple of a
-/// pack's values, and every tensor starting on a 16-byte boundary
-/// (candle's buffers themselves do).
-fn packs<T>(c: usize, layouts: &[&Layout]) -> bool {
-    let size = std::mem::size_of::<T>();
-    c.is_multiple_of(16 / size) && layouts.iter().all(|l| (l.start_offset() * size).is_multiple_of(16))
+/// Whether a kernel may move 16-byte packs of `T` over rows of `c` values
+/// (the channels of a channels-last tensor; all the values for an
+/// elementwise kernel): when `c` is a multiple of a pack's values. The
+/// kernels check their buffers' alignment themselves (`aligned16` in
+/// kernels.cu) and go a value at a time where a pack would straddle it.
+fn packs<T>(c: usize) -> bool {
+    c.is_multiple_of(16 / std::mem::size_of::<T>())
 }
 
 /// Values a thread of a channels-last kernel takes at a time.
@@ -428,7 +427,8 @@ fn finish_channel_sums(
 }
 
 /// [`channel_sums`] over channels-last tensors of `rows` rows of `c`
-/// channels (`channel_partial_sums_nhwc`, then `channel_finish`).
+/// channels (`channel_partial_sums_nhwc`, its last block finishing the sums
+/// or `channel_finish` after it, as [`finishing`] says).
 #[allow(clippy::too_many_arguments)]
 fn channel_sums_last<T: Activation>(
     dev: &CudaDevice,
@@ -457,8 +457,8 @@ fn channel_sums_last<T: Activation>(
     push_sums_inputs(&mut b, (x, dy, y), stats, &null, &eps, &partial);
     b.arg(&rows64).arg(&c32).arg(&what32).arg(&relu32).arg(&packed32).arg(&fin);
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-    // SAFETY: x, dy and y hold rows·c values (16-byte aligned when
-    // packed, as `packs` checked), stats 2c (read only for the gradient
+    // SAFETY: x, dy and y hold rows·c values (c a multiple of a pack's when
+    // packed), stats 2c (read only for the gradient
     // sums, which pass it), partial 2c·blocks.
     unsafe { b.launch(cfg) }.w()?;
     if fin.done == 0 {
@@ -504,7 +504,7 @@ impl Reduce {
         let dev = s.device();
         let x = view_of::<T>(s, l, "input")?;
         let (n, c, p) = channels.dims(l.shape())?;
-        let reading = Reading { channels, packed: packs::<T>(c, &[l]) };
+        let reading = Reading { channels, packed: channels == Channels::Last && packs::<T>(c) };
         let out = channel_sums(dev, (&x, &x, &x), None, 0.0, (n, c, p), self, false, blend, reading)?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), Shape::from((2, c))))
     }

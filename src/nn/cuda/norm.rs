@@ -151,8 +151,8 @@ impl NormOp {
                 b.arg(&p).arg(&total64).arg(&relu).arg(&divide);
                 total
             };
-            // SAFETY: x and y hold `total` values (16-byte aligned when
-            // packed, as `packs` checked), γ and β c, stats 2c.
+            // SAFETY: x and y hold `total` values (c a multiple of a pack's
+            // when packed), γ and β c, stats 2c.
             unsafe { b.launch(elementwise(threads)) }.w()?;
             Ok(())
         })?;
@@ -195,9 +195,9 @@ impl NormOp {
                         b.arg(&c).arg(&p).arg(&total64).arg(&m).arg(&relu).arg(&batch_stats).arg(&divide);
                         total
                     };
-                    // SAFETY: x, y, dy and dx hold `total` values (16-byte
-                    // aligned when packed, as `packs` checked), γ c, stats
-                    // and sums 2c.
+                    // SAFETY: x, y, dy and dx hold `total` values (c a
+                    // multiple of a pack's when packed), γ c, stats and sums
+                    // 2c.
                     unsafe { b.launch(elementwise(threads)) }.w()?;
                     Ok(())
                 })
@@ -286,7 +286,7 @@ impl NormOp {
                 }
                 let x = view_of::<T>(s1, l1, "input")?;
                 let weights = [view(s2, l2, "weight")?, view(s3, l3, "bias")?];
-                let packed = last && packs::<T>(c, &[l1]);
+                let packed = last && packs::<T>(c);
                 wrap(self.forward(dev, x, weights, l1, packed)?, l1.shape().clone())
             }
             backward => {
@@ -304,7 +304,7 @@ impl NormOp {
                     view_of::<T>(s2, l2, "output")?,
                     view_of::<T>(s3, l3, "output gradient")?,
                 ];
-                let packed = last && packs::<T>(c, &[l1, l2, l3]);
+                let packed = last && packs::<T>(c);
                 match backward {
                     NormPass::InputGrad { gamma, sums, batch_stats } => {
                         let sums = (gamma, sums, *batch_stats);

@@ -68,9 +68,8 @@ impl Residual {
         }
         let dev = a.device();
         let total = al.shape().elem_count();
-        // 16-byte packs where the values fill them and both start aligned
-        // (the output, fresh, does).
-        let packed = packs::<T>(total, &[al, bl]);
+        // 16-byte packs where the values fill them.
+        let packed = packs::<T>(total);
         let (a, b) = (view_of::<T>(a, al, "first argument")?, view_of::<T>(b, bl, "second argument")?);
         // SAFETY: uninitialised, but both kernels (`residual_relu`,
         // `relu_grad`) write every one of its `total` values (a grid-stride
@@ -84,8 +83,8 @@ impl Residual {
         let (total64, packed32) = (total as i64, packed as i32);
         let mut builder = func.builder();
         builder.arg(&a).arg(&b).arg(&out).arg(&total64).arg(&packed32);
-        // SAFETY: the three buffers hold `total` values each, 16-byte
-        // aligned when packed.
+        // SAFETY: the three buffers hold `total` values each, a multiple of
+        // a pack's when packed.
         unsafe { builder.launch(elementwise(total / pack_width::<T>(packed))) }.w()?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), al.shape().clone()))
     }

@@ -177,29 +177,8 @@ impl GpuTimer {
         use candle_core::cuda_backend::WrapErr;
         let end = self.stream.record_event(Self::TIMED).w()?;
         let _ = candle_core::cuda_backend::cudarc::driver::profiler_stop();
-        end.synchronize().w()?;
-        let mut ms = 0f32;
-        // SAFETY: both events belong to this stream's context, which the
-        // synchronize above bound to this thread, and `end` has completed.
-        let status = unsafe { cuEventElapsedTime(&mut ms, self.start.cu_event(), end.cu_event()) };
-        status.result().w()?;
-        Ok(ms as f64)
+        Ok(crate::nn::cuda::elapsed_ms(&self.start, &end).w()? as f64)
     }
-}
-
-// cudarc's `CudaEvent::elapsed_ms` calls `cuEventElapsedTime_v2`, which only
-// drivers of CUDA 12.8 and later export: a binary using it does not link
-// against the older driver stub the CUDA build links with
-// (scripts/setup-cuda-build.sh), though it would run on the GPU machines'.
-// The first version, which every driver keeps, does the same for two
-// events recorded without flags.
-#[cfg(feature = "cuda")]
-unsafe extern "C" {
-    fn cuEventElapsedTime(
-        ms: *mut f32,
-        start: candle_core::cuda_backend::cudarc::driver::sys::CUevent,
-        end: candle_core::cuda_backend::cudarc::driver::sys::CUevent,
-    ) -> candle_core::cuda_backend::cudarc::driver::sys::CUresult;
 }
 
 /// Without CUDA there is no GPU to time.

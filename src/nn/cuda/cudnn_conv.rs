@@ -372,7 +372,7 @@ fn fastest<A: Copy>(
             let _ = stream.synchronize();
             continue;
         }
-        let Ok(took) = stream.record_event(timing).and_then(|end| start.elapsed_ms(&end)) else { continue };
+        let Ok(took) = stream.record_event(timing).and_then(|end| super::elapsed_ms(&start, &end)) else { continue };
         if best.is_none_or(|(_, t)| took < t) {
             best = Some((algo, took));
         }

@@ -21,7 +21,8 @@ use std::sync::OnceLock;
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    sys, CudaEvent, CudaSlice, CudaView, DevicePtr, DeviceRepr, DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
+    ValidAsZeroBits,
 };
 use candle_core::cuda_backend::{CudaDType, CudaDevice, DeviceId, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Storage, Tensor};
@@ -47,6 +48,29 @@ const MODULE: &str = "go_train_kernels";
 /// Threads a block, as `THREADS` in `kernels.cu` (whose reductions rely on
 /// it).
 const THREADS: u32 = 256;
+
+/// Milliseconds between two events recorded without flags on one stream,
+/// once both have completed (as cudarc's `CudaEvent::elapsed_ms`).
+///
+/// cudarc's `CudaEvent::elapsed_ms` calls `cuEventElapsedTime_v2`, which only
+/// drivers of CUDA 12.8 and later export: a binary using it does not link
+/// against the older driver stub the CUDA build links with
+/// (scripts/setup-cuda-build.sh), though it would run on the GPU machines'.
+/// The first version, which every driver keeps, does the same for such
+/// events.
+pub(crate) fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> std::result::Result<f32, DriverError> {
+    unsafe extern "C" {
+        fn cuEventElapsedTime(ms: *mut f32, start: sys::CUevent, end: sys::CUevent) -> sys::CUresult;
+    }
+    // Each binds its context to this thread and waits for its event.
+    start.synchronize()?;
+    end.synchronize()?;
+    let mut ms = 0f32;
+    // SAFETY: both events are live and complete; an event of another
+    // context comes back as an error status.
+    unsafe { cuEventElapsedTime(&mut ms, start.cu_event(), end.cu_event()) }.result()?;
+    Ok(ms)
+}
 
 /// Whether `x` takes go-train's own kernels: f32 or bf16 on a CUDA device,
 /// and `GO_TRAIN_CUDA_KERNELS` not set to 0.

@@ -14,7 +14,7 @@ converted so (configs/resnet-policy-continue.toml):
     python3 scripts/average-weights.py resnet-best.safetensors \\
         resnet-best.safetensors 0 --dtype f16 nets/runs/resnet-gpu/continued.safetensors
 
-Needs the `safetensors` and `torch` packages. OUT keeps A's `go_train`
+Needs the `safetensors` and `numpy` packages. OUT keeps A's `go_train`
 metadata (net and features) with the checksum go-train checks recomputed,
 and is never written over.
 """
@@ -25,16 +25,16 @@ import sys
 import zlib
 
 try:
-    import torch
+    import numpy as np
     from safetensors import safe_open
-    from safetensors.torch import save_file
+    from safetensors.numpy import save_file
 except ImportError:
-    sys.exit("average-weights.py: needs the safetensors and torch packages (pip install safetensors torch)")
+    sys.exit("average-weights.py: needs the safetensors and numpy packages (pip install safetensors numpy)")
 
 
 def weights(path):
     try:
-        return safe_open(path, "pt")
+        return safe_open(path, "np")
     except Exception as e:  # a missing file, or one that is not safetensors
         sys.exit(f"average-weights.py: cannot read {path} as safetensors weights: {e}")
 
@@ -67,8 +67,9 @@ def main():
         ta, tb = fa.get_tensor(k), fb.get_tensor(k)
         if ta.shape != tb.shape:
             sys.exit(f"average-weights.py: {k} is {tuple(ta.shape)} in {x.a}, {tuple(tb.shape)} in {x.b}")
-        dtype = torch.float16 if x.dtype == "f16" else ta.dtype
-        mixed[k] = ((1 - x.alpha) * ta.double() + x.alpha * tb.double()).to(dtype) if ta.is_floating_point() else ta
+        dtype = np.float16 if x.dtype == "f16" else ta.dtype
+        floating = np.issubdtype(ta.dtype, np.floating)
+        mixed[k] = ((1 - x.alpha) * ta.astype(np.float64) + x.alpha * tb.astype(np.float64)).astype(dtype) if floating else ta
     # A placeholder as long as the checksum, replaced in place once the
     # data's bytes are known.
     meta = " ".join(f"{k}={v}" for k, v in ma.items() if k not in ("data_crc32", "dataset"))

@@ -50,6 +50,11 @@ static unsigned atomicAdd(unsigned* a, unsigned v) {
     *a = old + v;
     return old;
 }
+// A load past the L1 cache: a plain one here.
+template <typename T>
+static T __ldcg(const T* p) {
+    return *p;
+}
 static unsigned __float_as_uint(float f) {
     unsigned u;
     std::memcpy(&u, &f, sizeof u);
@@ -818,6 +823,10 @@ int main() {
                 // 19x19 planes, more points than a block has threads.
                 check(2, 2, 361, relu, batch_stats, 2, seed + 7);
                 cases++;
+                // More runs than the finish loads at once (RUN_LOADS), and
+                // a remainder.
+                check(19, 3, 9, relu, batch_stats, 19, seed + 3);
+                cases++;
                 cases += check_bf16_kernels(3, 4, 25, relu, batch_stats, 2, seed + 11);
                 cases += check_bf16_kernels(2, 2, 361, relu, batch_stats, 1, seed + 13);
                 cases += check_bf16_kernels(2, 4, 25, relu, batch_stats, 2, seed + 15);
@@ -829,6 +838,8 @@ int main() {
                 cases += check_channels_last<bf16_t>(3, 16, 25, relu, batch_stats, true, 4, seed + 23);
                 cases += check_channels_last<bf16_t>(2, 2, 361, relu, batch_stats, false, 3, seed + 29);
                 cases += check_channels_last<float>(2, 260, 3, relu, batch_stats, false, 2, seed + 31);
+                // More blocks than the finish loads at once, and a remainder.
+                cases += check_channels_last<float>(4, 8, 25, relu, batch_stats, true, 37, seed + 37);
                 seed += 2;
             }
     }

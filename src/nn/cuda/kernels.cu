@@ -120,15 +120,36 @@ struct Finish {
     int blend;
 };
 
-// Channel ch of `out` from its `splits` partial sums, read past the L1
-// cache (volatile): in the last block they are other blocks' writes.
-__device__ void finish_channel(const double* partial, int ch, int c, int what, int splits, const Finish& f) {
-    const volatile double* runs = partial;
-    double s = 0.0, q = 0.0;
-    for (int part = 0; part < splits; part++) {
-        s += runs[ch * splits + part];
-        q += runs[(c + ch) * splits + part];
+// Where run `part` of a channel's sums (quantity ch) or squares (c + ch)
+// lies: each block's 2c sums side by side, so that consecutive threads
+// read consecutive values when they add the runs up.
+__device__ long run_at(int quantity, int part, int c) {
+    return (long)part * 2 * c + quantity;
+}
+
+// Quantity `quantity`'s runs added up in order, read from the L2 cache
+// (__ldcg: in the last block they are other blocks' writes, which no L1
+// cache of this block can hold stale). The loads go out RUN_LOADS at a
+// time, before their adds: one after another, each waiting for the last,
+// adding a channel's 528 runs took longer than the kernel's reading of
+// the activations.
+#define RUN_LOADS 16
+__device__ double run_total(const double* partial, int quantity, int c, int splits) {
+    double t = 0.0;
+    int part = 0;
+    for (; part + RUN_LOADS <= splits; part += RUN_LOADS) {
+        double v[RUN_LOADS];
+#pragma unroll
+        for (int k = 0; k < RUN_LOADS; k++) v[k] = __ldcg(partial + run_at(quantity, part + k, c));
+#pragma unroll
+        for (int k = 0; k < RUN_LOADS; k++) t += v[k];
     }
+    for (; part < splits; part++) t += __ldcg(partial + run_at(quantity, part, c));
+    return t;
+}
+
+// Channel ch of `out` from its sum `s` and sum of squares `q`.
+__device__ void finish_values(double s, double q, int ch, int c, int what, const Finish& f) {
     if (what == MOMENTS) {
         const double m = (double)f.n * f.p;
         const double mu = s / m;
@@ -145,6 +166,15 @@ __device__ void finish_channel(const double* partial, int ch, int c, int what, i
     }
 }
 
+// Channel ch of `out` from its `splits` partial sums.
+__device__ void finish_channel(const double* partial, int ch, int c, int what, int splits, const Finish& f) {
+    finish_values(run_total(partial, ch, c, splits), run_total(partial, c + ch, c, splits), ch, c, what, f);
+}
+
+// Channels the last block adds up a thread a quantity, their totals in
+// shared memory (4 KB); past it, a thread a channel.
+#define FINISH_CHANNELS 256
+
 // With f.done, after every block has written its partial sums: the block
 // that arrives last (each makes its writes visible before it takes a ticket,
 // as in CUDA's threadFenceReduction sample) finishes every channel, in the
@@ -159,13 +189,22 @@ __device__ void finish_in_last_block(const double* partial, int c, int what, int
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int ch = threadIdx.x; ch < c; ch += blockDim.x) finish_channel(partial, ch, c, what, splits, f);
+    if (c <= FINISH_CHANNELS) {
+        // A thread a quantity (2c of them, not c), the same adds in the
+        // same order as channel_finish.
+        __shared__ double totals[2 * FINISH_CHANNELS];
+        for (int t = threadIdx.x; t < 2 * c; t += blockDim.x) totals[t] = run_total(partial, t, c, splits);
+        __syncthreads();
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) finish_values(totals[ch], totals[c + ch], ch, c, what, f);
+    } else {
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) finish_channel(partial, ch, c, what, splits, f);
+    }
     if (threadIdx.x == 0) *f.done = 0;
 }
 
 // Block ch * splits + part sums planes [n * part / splits, n * (part + 1) /
-// splits) of channel ch into partial[ch * splits + part] and
-// partial[(c + ch) * splits + part].
+// splits) of channel ch into its run `part` of quantities ch and c + ch
+// (run_at).
 template <typename T>
 __device__ void channel_partial_sums_t(const T* x, const T* dy, const T* y, const float* stats, float eps,
                                        double* partial, int n, int c, int p, int what, int relu, int splits,
@@ -207,8 +246,8 @@ __device__ void channel_partial_sums_t(const T* x, const T* dy, const T* y, cons
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        partial[ch * splits + part] = ss[0];
-        partial[(c + ch) * splits + part] = sq[0];
+        partial[run_at(ch, part, c)] = ss[0];
+        partial[run_at(c + ch, part, c)] = sq[0];
     }
     finish_in_last_block(partial, c, what, splits, fin);
 }
@@ -400,7 +439,7 @@ __device__ ChannelWalk grid_rows(int c, int width) {
 }
 
 // Block b of the grid sums rows [rows * b / blocks, rows * (b + 1) / blocks)
-// into partial[ch * blocks + b] and partial[(c + ch) * blocks + b], as
+// into its run b of quantities ch and c + ch (run_at), as
 // channel_partial_sums lays out its runs for channel_finish (with n = rows,
 // p = 1, splits = blocks). Thread t takes the W channels of group t %
 // groups (groups = c / W) in every (THREADS / groups)-th row; one thread a
@@ -450,8 +489,8 @@ __device__ void channel_partial_sums_nhwc_w(const T* x, const T* dy, const T* y,
         if (per_pass == 1) {
             for (int k = 0; active && k < W; k++) {
                 const int ch = g * W + k;
-                partial[ch * blocks + blockIdx.x] = s[k];
-                partial[(c + ch) * blocks + blockIdx.x] = q[k];
+                partial[run_at(ch, blockIdx.x, c)] = s[k];
+                partial[run_at(c + ch, blockIdx.x, c)] = q[k];
             }
             continue;
         }
@@ -467,8 +506,8 @@ __device__ void channel_partial_sums_nhwc_w(const T* x, const T* dy, const T* y,
                 a += ss[(r * groups + gc) * W + k];
                 b += sq[(r * groups + gc) * W + k];
             }
-            partial[ch * blocks + blockIdx.x] = a;
-            partial[(c + ch) * blocks + blockIdx.x] = b;
+            partial[run_at(ch, blockIdx.x, c)] = a;
+            partial[run_at(c + ch, blockIdx.x, c)] = b;
         }
     }
 }

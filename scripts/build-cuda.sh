@@ -61,8 +61,12 @@ if [ "${GO_TRAIN_NCCL:-0}" = 1 ]; then
   features="$features,nccl"
 fi
 
-echo "build-cuda: cargo build --release --features $features $* (CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
-cargo build --release --features "$features" "$@"
+# GO_TRAIN_CUDA_PROFILE=dev: an unoptimised build, quicker, for checking
+# that everything links (scripts/check-cuda-build.sh).
+profile="${GO_TRAIN_CUDA_PROFILE:-release}"
+echo "build-cuda: cargo build --profile $profile --features $features $* (CUDA_HOME=$CUDA_HOME, CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" >&2
+cargo build --profile "$profile" --features "$features" "$@"
+[ "$profile" = release ] || exit 0
 
 bin="$CARGO_TARGET_DIR/release/go-train"
 if ! [ -x "$bin" ]; then

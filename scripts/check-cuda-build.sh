@@ -4,12 +4,13 @@
 # $HOME/.cache/go-train) and runs `cargo check --features nccl,cudnn --all-targets`
 # (nccl = cuda plus the NCCL collective of data-parallel training, cudnn =
 # cuda plus cuDNN convolutions: all three are checked), which also runs
-# candle-kernels' build script (nvcc compiling the kernels). Only a full
-# build links libnccl.so and libcudnn.so; the check needs neither. It also
+# candle-kernels' build script (nvcc compiling the kernels), then links an
+# unoptimised build with cudnn (not nccl, whose library only data-parallel
+# runs need), against the stub libcuda the GPU builds link with. It also
 # compiles go-train's own kernels (src/nn/cuda/*.cu, which NVRTC compiles at run
 # time on the GPU) with nvcc and with NVRTC, so that a syntax error shows here.
 #
-#   scripts/check-cuda-build.sh           # cargo check (no link step)
+#   scripts/check-cuda-build.sh           # cargo check, then an unoptimised cudnn build
 #   scripts/check-cuda-build.sh --build   # full release build + link (scripts/build-cuda.sh)
 #
 # The target folder lives outside the work tree, in
@@ -46,4 +47,9 @@ done
 # NVRTC, which compiles them on the GPU machine, has none of nvcc's headers.
 LD_LIBRARY_PATH="$GO_TRAIN_CUDA_LIB" python3 scripts/nvrtc-compile.py "$GO_TRAIN_CUDA_LIB/libnvrtc.so" src/nn/cuda/*.cu
 CARGO_TARGET_DIR="$target" cargo check --features nccl,cudnn --all-targets "$@"
-echo "check-cuda-build: cuda, nccl and cudnn check ok in $(($(date +%s) - t0)) s (setup $((t1 - t0)) s)"
+t2=$(date +%s)
+# A check does not link: a driver function missing from the stub libcuda
+# the build links against shows only in a build. An unoptimised one, with
+# cuDNN (whose library this fetches into the virtualenv once, 500 MB).
+GO_TRAIN_CUDNN=1 GO_TRAIN_CUDA_PROFILE=dev GO_TRAIN_CUDA_TARGET_DIR="$target" scripts/build-cuda.sh --bin go-train "$@"
+echo "check-cuda-build: cuda, nccl and cudnn check ok in $((t2 - t0)) s (setup $((t1 - t0)) s), cudnn link in $(($(date +%s) - t2)) s"

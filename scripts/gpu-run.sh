@@ -48,8 +48,8 @@
 #                 net:batch:bf16 profiles go-train --precision bf16 against
 #                 PyTorch's autocast bf16)
 #   selfplay      go-train selfplay of the shipped policy against itself on
-#                 the GPU: SELFPLAY_GAMES games (4096), SELFPLAY_THREADS
-#                 workers (16) of SELFPLAY_BATCH games (512)
+#                 the GPU: SELFPLAY_GAMES games (4096) for each THREADS:BATCH
+#                 of SELFPLAY_RUNS (16:512): workers, and games a worker at most
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
@@ -163,8 +163,11 @@ bench() {
   GO_TRAIN_CUDA_BLOCKING=1 gt bench train --device cuda --net policy,resnet-policy:10x128 --batch 100 \
     --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   if [ "${BENCH_FP32:-1}" = 1 ]; then
-    gt bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 |
-      tee -a "$OUT/log.txt"
+    # Full float32, the residual tower channels-last and not.
+    for last in 1 0; do
+      GO_TRAIN_CHANNELS_LAST=$last gt bench train --device cuda --net resnet-policy:10x128 --batch 256 \
+        --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 | tee -a "$OUT/log.txt"
+    done
   fi
   # PyTorch reading its loss every step (a plain loop) and every 10 (as
   # go-train's loop does).
@@ -229,11 +232,15 @@ profile() {
 
 selfplay() {
   log selfplay
-  local games
-  games=$(mktemp -d)
-  gt selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${SELFPLAY_THREADS:-16}" \
-    --batch "${SELFPLAY_BATCH:-512}" --out "$games/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
-  rm -rf "$games"
+  local games run
+  for run in ${SELFPLAY_RUNS:-16:512}; do
+    [ "$(left)" -gt 30 ] || { echo "selfplay: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
+    games=$(mktemp -d)
+    echo "-- threads ${run%:*}, batch ${run#*:}" | tee -a "$OUT/log.txt"
+    gt selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${run%:*}" --batch "${run#*:}" \
+      --out "$games/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
+    rm -rf "$games"
+  done
 }
 
 prepare() {
@@ -336,17 +343,16 @@ LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train=left eval"
 lease_defaults() {
   : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
-  # What the runs of 2026-11-27 measured is left out: all paths on
-  # against cudarc's events on, the residual tower in NCHW, freed memory
-  # handed back and batch norm's sums in two launches (the switches not
-  # yet timed), in f32 and in bf16; bf16's profile on the residual net and
-  # the f32 one at batch 100.
-  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,0 1,1,1,1,1,1,1,1,1 1,1,1,1,1,1,0,1,1,f32,0
-    1,1,1,1,1,1,0,1,1,f32,1,0 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,0,bf16}"
+  # Each path's switch was timed alone by 2026-11-27's runs: every path on,
+  # in f32 and in bf16, as the reference for the profile of the same
+  # shapes (the residual net in bf16 at batch 1,024, in f32 at 100), where
+  # batch norm's per-channel sums took most of the time.
+  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,bf16}"
+  : "${SELFPLAY_RUNS:=16:512 8:512}"
   : "${PROFILE_RUNS:=resnet-policy:10x128:1024:bf16 resnet-policy:10x128:100}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
-    SELFPLAY_GAMES AB_PATHS PROFILE_RUNS BENCH_NETS
+    SELFPLAY_GAMES SELFPLAY_RUNS AB_PATHS PROFILE_RUNS BENCH_NETS
 }
 
 libs=$(cuda_libs) || exit 1

@@ -171,8 +171,8 @@ __device__ void finish_channel(const double* partial, int ch, int c, int what, i
     finish_values(run_total(partial, ch, c, splits), run_total(partial, c + ch, c, splits), ch, c, what, f);
 }
 
-// Channels the last block adds up a thread a quantity, their totals in
-// shared memory (4 KB); past it, a thread a channel.
+// Channels the last block adds up a turn, a thread a quantity, their
+// totals in shared memory (4 KB).
 #define FINISH_CHANNELS 256
 
 // With f.done, after every block has written its partial sums: the block
@@ -189,15 +189,18 @@ __device__ void finish_in_last_block(const double* partial, int c, int what, int
     __syncthreads();
     if (!last) return;
     __threadfence();
-    if (c <= FINISH_CHANNELS) {
-        // A thread a quantity (2c of them, not c), the same adds in the
-        // same order as channel_finish.
-        __shared__ double totals[2 * FINISH_CHANNELS];
-        for (int t = threadIdx.x; t < 2 * c; t += blockDim.x) totals[t] = run_total(partial, t, c, splits);
+    // A thread a quantity (2m of them for m channels, not m), the same adds
+    // in the same order as channel_finish, FINISH_CHANNELS channels a turn.
+    __shared__ double totals[2 * FINISH_CHANNELS];
+    for (int first = 0; first < c; first += FINISH_CHANNELS) {
+        const int m = c - first < FINISH_CHANNELS ? c - first : FINISH_CHANNELS;
+        for (int t = threadIdx.x; t < 2 * m; t += blockDim.x) {
+            const int ch = first + (t < m ? t : t - m);
+            totals[t] = run_total(partial, t < m ? ch : c + ch, c, splits);
+        }
         __syncthreads();
-        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) finish_values(totals[ch], totals[c + ch], ch, c, what, f);
-    } else {
-        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) finish_channel(partial, ch, c, what, splits, f);
+        for (int i = threadIdx.x; i < m; i += blockDim.x) finish_values(totals[i], totals[m + i], first + i, c, what, f);
+        __syncthreads();
     }
     if (threadIdx.x == 0) *f.done = 0;
 }

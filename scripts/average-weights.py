@@ -64,7 +64,10 @@ def main():
         sys.exit(f"average-weights.py: {x.a} and {x.b} hold different tensors")
     mixed = {}
     for k in fa.keys():
-        ta, tb = fa.get_tensor(k), fb.get_tensor(k)
+        try:
+            ta, tb = fa.get_tensor(k), fb.get_tensor(k)
+        except TypeError as e:  # a dtype numpy has not, such as bf16
+            sys.exit(f"average-weights.py: {k} of {x.a} or {x.b} cannot be read into numpy: {e}")
         if ta.shape != tb.shape:
             sys.exit(f"average-weights.py: {k} is {tuple(ta.shape)} in {x.a}, {tuple(tb.shape)} in {x.b}")
         dtype = np.float16 if x.dtype == "f16" else ta.dtype

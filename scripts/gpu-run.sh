@@ -235,6 +235,7 @@ selfplay() {
   local games run
   for run in ${SELFPLAY_RUNS:-16:512}; do
     [ "$(left)" -gt 30 ] || { echo "selfplay: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
+    case "$run" in [0-9]*:[0-9]*) ;; *) echo "selfplay: $run in SELFPLAY_RUNS is not THREADS:BATCH" | tee -a "$OUT/log.txt"; continue ;; esac
     games=$(mktemp -d)
     echo "-- threads ${run%:*}, batch ${run#*:}" | tee -a "$OUT/log.txt"
     gt selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${run%:*}" --batch "${run#*:}" \

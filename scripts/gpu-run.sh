@@ -31,14 +31,15 @@
 #                 cudarc's event tracking on (GO_TRAIN_CUDA_EVENTS=1). Each
 #                 for BENCH_AB_SECONDS (2) a net and batch; AB_PATHS lists
 #                 other settings (plans,own,timed,grads,optim,loss,events,walk,
-#                 last as 0 or 1, then f32 or bf16, then keep and sums as 0
-#                 or 1; plans and own 0 are candle's convolutions and ops,
+#                 last as 0 or 1, then f32 or bf16, then keep, sums and graph
+#                 as 0 or 1; plans and own 0 are candle's convolutions and ops,
 #                 GO_TRAIN_CUDNN_PLANS and GO_TRAIN_CUDA_KERNELS; keep 0
 #                 hands freed GPU memory back at each synchronisation,
 #                 GO_TRAIN_CUDA_KEEP_MEMORY=0; sums 0 finishes batch norm's
-#                 sums in a kernel of their own, GO_TRAIN_FUSED_SUMS=0; walk,
-#                 last, the precision, keep and sums may be left out: 1, 1,
-#                 f32, 1, 1)
+#                 sums in a kernel of their own, GO_TRAIN_FUSED_SUMS=0; graph
+#                 1 replays each step as a captured CUDA graph,
+#                 GO_TRAIN_CUDA_GRAPH=1; walk, last, the precision, keep,
+#                 sums and graph may be left out: 1, 1, f32, 1, 1, 0)
 #   profile       where a step's GPU time goes, kernel by kernel: Nsight
 #                 Compute times each kernel of PROFILE_STEPS (5) timed steps
 #                 of go-train bench train (scripts/kernel-times.py sums
@@ -186,21 +187,21 @@ bench() {
 bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
-  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events walk last precision keep sums
+  local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events walk last precision keep sums graph
   for paths in ${AB_PATHS:-1,1,1,1,1,1,0,1 1,1,1,1,0,1,0,1 1,1,1,0,1,1,0,1 1,1,1,1,1,0,0,1 1,1,0,1,1,1,0,1 \
     1,1,1,1,1,1,0,0 1,1,1,1,1,1,0,1,0 1,1,1,1,1,1,1,1}; do
     [ "$(left)" -gt 20 ] || { echo "bench-ab: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
-    IFS=, read -r plans own timed grads optim loss events walk last precision keep sums <<<"$paths"
-    walk=${walk:-1} last=${last:-1} precision=${precision:-f32} keep=${keep:-1} sums=${sums:-1}
+    IFS=, read -r plans own timed grads optim loss events walk last precision keep sums graph <<<"$paths"
+    walk=${walk:-1} last=${last:-1} precision=${precision:-f32} keep=${keep:-1} sums=${sums:-1} graph=${graph:-0}
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
       "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim" \
       "GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events GO_TRAIN_CHANNEL_WALK=$walk" \
       "GO_TRAIN_CHANNELS_LAST=$last GO_TRAIN_CUDA_KEEP_MEMORY=$keep GO_TRAIN_FUSED_SUMS=$sums" \
-      "--precision $precision" | tee -a "$OUT/log.txt"
+      "GO_TRAIN_CUDA_GRAPH=$graph --precision $precision" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
       GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events \
       GO_TRAIN_CHANNEL_WALK=$walk GO_TRAIN_CHANNELS_LAST=$last GO_TRAIN_CUDA_KEEP_MEMORY=$keep \
-      GO_TRAIN_FUSED_SUMS=$sums gt bench train --device cuda --net "$nets" \
+      GO_TRAIN_FUSED_SUMS=$sums GO_TRAIN_CUDA_GRAPH=$graph gt bench train --device cuda --net "$nets" \
       --batch "$batches" --precision "$precision" --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }
@@ -347,8 +348,9 @@ lease_defaults() {
   # Each path's switch was timed alone by 2026-11-27's runs: every path on,
   # in f32 and in bf16, as the reference for the profile of the same
   # shapes (the residual net in bf16 at batch 1,024, in f32 at 100), where
-  # batch norm's per-channel sums took most of the time.
-  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,bf16}"
+  # batch norm's per-channel sums took most of the time; each beside the
+  # whole step replayed as a CUDA graph.
+  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1}"
   : "${SELFPLAY_RUNS:=16:512 8:512}"
   : "${PROFILE_RUNS:=resnet-policy:10x128:1024:bf16 resnet-policy:10x128:100}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"

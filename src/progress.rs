@@ -102,6 +102,14 @@ impl Progress {
     }
 
     /// A short status next to the bar (e.g. the current loss).
+    /// Prints `line` on stderr, above the bar when there is one.
+    pub fn note(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     pub fn set_message(&self, message: String) {
         if let Some(bar) = &self.bar {
             bar.set_message(message);

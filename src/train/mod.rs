@@ -16,6 +16,9 @@ pub mod rl;
 pub mod run;
 pub mod run_folder;
 pub mod schedule;
+mod stepper;
+
+pub use stepper::Stepper;
 
 use anyhow::Result;
 use candle_core::backprop::GradStore;

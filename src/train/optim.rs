@@ -41,6 +41,11 @@ pub trait Optimizer {
     /// Restores state exported by [`Optimizer::state`] for the same
     /// parameters; every tensor must be known and of the right shape.
     fn load_state(&mut self, state: HashMap<String, Tensor>) -> Result<()>;
+
+    /// Why a step cannot be captured as a CUDA graph and replayed
+    /// (`nn::cuda::graph`), or `None` when it can: its launches and their
+    /// arguments the same every step from now on.
+    fn not_replayable(&self) -> Option<&'static str>;
 }
 
 /// An optimizer and its hyper-parameters, as recorded in a checkpoint.
@@ -115,7 +120,6 @@ fn in_place(var: &Var, enabled: bool) -> bool {
 
 /// Whether the parameters are updated together in one kernel: all f32 on
 /// one CUDA GPU, with the fused updates `enabled`.
-#[cfg(feature = "cuda")]
 fn all_on_one_gpu<S>(params: &[Slot<S>], enabled: bool) -> bool {
     let Some(first) = params.first() else { return false };
     let gpu = first.var.device();
@@ -287,6 +291,18 @@ impl Optimizer for Sgd {
         }
         refuse_leftovers(&state)
     }
+
+    fn not_replayable(&self) -> Option<&'static str> {
+        if !all_on_one_gpu(&self.params, self.fused) {
+            return Some("SGD updates in place only f32 parameters on one GPU, with GO_TRAIN_FUSED_OPTIM on");
+        }
+        // A parameter's first step with momentum sets its buffer rather
+        // than decaying it: a different argument.
+        if self.hp.momentum != 0.0 && self.params.iter().any(|s| s.state.is_none()) {
+            return Some("SGD's momentum buffers are made by the first step");
+        }
+        None
+    }
 }
 
 /// Hyper-parameters of [`Adam`].
@@ -452,6 +468,10 @@ impl Optimizer for Adam {
             };
         }
         refuse_leftovers(&state)
+    }
+
+    fn not_replayable(&self) -> Option<&'static str> {
+        Some("Adam's step sizes (its bias corrections) change every step")
     }
 }
 

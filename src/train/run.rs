@@ -280,6 +280,9 @@ fn train_epoch(
     // step anyway, to average it with the gradients.
     let every = if steps.collective.is_alone() { super::host_read_interval() } else { 1 };
     let mut unread = Vec::with_capacity(every);
+    // Data-parallel steps average their gradients between the backward
+    // pass and the update, which a captured graph cannot wait for.
+    let mut stepper = super::Stepper::new(model, steps.collective.is_alone());
     let batches = dataset.batches(Split::Train, options).prefetch(2);
     for batch in batches.take(steps.total as usize) {
         let mut batch = batch?;
@@ -292,9 +295,15 @@ fn train_epoch(
                 model.device(),
             )?),
         };
-        let (loss, pred, mut grads) =
-            super::loss_and_gradients(model, &x, &target, owned.as_ref().map(|o| (o, steps.ownership_weight)))?;
-        if !steps.collective.is_alone() {
+        let ownership = owned.as_ref().map(|o| (o, steps.ownership_weight));
+        let (loss, pred) = if steps.collective.is_alone() {
+            let stepped = stepper.step(optimizer, &x, &target, ownership)?;
+            if let Some(report) = stepper.take_report() {
+                progress.note(&report);
+            }
+            stepped
+        } else {
+            let (loss, pred, mut grads) = super::loss_and_gradients(model, &x, &target, ownership)?;
             let share = batch.len as f64 / steps.global_batch as f64;
             // The global loss comes back with the gradients, so that every
             // rank stops together on a non-finite one rather than leaving
@@ -304,8 +313,9 @@ fn train_epoch(
             if !global.is_finite() {
                 bail!("the loss became {global} at step {}: lower the learning rate", state.step + 1);
             }
-        }
-        optimizer.step(&grads)?;
+            optimizer.step(&grads)?;
+            (loss, pred)
+        };
         state.step += 1;
         progress.inc(batch.len as u64);
         // Tally reads the targets alone: the planes and ownership can go.

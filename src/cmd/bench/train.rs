@@ -15,7 +15,7 @@ use go_train::nn::instruments::{self, Counts};
 use go_train::nn::switches::Fused;
 use go_train::nn::{self, Arch, Model, Output, BOARD, EMPTY_PLANE, POINTS};
 use go_train::train::optim::OptimizerConfig;
-use go_train::train::{host_read_interval, train_step};
+use go_train::train::{host_read_interval, Stepper};
 
 use super::TrainArgs;
 
@@ -132,8 +132,12 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     let planes = random_planes(rng, batch, features.planes());
     let y = random_targets(rng, model.output(), &planes, batch, device)?;
     let x = Tensor::from_vec(planes, (batch, features.planes(), BOARD, BOARD), device)?;
+    let mut stepper = Stepper::new(&model, true);
     for _ in 0..WARMUP_STEPS {
-        check_loss(&train_step(&model, opt.as_mut(), &x, &y, None)?)?;
+        check_loss(&stepper.step(opt.as_mut(), &x, &y, None)?.0)?;
+    }
+    if let Some(graph) = stepper.take_report() {
+        println!("  {graph}");
     }
     let every = host_read_interval();
     instruments::count_allocations(true);
@@ -146,7 +150,7 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     };
     let mut reading = Duration::ZERO;
     while more(steps) {
-        let loss = train_step(&model, opt.as_mut(), &x, &y, None)?;
+        let (loss, _) = stepper.step(opt.as_mut(), &x, &y, None)?;
         steps += 1;
         // As training does: a read now and then, which waits for a GPU,
         // and always after the last step, so that the time is the work's.

@@ -7,6 +7,7 @@
 //! - [`loss`]: the training losses' last steps, forward and backward;
 //! - [`update`]: the optimizers' updates, in place;
 //! - [`upload`]: a step's inputs through pinned memory, planes as bits;
+//! - [`graph`]: a whole training step captured once and replayed;
 //! - [`cudnn_conv`] (`--features cudnn`): convolutions through cuDNN,
 //!   planned once per shape.
 //!
@@ -34,6 +35,7 @@ use crate::nn::switches::Fused;
 pub mod bias;
 #[cfg(feature = "cudnn")]
 pub mod cudnn_conv;
+pub mod graph;
 pub mod loss;
 pub mod norm;
 pub mod residual;

@@ -73,6 +73,9 @@ pub fn to_device<T: DeviceRepr>(dev: &CudaDevice, data: &[T]) -> Result<CudaSlic
         return Ok(out);
     }
     let stream = dev.cuda_stream();
+    if super::graph::capturing() {
+        return copy_for_graph(dev, data, out);
+    }
     let mut all = STAGING.lock().unwrap_or_else(PoisonError::into_inner);
     let index = match all.iter().position(|s| s.device == dev.id()) {
         Some(i) => i,
@@ -107,6 +110,27 @@ pub fn to_device<T: DeviceRepr>(dev: &CudaDevice, data: &[T]) -> Result<CudaSlic
         unsafe { result::memcpy_htod_async(dst, host, stream.cu_stream()) }.w()?;
     }
     slot.copied.record(&stream).w()?;
+    Ok(out)
+}
+
+/// [`to_device`] while a step is captured as a CUDA graph: every replay
+/// copies from the same host buffer again, so it gets a pinned buffer of
+/// its own that the graph keeps ([`super::graph`]), never written again.
+fn copy_for_graph<T: DeviceRepr>(dev: &CudaDevice, data: &[T], mut out: CudaSlice<T>) -> Result<CudaSlice<T>> {
+    let stream = dev.cuda_stream();
+    let bytes = std::mem::size_of_val(data);
+    // SAFETY: uninitialised, but written in full below before any copy.
+    let mut buffer = unsafe { stream.context().alloc_pinned::<u8>(bytes) }.w()?;
+    let host = &mut buffer.as_mut_slice().w()?[..bytes];
+    // SAFETY: as in `to_device`.
+    host.copy_from_slice(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) });
+    {
+        let (dst, _record) = out.device_ptr_mut(&stream);
+        // SAFETY: `dst` holds `bytes` bytes; the buffer lives as long as
+        // the graph that replays the copy.
+        unsafe { result::memcpy_htod_async(dst, host, stream.cu_stream()) }.w()?;
+    }
+    super::graph::keep(buffer);
     Ok(out)
 }
 

@@ -177,7 +177,7 @@ impl<'a> Stepper<'a> {
         let candle_core::Device::Cuda(dev) = self.model.device() else { anyhow::bail!("a graph off a GPU") };
         // The cache stays on through the capture, off after it.
         let _warming = std::mem::replace(&mut self.mode, Mode::Eager);
-        if let Some(why) = optimizer.not_replayable() {
+        if let Some(why) = crate::nn::cuda::graph::not_replayable().or(optimizer.not_replayable()) {
             self.report = Some(format!("whole-step graph: not captured, {why}"));
             return inputs.step(self.model, optimizer);
         }

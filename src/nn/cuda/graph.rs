@@ -37,6 +37,19 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_GRAPH").is_some_and(|v| v == "1"))
 }
 
+/// Why a net's training step cannot be replayed, whatever the optimizer:
+/// with either switch off, batch norm's running averages become new
+/// tensors every step, which a replay would read from memory it freed.
+pub fn not_replayable() -> Option<&'static str> {
+    if !crate::nn::switches::Fused::RunningStats.enabled() {
+        return Some("GO_TRAIN_FUSED_BN_STATS=0 makes batch norm's running averages anew every step");
+    }
+    if !super::kernels_enabled() {
+        return Some("GO_TRAIN_CUDA_KERNELS=0 makes batch norm's running averages anew every step");
+    }
+    None
+}
+
 thread_local! {
     /// While a capture runs on this thread: the pinned buffers its copies
     /// read from, which must outlive every replay.

@@ -77,9 +77,13 @@ pub(crate) fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> std::result::Res
 /// Whether `x` takes go-train's own kernels: f32 or bf16 on a CUDA device,
 /// and `GO_TRAIN_CUDA_KERNELS` not set to 0.
 pub fn applies(x: &Tensor) -> bool {
+    kernels_enabled() && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16)
+}
+
+/// Whether `GO_TRAIN_CUDA_KERNELS` leaves go-train's own kernels on.
+pub fn kernels_enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
-    let enabled = *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_KERNELS").is_none_or(|v| v != "0"));
-    enabled && x.device().is_cuda() && matches!(x.dtype(), DType::F32 | DType::BF16)
+    *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_KERNELS").is_none_or(|v| v != "0"))
 }
 
 /// The type of the activations a kernel reads and writes: f32, or bf16

@@ -143,8 +143,8 @@ impl NetEval {
     }
 
     /// [`NetEval::move_probs`] of `game` averaged over the board's 8
-    /// symmetries: 8 passes of the net for a steadier prior (the residual
-    /// policy's top-1 goes from 45.6% to 47.3%, docs/results/strength.md).
+    /// symmetries: 8 passes of the net for a steadier prior (a residual
+    /// policy's top-1 went from 45.6% to 47.3%, docs/results/strength.md).
     pub fn move_probs_averaged(&self, game: &Game) -> Result<Vec<f32>> {
         let mut sum = vec![0f32; MOVES];
         for s in 0..8 {

@@ -46,6 +46,17 @@ pub trait Optimizer {
     /// (`nn::cuda::graph`), or `None` when it can: its launches and their
     /// arguments the same every step from now on.
     fn not_replayable(&self) -> Option<&'static str>;
+
+    /// Before each launch of a captured step, the first included: what
+    /// changes from step to step (Adam's step sizes) written where the
+    /// captured kernel reads it.
+    fn before_replay(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A capture that ran this optimizer's step failed: the step never
+    /// ran, so nothing of it is counted.
+    fn capture_failed(&mut self) {}
 }
 
 /// An optimizer and its hyper-parameters, as recorded in a checkpoint.
@@ -337,12 +348,28 @@ pub struct Adam {
     hp: AdamParams,
     /// Whether f32 parameters are updated in place ([`in_place`]).
     fused: bool,
+    /// On a GPU: the table the update kernel reads.
+    #[cfg(feature = "cuda")]
+    table: crate::nn::cuda::update::KeptTable,
+    /// The parameters of a captured step, in its table's order, and
+    /// whether its first launch is still to come (its steps counted by
+    /// the capture).
+    #[cfg(feature = "cuda")]
+    captured: Option<(Vec<usize>, bool)>,
 }
 
 impl Adam {
     /// Adam over named parameters.
     pub fn new(params: Vec<(String, Var)>, hp: AdamParams) -> Adam {
-        Adam { params: slots(params), hp, fused: Fused::Optimizer.enabled() }
+        Adam {
+            params: slots(params),
+            hp,
+            fused: Fused::Optimizer.enabled(),
+            #[cfg(feature = "cuda")]
+            table: Default::default(),
+            #[cfg(feature = "cuda")]
+            captured: None,
+        }
     }
 
     /// The same with candle's ops on every device: the reference the
@@ -373,9 +400,13 @@ impl Adam {
         }
         let s = state.as_mut().expect("made above");
         s.step += 1;
-        let t = s.step as i32;
-        let corrections = ((hp.lr / (1.0 - hp.beta1.powi(t))) as f32, (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32);
-        Ok((s, corrections))
+        Ok((s, Adam::corrections(s.step, hp)))
+    }
+
+    /// Step `t`'s `lr/(1−β₁ᵗ)` and `1/√(1−β₂ᵗ)` in f32.
+    fn corrections(t: i64, hp: &AdamParams) -> (f32, f32) {
+        let t = t as i32;
+        ((hp.lr / (1.0 - hp.beta1.powi(t))) as f32, (1.0 / (1.0 - hp.beta2.powi(t)).sqrt()) as f32)
     }
 
     /// One update of every parameter with a gradient, in one launch.
@@ -383,19 +414,24 @@ impl Adam {
     fn step_on_gpu(&mut self, grads: &GradStore) -> Result<()> {
         use crate::nn::cuda::update;
         let hp = self.hp;
-        let mut taken = Vec::new();
-        for slot in &mut self.params {
+        let (mut taken, mut order) = (Vec::new(), Vec::new());
+        for (i, slot) in self.params.iter_mut().enumerate() {
             let Some(g) = contiguous_grad(grads, &slot.var)? else { continue };
             let w = slot.var.as_tensor().clone();
             let (s, (step_size, inv_bias_correction2)) = Adam::next_step(&w, &mut slot.state, &hp)?;
             let own = [step_size.to_bits(), inv_bias_correction2.to_bits()];
             taken.push((w, g, s.exp_avg.clone(), s.exp_avg_sq.clone(), own));
+            order.push(i);
+        }
+        if crate::nn::cuda::graph::capturing() {
+            self.captured = Some((order, true));
         }
         let rows: Vec<update::Row> =
             taken.iter().map(|(w, g, m, v, own)| update::Row { w, g, state: [Some(m), Some(v)], own: *own }).collect();
         let (b1, b2) = (hp.beta1, hp.beta2);
         let decays = (b1 as f32, b2 as f32);
-        Ok(update::adam(&rows, decays, ((1.0 - b1) as f32, (1.0 - b2) as f32), hp.eps as f32, decay(hp.weight_decay))?)
+        let (one_minus, eps, wd) = (((1.0 - b1) as f32, (1.0 - b2) as f32), hp.eps as f32, decay(hp.weight_decay));
+        Ok(update::adam(&rows, decays, one_minus, eps, wd, &mut self.table)?)
     }
 }
 
@@ -471,7 +507,42 @@ impl Optimizer for Adam {
     }
 
     fn not_replayable(&self) -> Option<&'static str> {
-        Some("Adam's step sizes (its bias corrections) change every step")
+        if !all_on_one_gpu(&self.params, self.fused) {
+            return Some("Adam updates in place only f32 parameters on one GPU, with GO_TRAIN_FUSED_OPTIM on");
+        }
+        if self.params.iter().any(|s| s.state.is_none()) {
+            return Some("Adam's moments are made by the first step");
+        }
+        None
+    }
+
+    #[cfg(feature = "cuda")]
+    fn before_replay(&mut self) -> Result<()> {
+        let Some((order, first)) = self.captured.as_mut() else { bail!("Adam: a replay with no captured step") };
+        let counted = std::mem::replace(first, false);
+        let mut own = Vec::with_capacity(order.len());
+        for &i in order.iter() {
+            let Some(s) = self.params[i].state.as_mut() else { bail!("Adam: a captured parameter without moments") };
+            // The capture counted the first launch's step.
+            if !counted {
+                s.step += 1;
+            }
+            let (step_size, inv_bias_correction2) = Adam::corrections(s.step, &self.hp);
+            own.push([step_size.to_bits(), inv_bias_correction2.to_bits()]);
+        }
+        Ok(self.table.replay(|row| own[row])?)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn capture_failed(&mut self) {
+        if let Some((order, _)) = self.captured.take() {
+            for &i in &order {
+                if let Some(s) = self.params[i].state.as_mut() {
+                    s.step -= 1;
+                }
+            }
+        }
+        self.table.forget_capture();
     }
 }
 

@@ -16,8 +16,8 @@ use super::optim::Optimizer;
 use super::{loss_and_gradients, OwnershipTargets};
 use crate::nn::Model;
 
-/// Eager steps before a capture: the first step of momentum SGD differs
-/// from the next (it sets the buffers), and the ones before the capture
+/// Eager steps before a capture: the first step of momentum SGD or Adam
+/// differs from the next (it makes their buffers), and the ones before the capture
 /// choose cuDNN's algorithms, load the kernels and fill candle's cache of
 /// uploads.
 #[cfg(feature = "cuda")]
@@ -159,6 +159,7 @@ impl<'a> Stepper<'a> {
             #[cfg(feature = "cuda")]
             Mode::Replay { inputs, graph, loss, pred } => {
                 inputs.set(x, target, ownership)?;
+                optimizer.before_replay()?;
                 graph.launch()?;
                 Ok((loss.copy()?, pred.copy()?))
             }
@@ -187,6 +188,7 @@ impl<'a> Stepper<'a> {
         match captured {
             Ok((nodes, graph, (loss, pred))) => {
                 self.report = Some(format!("whole-step graph: captured, {nodes} nodes"));
+                optimizer.before_replay()?;
                 graph.launch()?;
                 let out = (loss.copy()?, pred.copy()?);
                 self.mode = Mode::Replay { inputs, graph, loss, pred };
@@ -194,6 +196,7 @@ impl<'a> Stepper<'a> {
             }
             Err(e) => {
                 self.report = Some(format!("whole-step graph: not captured ({e:#}); steps queued op by op"));
+                optimizer.capture_failed();
                 inputs.step(self.model, optimizer)
             }
         }
@@ -244,21 +247,34 @@ mod tests {
     fn replayed_steps_train_as_their_batches_do() {
         crate::nn::allow_tf32(false);
         let dev = crate::nn::test_device();
-        let batches: Vec<_> =
-            (0..5).map(batch).map(|(x, m)| (x.to_device(&dev).unwrap(), m.to_device(&dev).unwrap())).collect();
+        let on = |t: Tensor| t.to_device(&dev).unwrap();
+        // Planes, moves and results (alternating by batch) of 5 batches.
+        let batches: Vec<_> = (0..5)
+            .map(|k| {
+                let (x, moves) = batch(k);
+                (on(x), on(moves), on(Tensor::new(&[(k % 2) as f32, ((k + 1) % 2) as f32], &Device::Cpu).unwrap()))
+            })
+            .collect();
         let first_planes = bits(&batches[0].0);
-        for arch in [Arch::Policy, "resnet-policy:2x16".parse().unwrap()] {
+        // Momentum SGD's table is copied inside the graph, Adam's before
+        // each launch.
+        let runs = [
+            (Arch::Policy, OptimizerConfig::sgd(0.05, 0.9)),
+            ("resnet-policy:2x16".parse().unwrap(), OptimizerConfig::sgd(0.05, 0.9)),
+            (Arch::Value, OptimizerConfig::adam(0.001)),
+        ];
+        for (arch, config) in runs {
             let model = |_| Model::new(arch, FeatureSet::Seed, &dev, 5).unwrap();
             let (eager_model, replayed_model) = (model(0), model(1));
-            let sgd = OptimizerConfig::sgd(0.05, 0.9);
             let (mut eager_opt, mut replayed_opt) =
-                (sgd.build(eager_model.parameters()), sgd.build(replayed_model.parameters()));
+                (config.build(eager_model.parameters()), config.build(replayed_model.parameters()));
             let mut eager = Stepper::new(&eager_model, false);
             let mut replayed = Stepper::replaying(&replayed_model);
             let mut report = None;
-            for (k, (x, moves)) in batches.iter().enumerate() {
-                let (loss_a, pred_a) = eager.step(eager_opt.as_mut(), x, moves, None).unwrap();
-                let (loss_b, pred_b) = replayed.step(replayed_opt.as_mut(), x, moves, None).unwrap();
+            for (k, (x, moves, results)) in batches.iter().enumerate() {
+                let target = if arch == Arch::Value { results } else { moves };
+                let (loss_a, pred_a) = eager.step(eager_opt.as_mut(), x, target, None).unwrap();
+                let (loss_b, pred_b) = replayed.step(replayed_opt.as_mut(), x, target, None).unwrap();
                 report = report.or(replayed.take_report());
                 close(&bits(&loss_a), &bits(&loss_b), dev.is_cpu(), &format!("{arch:?} step {k}: loss"));
                 close(&bits(&pred_a), &bits(&pred_b), dev.is_cpu(), &format!("{arch:?} step {k}: predictions"));
@@ -269,6 +285,12 @@ mod tests {
             match dev.is_cpu() {
                 true => assert!(report.is_none(), "no graph on the CPU: {report:?}"),
                 false => assert!(report.as_deref().is_some_and(|r| r.contains("captured,")), "{arch:?}: {report:?}"),
+            }
+            // Adam counts its steps for its checkpoint: every step once.
+            let steps = replayed_opt.state().into_iter().filter(|(name, _)| name.ends_with(".step"));
+            for (name, t) in steps {
+                let t = t.to_device(&Device::Cpu).unwrap().to_dtype(candle_core::DType::F64).unwrap();
+                assert_eq!(t.flatten_all().unwrap().to_vec1::<f64>().unwrap(), [5.0], "{name}");
             }
         }
         assert_eq!(bits(&batches[0].0), first_planes, "the caller's first batch was written");

@@ -6,8 +6,9 @@
 //! - every kernel argument the same each step: the weights, the
 //!   optimizer's state and batch norm's running averages are updated in
 //!   place ([`super::update`], [`super::norm`]), SGD's table of addresses
-//!   is the same once every parameter has its momentum buffer; Adam's step
-//!   sizes change every step, so it is not captured;
+//!   is the same once every parameter has its momentum buffer, and Adam's
+//!   step sizes, which change every step, are read from a table the host
+//!   writes before each launch ([`super::update::KeptTable`]);
 //! - every tensor made during the step is made by the graph: the driver
 //!   gives allocations inside a capture addresses fixed for the graph's
 //!   life (graph memory nodes), and what the step frees it frees;

@@ -96,23 +96,79 @@ pub fn sgd(rows: &[Row], lr: f32, momentum: Option<f32>, weight_decay: Option<f3
     Ok(())
 }
 
+/// Adam's table in a buffer of its own, written before each step's kernel
+/// reads it, so that the kernel of a step captured as a CUDA graph
+/// (`super::graph`) reads the same address at every replay, where the
+/// host writes each replay's step sizes first ([`KeptTable::replay`]).
+#[derive(Default)]
+pub struct KeptTable {
+    device: Option<(CudaDevice, CudaSlice<u64>)>,
+    /// The table of the step being captured: its addresses are those of
+    /// every replay.
+    captured: Option<Vec<u64>>,
+}
+
+impl KeptTable {
+    /// Before a replay of the captured step: the captured table with each
+    /// row's own numbers as `own` gives them (row by row), copied to the
+    /// device behind the work already queued.
+    pub fn replay(&mut self, mut own: impl FnMut(usize) -> [u32; 2]) -> Result<()> {
+        let (Some(host), Some((dev, device))) = (self.captured.as_mut(), self.device.as_mut()) else {
+            candle_core::bail!("optimizer: a replay with no captured step")
+        };
+        for (i, line) in host.chunks_exact_mut(COLUMNS).enumerate() {
+            let [a, b] = own(i);
+            (line[5], line[6]) = (a as u64, b as u64);
+        }
+        super::upload::copy_into(dev, host, device)
+    }
+
+    /// Forgets a captured step (its capture failed).
+    pub fn forget_capture(&mut self) {
+        self.captured = None;
+    }
+}
+
 /// Adam over all `rows` (numbers of a row: its step size and
-/// `1/√(1−β₂ᵗ)`, as f32 bits).
+/// `1/√(1−β₂ᵗ)`, as f32 bits), its table in `kept`.
 pub fn adam(
     rows: &[Row],
     (beta1, beta2): (f32, f32),
     (one_minus_beta1, one_minus_beta2): (f32, f32),
     eps: f32,
     weight_decay: Option<f32>,
+    kept: &mut KeptTable,
 ) -> Result<()> {
-    let Some(t) = on_gpu(rows)? else { return Ok(()) };
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let (dev, table, total) = table(rows)?;
+    if total == 0 {
+        return Ok(());
+    }
+    let capturing = super::graph::capturing();
+    if kept.device.as_ref().is_none_or(|(_, d)| d.len() != table.len()) {
+        if capturing {
+            candle_core::bail!("Adam's table would be first made while a step is captured");
+        }
+        // SAFETY: uninitialised, but written below before the kernel.
+        kept.device = Some((dev.clone(), unsafe { dev.alloc::<u64>(table.len())? }));
+    }
+    let (_, device) = kept.device.as_mut().expect("made above");
+    let count = (table.len() / COLUMNS) as i32;
+    if capturing {
+        // Written before each launch instead (`KeptTable::replay`).
+        kept.captured = Some(table);
+    } else {
+        super::upload::copy_into(&dev, &table, device)?;
+    }
     let (wd, has_wd) = decay_args(weight_decay);
-    let func = t.dev.get_or_load_custom_func("adam_tensors", MODULE, ptx()?)?;
-    let total = t.total as i64;
+    let func = dev.get_or_load_custom_func("adam_tensors", MODULE, ptx()?)?;
+    let total = total as i64;
     let mut b = func.builder();
-    b.arg(&t.table).arg(&t.count).arg(&total).arg(&beta1).arg(&one_minus_beta1).arg(&beta2).arg(&one_minus_beta2);
+    b.arg(&*device).arg(&count).arg(&total).arg(&beta1).arg(&one_minus_beta1).arg(&beta2).arg(&one_minus_beta2);
     b.arg(&wd).arg(&has_wd).arg(&eps);
     // SAFETY: as in `sgd`.
-    unsafe { b.launch(elementwise(t.total)) }.w()?;
+    unsafe { b.launch(elementwise(total as usize)) }.w()?;
     Ok(())
 }

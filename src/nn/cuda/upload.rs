@@ -68,9 +68,19 @@ fn pinned(context: &std::sync::Arc<CudaContext>, bytes: usize) -> Result<PinnedH
 pub fn to_device<T: DeviceRepr>(dev: &CudaDevice, data: &[T]) -> Result<CudaSlice<T>> {
     // SAFETY: uninitialised, but the copy below writes all of it.
     let mut out = unsafe { dev.alloc::<T>(data.len())? };
+    copy_into(dev, data, &mut out)?;
+    Ok(out)
+}
+
+/// `data` copied into the first values of `out` as [`to_device`] copies
+/// it: queued behind the stream's work, the host not waiting.
+pub fn copy_into<T: DeviceRepr>(dev: &CudaDevice, data: &[T], out: &mut CudaSlice<T>) -> Result<()> {
     let bytes = std::mem::size_of_val(data);
     if bytes == 0 {
-        return Ok(out);
+        return Ok(());
+    }
+    if out.len() < data.len() {
+        candle_core::bail!("a copy of {} values into a buffer of {}", data.len(), out.len());
     }
     let stream = dev.cuda_stream();
     if super::graph::capturing() {
@@ -94,8 +104,8 @@ pub fn to_device<T: DeviceRepr>(dev: &CudaDevice, data: &[T]) -> Result<CudaSlic
                 eprintln!("go-train: no pinned memory for GPU copies ({e}); copying from pageable memory")
             });
             drop(all);
-            stream.memcpy_htod(data, &mut out).w()?;
-            return Ok(out);
+            stream.memcpy_htod(data, out).w()?;
+            return Ok(());
         }
     };
     let host = &mut slot.buffer.as_mut_slice().w()?[..bytes];
@@ -110,13 +120,13 @@ pub fn to_device<T: DeviceRepr>(dev: &CudaDevice, data: &[T]) -> Result<CudaSlic
         unsafe { result::memcpy_htod_async(dst, host, stream.cu_stream()) }.w()?;
     }
     slot.copied.record(&stream).w()?;
-    Ok(out)
+    Ok(())
 }
 
 /// [`to_device`] while a step is captured as a CUDA graph: every replay
 /// copies from the same host buffer again, so it gets a pinned buffer of
 /// its own that the graph keeps ([`super::graph`]), never written again.
-fn copy_for_graph<T: DeviceRepr>(dev: &CudaDevice, data: &[T], mut out: CudaSlice<T>) -> Result<CudaSlice<T>> {
+fn copy_for_graph<T: DeviceRepr>(dev: &CudaDevice, data: &[T], out: &mut CudaSlice<T>) -> Result<()> {
     let stream = dev.cuda_stream();
     let bytes = std::mem::size_of_val(data);
     // SAFETY: uninitialised, but written in full below before any copy.
@@ -131,7 +141,7 @@ fn copy_for_graph<T: DeviceRepr>(dev: &CudaDevice, data: &[T], mut out: CudaSlic
         unsafe { result::memcpy_htod_async(dst, host, stream.cu_stream()) }.w()?;
     }
     super::graph::keep(buffer);
-    Ok(out)
+    Ok(())
 }
 
 /// Planes given as bits (`n_planes` planes of `points` points, each

@@ -143,7 +143,11 @@ setup() {
 test_step() {
   log test
   export GO_TRAIN_TEST_DEVICE=cuda GO_TRAIN_DATASETS="$PWD/$PACK/datasets"
-  timeout "${TEST_SECONDS:-300}" "$PACK"/test-lib --test-threads 4 nn:: train:: 2>&1 | tail -40 | tee -a "$OUT/log.txt"
+  # The captured CUDA graph's test in a process of its own: a replay that
+  # went wrong could leave the GPU context unusable for the other tests.
+  timeout "${TEST_SECONDS:-300}" "$PACK"/test-lib --test-threads 4 nn:: train:: --skip train::stepper 2>&1 |
+    tail -40 | tee -a "$OUT/log.txt"
+  timeout 60 "$PACK"/test-lib train::stepper --nocapture 2>&1 | tail -20 | tee -a "$OUT/log.txt"
   timeout "${TEST_SECONDS:-300}" "$PACK"/test-train-cli --test-threads 2 2>&1 | tail -30 | tee -a "$OUT/log.txt"
   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv | tee -a "$OUT/log.txt"
 }

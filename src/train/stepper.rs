@@ -282,6 +282,8 @@ mod tests {
             for ((name, a), (_, b)) in eager_model.parameters().iter().zip(replayed_model.parameters().iter()) {
                 close(&bits(a.as_tensor()), &bits(b.as_tensor()), dev.is_cpu(), &format!("{arch:?}: {name}"));
             }
+            // Shown with --nocapture, as the GPU lease runs this test.
+            println!("{arch}, {dev:?}: {}", report.as_deref().unwrap_or("no graph"));
             match dev.is_cpu() {
                 true => assert!(report.is_none(), "no graph on the CPU: {report:?}"),
                 false => assert!(report.as_deref().is_some_and(|r| r.contains("captured,")), "{arch:?}: {report:?}"),

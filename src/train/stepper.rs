@@ -47,10 +47,14 @@ impl Inputs {
                 fixed.slice_set(&new.contiguous()?, 0, 0)?;
             }
         }
-        if ownership.is_some() && self.ownership.is_none() {
-            anyhow::bail!("a step with ownership targets the others do not have");
+        match (&self.ownership, ownership) {
+            (None, Some(_)) => anyhow::bail!("a step with ownership targets the others do not have"),
+            // The weight is part of what a graph captured.
+            (Some((_, fixed)), Some((_, weight))) if *fixed != weight => {
+                anyhow::bail!("a step with ownership weight {weight} where the others have {fixed}")
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The step on these inputs: loss and predictions.
@@ -313,7 +317,8 @@ mod tests {
 
     /// Fixed inputs are the same tensors every step: a step that brings
     /// ownership targets the first did not have (or lacks those it had)
-    /// is refused, not trained on half its inputs.
+    /// or another weight on them is refused, not trained on half its
+    /// inputs.
     #[test]
     fn fixed_inputs_refuse_a_step_of_another_kind() {
         let model = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 5).unwrap();
@@ -324,5 +329,10 @@ mod tests {
         fixed.step(opt.as_mut(), &x, &moves, None).unwrap();
         let err = fixed.step(opt.as_mut(), &x, &moves, Some((&owned, 1.0))).unwrap_err().to_string();
         assert!(err.contains("ownership targets the others do not have"), "{err}");
+        // Nor one whose ownership weight differs from the first's.
+        let mut weighted = Stepper::fixed_inputs(&model);
+        weighted.step(opt.as_mut(), &x, &moves, Some((&owned, 1.0))).unwrap();
+        let err = weighted.step(opt.as_mut(), &x, &moves, Some((&owned, 0.5))).unwrap_err().to_string();
+        assert!(err.contains("ownership weight 0.5 where the others have 1"), "{err}");
     }
 }

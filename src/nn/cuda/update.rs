@@ -62,15 +62,18 @@ struct OnGpu {
 /// The rows as a kernel takes them; `None` when they hold no value (a
 /// step where no parameter had a gradient).
 fn on_gpu(rows: &[Row]) -> Result<Option<OnGpu>> {
+    let Some((dev, table, total)) = nonempty_table(rows)? else { return Ok(None) };
+    let table = super::upload::to_device(&dev, &table)?;
+    Ok(Some(OnGpu { dev, table, count: rows.len() as i32, total }))
+}
+
+/// [`table`], or `None` when the rows hold no value.
+fn nonempty_table(rows: &[Row]) -> Result<Option<(CudaDevice, Vec<u64>, usize)>> {
     if rows.is_empty() {
         return Ok(None);
     }
     let (dev, table, total) = table(rows)?;
-    if total == 0 {
-        return Ok(None);
-    }
-    let table = super::upload::to_device(&dev, &table)?;
-    Ok(Some(OnGpu { dev, table, count: rows.len() as i32, total }))
+    Ok((total > 0).then_some((dev, table, total)))
 }
 
 /// A weight decay as the kernels take it: (wd, has_wd).
@@ -139,13 +142,7 @@ pub fn adam(
     weight_decay: Option<f32>,
     kept: &mut KeptTable,
 ) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let (dev, table, total) = table(rows)?;
-    if total == 0 {
-        return Ok(());
-    }
+    let Some((dev, table, total)) = nonempty_table(rows)? else { return Ok(()) };
     let capturing = super::graph::capturing();
     if kept.device.as_ref().is_none_or(|(_, d)| d.len() != table.len()) {
         if capturing {

@@ -212,7 +212,7 @@ impl Mcts {
             (a, b) => a.or(b),
         };
         self.reuse_or_reset(game);
-        self.expand_root_by_root_policy()?;
+        self.expand_top_by_root_policy()?;
         if self.config.score > 0.0 {
             let lead = self.predicted_black_margin(game)?;
             self.tree.as_mut().expect("a tree exists during a search").root_lead = lead;
@@ -383,8 +383,9 @@ impl Mcts {
 
     /// The priors over the scored moves of each leaf marked `expandable`
     /// (at `depths` below the root) that the move filters permit: the
-    /// policy net's (seeing the boards through `symmetry`), or equal ones.
-    /// Other leaves get none.
+    /// policy net's, or the root policy's in the levels it expands (each
+    /// seeing the boards through `symmetry`), or equal ones. Other leaves
+    /// get none.
     fn priors(
         &self,
         games: &[&Game],
@@ -392,20 +393,40 @@ impl Mcts {
         depths: &[u32],
         symmetry: Symmetry,
     ) -> Result<Vec<Vec<(Move, f32)>>> {
-        let live: Vec<&Game> = games.iter().zip(expandable).filter(|(_, &e)| e).map(|(&g, _)| g).collect();
-        let mut probs = match &self.policy {
-            Some(net) => net.move_probs_seen(&live, symmetry)?.into_iter(),
-            None => Vec::new().into_iter(),
+        let by_root: Vec<bool> = depths.iter().map(|&d| self.root_policy.is_some() && self.by_root_policy(d)).collect();
+        let live = |root: bool| -> Vec<&Game> {
+            games
+                .iter()
+                .zip(expandable)
+                .zip(&by_root)
+                .filter(|((_, &e), &r)| e && r == root)
+                .map(|((&g, _), _)| g)
+                .collect()
         };
+        let probs_of = |net: Option<&NetEval>, games: Vec<&Game>| -> Result<std::vec::IntoIter<Vec<f32>>> {
+            Ok(match net {
+                Some(net) if !games.is_empty() => net.move_probs_seen(&games, symmetry)?.into_iter(),
+                _ => Vec::new().into_iter(),
+            })
+        };
+        let mut probs = probs_of(self.policy.as_ref(), live(false))?;
+        let mut root_probs = probs_of(self.root_policy.as_ref(), live(true))?;
         Ok(games
             .iter()
             .zip(expandable)
-            .zip(depths)
-            .map(|((g, &expandable), &depth)| match expandable {
+            .zip(depths.iter().zip(by_root))
+            .map(|((g, &expandable), (&depth, root))| match expandable {
+                true if root => self.candidates(g, root_probs.next().as_deref(), depth),
                 true => self.candidates(g, probs.next().as_deref(), depth),
                 false => Vec::new(),
             })
             .collect())
+    }
+
+    /// Whether a node `depth` levels below the root is the root policy's to
+    /// expand (when the search has one).
+    fn by_root_policy(&self, depth: u32) -> bool {
+        depth < self.config.root_policy_depth
     }
 
     /// The children to give a node of `game` at `depth` below the root,
@@ -444,51 +465,86 @@ impl Mcts {
     }
 
     /// Gives the root its children by the root policy net's priors, when
-    /// the search has one. A root kept from the last search was expanded
+    /// the search has one, and re-weights the expanded nodes of the other
+    /// levels it expands. A root kept from the last search was expanded
     /// below it, by the policy net: its children keep their visits and
     /// take the root net's priors, and the root net's candidates it lacks
-    /// join them.
-    fn expand_root_by_root_policy(&mut self) -> Result<()> {
+    /// join them; so do the kept nodes of the levels below, down to
+    /// `root-policy-depth`.
+    fn expand_top_by_root_policy(&mut self) -> Result<()> {
         let Some(net) = &self.root_policy else { return Ok(()) };
         let tree = self.tree.as_ref().expect("a tree exists during a search");
-        let game = tree.game.clone();
-        if game.is_over() {
+        if tree.game.is_over() {
             return Ok(());
         }
-        let probs = if self.config.root_symmetries {
-            net.move_probs_averaged(&game)?
+        // The root, then the expanded nodes of each level the root net
+        // expands, each with its position and depth.
+        let mut kept: Vec<(u32, Game, u32)> = vec![(tree.root, tree.game.clone(), 0)];
+        let mut level = 0;
+        while self.by_root_policy(level + 1) {
+            let below: Vec<(u32, Game, u32)> = kept
+                .iter()
+                .filter(|(_, _, depth)| *depth == level)
+                .flat_map(|(node, game, _)| tree.nodes[*node as usize].children.iter().map(move |&c| (c, game)))
+                .filter(|&(c, game)| tree.nodes[c as usize].expanded && !game.is_over())
+                .filter_map(|(c, game)| {
+                    let child = &tree.nodes[c as usize];
+                    let mut game = game.clone();
+                    game.play_unchecked(child.mover, child.mv);
+                    (!game.is_over()).then_some((c, game, level + 1))
+                })
+                .collect();
+            if below.is_empty() {
+                break;
+            }
+            kept.extend(below);
+            level += 1;
+        }
+        let root_probs = if self.config.root_symmetries {
+            net.move_probs_averaged(&kept[0].1)?
         } else {
             let symmetry = if self.config.random_symmetry {
                 Symmetry::new(self.rng.random_range(0..8))
             } else {
                 Symmetry::IDENTITY
             };
-            net.move_probs_seen(&[&game], symmetry)?.remove(0)
+            net.move_probs_seen(&[&kept[0].1], symmetry)?.remove(0)
         };
-        let wanted = self.candidates(&game, Some(&probs), 0);
+        let below: Vec<&Game> = kept[1..].iter().map(|(_, game, _)| game).collect();
+        let below_probs = if below.is_empty() { Vec::new() } else { net.move_probs_seen(&below, Symmetry::IDENTITY)? };
+        for ((node, game, depth), probs) in kept.iter().zip(std::iter::once(root_probs).chain(below_probs)) {
+            self.reexpand(*node, game, *depth, &probs);
+        }
+        Ok(())
+    }
+
+    /// Gives `node` (of `game`, `depth` below the root) the children the
+    /// root policy's `probs` choose: all of them if it has none yet; else
+    /// its children keep their visits and take the net's priors, and the
+    /// net's candidates it lacks join them.
+    fn reexpand(&mut self, node: u32, game: &Game, depth: u32, probs: &[f32]) {
+        let wanted = self.candidates(game, Some(probs), depth);
         let tree = self.tree.as_mut().expect("a tree exists during a search");
-        let root = tree.root as usize;
-        if !tree.nodes[root].expanded {
-            self.expand(root as u32, &game, wanted);
-            return Ok(());
+        let at = node as usize;
+        if !tree.nodes[at].expanded {
+            self.expand(node, game, wanted);
+            return;
         }
         // A candidate's prior may be raised (tactics); any other child's is the net's.
-        let prior_of =
-            |mv: Move| wanted.iter().find(|m| m.0 == mv).map_or_else(|| move_prob(&game, &probs, mv), |m| m.1);
-        let children = tree.nodes[root].children.clone();
+        let prior_of = |mv: Move| wanted.iter().find(|m| m.0 == mv).map_or_else(|| move_prob(game, probs, mv), |m| m.1);
+        let children = tree.nodes[at].children.clone();
         for &c in &children {
-            let node = &mut tree.nodes[c as usize];
-            node.prior = prior_of(node.mv);
+            let child = &mut tree.nodes[c as usize];
+            child.prior = prior_of(child.mv);
         }
         let mover = game.to_move();
         for (mv, prior) in wanted {
             if !children.iter().any(|&c| tree.nodes[c as usize].mv == mv) {
                 tree.nodes.push(Node::new(mv, mover, prior));
                 let id = tree.nodes.len() as u32 - 1;
-                tree.nodes[root].children.push(id);
+                tree.nodes[at].children.push(id);
             }
         }
-        Ok(())
     }
 
     /// Plays `rollout_depth` moves from each leaf (all rollouts advance
@@ -764,7 +820,10 @@ impl Agent for Mcts {
             None => name.push_str("all moves"),
         }
         if let Some(r) = &self.root_policy {
-            name.push_str(&format!(", the root's top-{} of {}", c.expand, r.source()));
+            match c.root_policy_depth {
+                1 => name.push_str(&format!(", the root's top-{} of {}", c.expand, r.source())),
+                d => name.push_str(&format!(", the top-{} of {} in the first {d} levels", c.expand, r.source())),
+            }
             if c.root_symmetries {
                 name.push_str(" averaged over the 8 symmetries");
             }
@@ -1062,6 +1121,81 @@ mod tests {
         for (mv, _, _, prior) in next.children {
             let p = scored_moves(&game, &probs).into_iter().find(|m| m.0 == mv).unwrap().1;
             assert!((prior - p).abs() < 1e-6, "{mv:?}: prior {prior}, root net {p}");
+        }
+    }
+
+    /// The moves of `node`'s children, in a fixed order.
+    fn child_moves(tree: &Tree, node: u32) -> Vec<Move> {
+        let mut moves: Vec<Move> =
+            tree.nodes[node as usize].children.iter().map(|&c| tree.nodes[c as usize].mv).collect();
+        moves.sort_by_key(|m| format!("{m:?}"));
+        moves
+    }
+
+    #[test]
+    fn a_root_policy_two_levels_deep_chooses_the_replies_and_those_of_a_kept_tree() {
+        let (policy, root) = (random_net(Arch::Policy, 1), random_net(Arch::Policy, 3));
+        let mut game = Game::new(19, Rules::CHINESE);
+        let config = MctsConfig { expand: 3, batch: 4, root_policy_depth: 2, ..stones_config(60) };
+        let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None)
+            .unwrap()
+            .with_root_policy(random_net(Arch::Policy, 3));
+        let report = mcts.search(&game, None).unwrap();
+        let tree = mcts.tree.as_ref().unwrap();
+        assert_eq!(child_moves(tree, tree.root), top_k(&root, &game, 3));
+        // Each expanded root child's replies are the root net's; one level
+        // further down the policy net expands again.
+        let (mut replies_checked, mut below_checked) = (0, 0);
+        for &c in &tree.nodes[tree.root as usize].children {
+            let (node, mut after) = (&tree.nodes[c as usize], game.clone());
+            after.play(node.mover, node.mv).unwrap();
+            if !node.expanded {
+                continue;
+            }
+            assert_eq!(child_moves(tree, c), top_k(&root, &after, 3), "replies to {:?}", node.mv);
+            replies_checked += 1;
+            for &r in node.children.iter().filter(|&&r| tree.nodes[r as usize].expanded) {
+                let mut deeper = after.clone();
+                deeper.play(tree.nodes[r as usize].mover, tree.nodes[r as usize].mv).unwrap();
+                assert_eq!(child_moves(tree, r), top_k(&policy, &deeper, 3));
+                below_checked += 1;
+            }
+        }
+        assert!(replies_checked > 0 && below_checked > 0, "60 iterations expand two levels below the root");
+        // Play the chosen move and its most visited reply: the new root's
+        // expanded children were expanded by the policy net; the next
+        // search gives them the root net's candidates and priors.
+        game.play(Color::Black, report.best).unwrap();
+        let child = child_by_move(tree, tree.root, report.best);
+        let reply = tree.nodes[child as usize].children.iter().copied().max_by_key(|&c| tree.nodes[c as usize].visits);
+        let reply = reply.unwrap();
+        assert!(tree.nodes[reply as usize].expanded, "60 iterations expand the favourite reply");
+        game.play(Color::White, tree.nodes[reply as usize].mv).unwrap();
+        let kept: Vec<u32> =
+            tree.nodes[reply as usize].children.iter().copied().filter(|&c| tree.nodes[c as usize].expanded).collect();
+        assert!(!kept.is_empty(), "the new root keeps an expanded child");
+        let kept_policy_moves: Vec<Vec<Move>> = kept
+            .iter()
+            .map(|&c| {
+                let mut after = game.clone();
+                after.play(tree.nodes[c as usize].mover, tree.nodes[c as usize].mv).unwrap();
+                top_k(&policy, &after, 3)
+            })
+            .collect();
+        mcts.search(&game, None).unwrap();
+        let tree = mcts.tree.as_ref().unwrap();
+        for (&c, policy_moves) in kept.iter().zip(kept_policy_moves) {
+            let mut after = game.clone();
+            after.play(tree.nodes[c as usize].mover, tree.nodes[c as usize].mv).unwrap();
+            let moves = child_moves(tree, c);
+            assert!(policy_moves.iter().all(|m| moves.contains(m)), "kept children stay: {moves:?}");
+            assert!(top_k(&root, &after, 3).iter().all(|m| moves.contains(m)), "the root net's join: {moves:?}");
+            let probs = root.move_probs(&[&after]).unwrap().remove(0);
+            for &g in &tree.nodes[c as usize].children {
+                let (mv, prior) = (tree.nodes[g as usize].mv, tree.nodes[g as usize].prior);
+                let p = scored_moves(&after, &probs).into_iter().find(|m| m.0 == mv).unwrap().1;
+                assert!((prior - p).abs() < 1e-6, "{mv:?}: prior {prior}, root net {p}");
+            }
         }
     }
 

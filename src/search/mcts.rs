@@ -486,7 +486,7 @@ impl Mcts {
                 .iter()
                 .filter(|(_, _, depth)| *depth == level)
                 .flat_map(|(node, game, _)| tree.nodes[*node as usize].children.iter().map(move |&c| (c, game)))
-                .filter(|&(c, game)| tree.nodes[c as usize].expanded && !game.is_over())
+                .filter(|&(c, _)| tree.nodes[c as usize].expanded)
                 .filter_map(|(c, game)| {
                     let child = &tree.nodes[c as usize];
                     let mut game = game.clone();
@@ -1072,6 +1072,14 @@ mod tests {
         tree.nodes[node as usize].children.iter().copied().find(|&c| tree.nodes[c as usize].mv == mv).unwrap()
     }
 
+    /// The moves of `node`'s children, in a fixed order.
+    fn child_moves(tree: &Tree, node: u32) -> Vec<Move> {
+        let mut moves: Vec<Move> =
+            tree.nodes[node as usize].children.iter().map(|&c| tree.nodes[c as usize].mv).collect();
+        moves.sort_by_key(|m| format!("{m:?}"));
+        moves
+    }
+
     /// The `k` moves `net` ranks first in `game`, in a fixed order.
     fn top_k(net: &NetEval, game: &Game, k: usize) -> Vec<Move> {
         let probs = net.move_probs(&[game]).unwrap().remove(0);
@@ -1091,10 +1099,7 @@ mod tests {
         let mut mcts = Mcts::new(config, Some(random_net(Arch::Policy, 1)), None, None).unwrap().with_root_policy(root);
         let root_children = |mcts: &Mcts| {
             let tree = mcts.tree.as_ref().unwrap();
-            let mut moves: Vec<Move> =
-                tree.nodes[tree.root as usize].children.iter().map(|&c| tree.nodes[c as usize].mv).collect();
-            moves.sort_by_key(|m| format!("{m:?}"));
-            moves
+            child_moves(tree, tree.root)
         };
         let report = mcts.search(&game, None).unwrap();
         let root = random_net(Arch::Policy, 3);
@@ -1104,9 +1109,7 @@ mod tests {
         let tree = mcts.tree.as_ref().unwrap();
         let child = child_by_move(tree, tree.root, report.best);
         let replies: Vec<u32> = tree.nodes[child as usize].children.clone();
-        let mut reply_moves: Vec<Move> = replies.iter().map(|&c| tree.nodes[c as usize].mv).collect();
-        reply_moves.sort_by_key(|m| format!("{m:?}"));
-        assert_eq!(reply_moves, top_k(&policy, &game, 3));
+        assert_eq!(child_moves(tree, child), top_k(&policy, &game, 3));
         // The reply the tree explored most becomes the root: it keeps its
         // visits, and the root net's candidates join its children.
         let reply = replies.iter().copied().max_by_key(|&c| tree.nodes[c as usize].visits).unwrap();
@@ -1122,14 +1125,6 @@ mod tests {
             let p = scored_moves(&game, &probs).into_iter().find(|m| m.0 == mv).unwrap().1;
             assert!((prior - p).abs() < 1e-6, "{mv:?}: prior {prior}, root net {p}");
         }
-    }
-
-    /// The moves of `node`'s children, in a fixed order.
-    fn child_moves(tree: &Tree, node: u32) -> Vec<Move> {
-        let mut moves: Vec<Move> =
-            tree.nodes[node as usize].children.iter().map(|&c| tree.nodes[c as usize].mv).collect();
-        moves.sort_by_key(|m| format!("{m:?}"));
-        moves
     }
 
     #[test]

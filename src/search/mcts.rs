@@ -62,11 +62,24 @@ struct Node {
     children: Vec<u32>,
     /// Whether `children` has been filled (it may stay empty: no move).
     expanded: bool,
+    /// Whether the root policy chose `children` and their priors (a node
+    /// kept from an earlier search may have had the policy net's).
+    root_priors: bool,
 }
 
 impl Node {
     fn new(mv: Move, mover: Color, prior: f32) -> Node {
-        Node { mv, mover, prior, visits: 0, value_sum: 0.0, in_flight: 0, children: Vec::new(), expanded: false }
+        Node {
+            mv,
+            mover,
+            prior,
+            visits: 0,
+            value_sum: 0.0,
+            in_flight: 0,
+            children: Vec::new(),
+            expanded: false,
+            root_priors: false,
+        }
     }
 
     /// The mean value for `mover`, in-flight simulations counted as losses.
@@ -355,8 +368,9 @@ impl Mcts {
             if self.config.random_symmetry { Symmetry::new(self.rng.random_range(0..8)) } else { Symmetry::IDENTITY };
         let priors = self.priors(&games, &expandable, &depths, symmetry)?;
         let values = self.simulate_and_value(&games, symmetry)?;
-        for ((leaf, priors), value) in leaves.iter().zip(priors).zip(values) {
-            self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors);
+        for (((leaf, priors), value), &depth) in leaves.iter().zip(priors).zip(values).zip(&depths) {
+            let by_root = self.root_policy.is_some() && self.by_root_policy(depth);
+            self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors, by_root);
             self.backup(&leaf.path, &leaf.game, value);
         }
         Ok(())
@@ -470,7 +484,8 @@ impl Mcts {
     /// below it, by the policy net: its children keep their visits and
     /// take the root net's priors, and the root net's candidates it lacks
     /// join them; so do the kept nodes of the levels below, down to
-    /// `root-policy-depth`.
+    /// `root-policy-depth`. A node whose children the root net already
+    /// chose (the same position searched again) is not evaluated again.
     fn expand_top_by_root_policy(&mut self) -> Result<()> {
         let Some(net) = &self.root_policy else { return Ok(()) };
         let tree = self.tree.as_ref().expect("a tree exists during a search");
@@ -500,19 +515,29 @@ impl Mcts {
             kept.extend(below);
             level += 1;
         }
-        let root_probs = if self.config.root_symmetries {
-            net.move_probs_averaged(&kept[0].1)?
-        } else {
-            let symmetry = if self.config.random_symmetry {
-                Symmetry::new(self.rng.random_range(0..8))
+        // Those the root net already chose for (the same position searched
+        // again, or a level it expanded in the last search) keep its priors.
+        kept.retain(|(node, _, _)| !tree.nodes[*node as usize].root_priors);
+        let root_first = kept.first().is_some_and(|(_, _, depth)| *depth == 0);
+        let (root, below) = kept.split_at(usize::from(root_first));
+        let mut probs = Vec::with_capacity(kept.len());
+        if let Some((_, game, _)) = root.first() {
+            probs.push(if self.config.root_symmetries {
+                net.move_probs_averaged(game)?
             } else {
-                Symmetry::IDENTITY
-            };
-            net.move_probs_seen(&[&kept[0].1], symmetry)?.remove(0)
-        };
-        let below: Vec<&Game> = kept[1..].iter().map(|(_, game, _)| game).collect();
-        let below_probs = if below.is_empty() { Vec::new() } else { net.move_probs_seen(&below, Symmetry::IDENTITY)? };
-        for ((node, game, depth), probs) in kept.iter().zip(std::iter::once(root_probs).chain(below_probs)) {
+                let symmetry = if self.config.random_symmetry {
+                    Symmetry::new(self.rng.random_range(0..8))
+                } else {
+                    Symmetry::IDENTITY
+                };
+                net.move_probs_seen(&[game], symmetry)?.remove(0)
+            });
+        }
+        if !below.is_empty() {
+            let games: Vec<&Game> = below.iter().map(|(_, game, _)| game).collect();
+            probs.extend(net.move_probs_seen(&games, Symmetry::IDENTITY)?);
+        }
+        for ((node, game, depth), probs) in kept.iter().zip(probs) {
             self.reexpand(*node, game, *depth, &probs);
         }
         Ok(())
@@ -527,9 +552,10 @@ impl Mcts {
         let tree = self.tree.as_mut().expect("a tree exists during a search");
         let at = node as usize;
         if !tree.nodes[at].expanded {
-            self.expand(node, game, wanted);
+            self.expand(node, game, wanted, true);
             return;
         }
+        tree.nodes[at].root_priors = true;
         // A candidate's prior may be raised (tactics); any other child's is the net's.
         let prior_of = |mv: Move| wanted.iter().find(|m| m.0 == mv).map_or_else(|| move_prob(game, probs, mv), |m| m.1);
         let children = tree.nodes[at].children.clone();
@@ -645,7 +671,7 @@ impl Mcts {
 
     /// Gives `node` its children (once; a leaf selected twice in one batch
     /// is expanded by the first).
-    fn expand(&mut self, node: u32, game: &Game, priors: Vec<(Move, f32)>) {
+    fn expand(&mut self, node: u32, game: &Game, priors: Vec<(Move, f32)>, root_priors: bool) {
         let tree = self.tree.as_mut().expect("a tree exists during a search");
         if tree.nodes[node as usize].expanded || game.is_over() {
             return;
@@ -657,6 +683,7 @@ impl Mcts {
         let n = &mut tree.nodes[node as usize];
         n.children = (first..first + count).collect();
         n.expanded = true;
+        n.root_priors = root_priors;
     }
 
     /// Adds `value` (for the leaf's mover) to every node on `path` and
@@ -1148,8 +1175,10 @@ mod tests {
                 continue;
             }
             assert_eq!(child_moves(tree, c), top_k(&root, &after, 3), "replies to {:?}", node.mv);
+            assert!(node.root_priors, "marked, so that a later search does not evaluate it again");
             replies_checked += 1;
             for &r in node.children.iter().filter(|&&r| tree.nodes[r as usize].expanded) {
+                assert!(!tree.nodes[r as usize].root_priors);
                 let mut deeper = after.clone();
                 deeper.play(tree.nodes[r as usize].mover, tree.nodes[r as usize].mv).unwrap();
                 assert_eq!(child_moves(tree, r), top_k(&policy, &deeper, 3));

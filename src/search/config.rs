@@ -316,12 +316,12 @@ search_settings! {
     /// (docs/results/strength.md).
     random_symmetry: bool = "symmetry", Domain::Words(&["identity", "random"]), seed false, tuned false;
     /// The root policy's priors (the root's children) averaged over the
-    /// board's 8 symmetries: 8 passes of that net a move. Experimental: lost
-    /// its match (docs/results/strength.md).
+    /// board's 8 symmetries: 8 passes of that net a move; needs a root
+    /// policy. Experimental: lost its match (docs/results/strength.md).
     root_symmetries: bool = "root-symmetries", Domain::Switch, seed false, tuned false;
     /// Levels of the tree whose nodes the root policy expands: 1, the root
-    /// alone; 2, the opponent's replies below it too. Experimental: in its
-    /// match (docs/results/strength.md).
+    /// alone; 2, the opponent's replies below it too; needs a root policy.
+    /// Experimental: in its match (docs/results/strength.md).
     root_policy_depth: u32 = "root-policy-depth", Domain::Count { min: 1, max: 8 }, seed 1, tuned 1;
     /// Seconds per move at most, on top of the iterations (a GTP clock may
     /// shorten it); none: no limit.

@@ -226,7 +226,17 @@ impl AgentSpec {
         )?;
         Ok(match load(&self.root_policy, Output::MoveLogProbs)? {
             Some(net) => mcts.with_root_policy(net),
-            None => mcts,
+            None => {
+                // As `mix-tactics` without `mix`: settings that would do nothing.
+                let root_only = [
+                    ("root-policy-depth", self.search.root_policy_depth.to_string(), self.search.root_policy_depth > 1),
+                    ("root-symmetries", "on".to_string(), self.search.root_symmetries),
+                ];
+                if let Some((key, value, _)) = root_only.iter().find(|(_, _, set)| *set) {
+                    bail!("MCTS {key}={value}: a setting of the root policy, and this search has none (give root-policy=NET)");
+                }
+                mcts
+            }
         })
     }
 }
@@ -391,6 +401,22 @@ mod tests {
         let missing: AgentSpec = "mcts:leaf=stones,root-policy=no/such/net.safetensors".parse().unwrap();
         let err = missing.build(&Device::Cpu).err().expect("a missing net is refused");
         assert!(format!("{err:#}").contains("no/such/net.safetensors"), "{err:#}");
+    }
+
+    #[test]
+    fn settings_of_the_root_policy_are_refused_without_one() {
+        for (spelled, named) in [
+            ("mcts:leaf=stones,root-policy=none,root-policy-depth=2", "root-policy-depth=2:"),
+            ("mcts:leaf=stones,root-policy=none,root-symmetries=on", "root-symmetries=on:"),
+        ] {
+            let spec: AgentSpec = spelled.parse().unwrap();
+            let err = spec.build(&Device::Cpu).err().expect("refused").to_string();
+            assert!(err.contains(named) && err.contains("give root-policy=NET"), "{spelled}: {err}");
+        }
+        let net = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/resnet-policy.safetensors");
+        let spec: AgentSpec = format!("mcts:leaf=stones,root-policy={net},root-policy-depth=2").parse().unwrap();
+        let name = spec.build(&Device::Cpu).unwrap().name();
+        assert!(name.contains(&format!("the top-2 of {net} in the first 2 levels")), "{name}");
     }
 
     #[test]

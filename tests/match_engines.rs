@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// A GTP engine that answers every command (`pass` to `genmove`) until
-/// its genmove number STOP_AFTER + 1, then crashes (`crash`) or sleeps for
-/// an hour reading and answering nothing, deaf to the end of its input
-/// (`silent`). It logs `start PID` and, when it fails, `silent PID` or
-/// `crash PID` to LOG.
-const ENGINE: &str = r#"import os, sys, time
+/// its genmove number STOP_AFTER + 1, then exits with status 3 (`crash`),
+/// dies of SIGSEGV as GnuGo 3.8 does on some positions (`segfault`), or
+/// sleeps for an hour reading and answering nothing, deaf to the end of
+/// its input (`silent`). It logs `start PID` and, when it fails, `HOW PID`
+/// to LOG.
+const ENGINE: &str = r#"import os, signal, sys, time
 stop_after, how, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def note(what):
     with open(log, "a") as f:
@@ -35,6 +36,8 @@ for line in sys.stdin:
             note(how)
             if how == "crash":
                 sys.exit(3)
+            if how == "segfault":
+                os.kill(os.getpid(), signal.SIGSEGV)
             time.sleep(3600)
         played += 1
         answer = "pass"
@@ -51,7 +54,7 @@ fn engine(dir: &Path, stop_after: usize, how: &str) -> (String, PathBuf) {
     (format!("python3 {} {stop_after} {how} {}", script.display(), log.display()), log)
 }
 
-/// The process ids the log names with `what` (`start`, `silent`, `crash`).
+/// The process ids the log names with `what` (`start` or a way to fail).
 fn logged(log: &Path, what: &str) -> Vec<u32> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines().filter_map(|l| l.strip_prefix(what)?.trim().parse().ok()).collect()
@@ -141,7 +144,12 @@ fn an_engine_silent_after_five_moves_forfeits_each_game_and_the_match_goes_on() 
 
 #[test]
 fn an_engine_that_crashes_forfeits_each_game_and_the_match_goes_on() {
-    two_forfeits("crash", "stopped answering");
+    two_forfeits("crash", "it exited with status 3");
+}
+
+#[test]
+fn an_engine_killed_by_a_signal_forfeits_with_the_signal_named() {
+    two_forfeits("segfault", "it was killed by signal 11 (SIGSEGV)");
 }
 
 #[test]

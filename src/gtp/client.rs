@@ -152,7 +152,9 @@ impl GtpClient {
                     return Err(self.io_error(command, Some(detail)));
                 }
                 Ok(Incoming::Failed(e)) => return Err(self.io_error(command, Some(e.to_string()))),
-                Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => return Err(self.io_error(command, None)),
+                Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => {
+                    return Err(self.io_error(command, Some(self.how_it_ended())))
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(GtpError::Timeout {
                         engine: self.engine.clone(),
@@ -193,15 +195,54 @@ impl GtpClient {
         &self.engine
     }
 
+    /// How the engine's process ended, once its output has: it may take a
+    /// moment to exit after closing its output (GnuGo 3.8 dies of a
+    /// segmentation fault on some positions, saying nothing).
+    fn how_it_ended(&self) -> String {
+        for _ in 0..100 {
+            if let Some(info) = self.exit_info() {
+                // SAFETY: waitid filled `info` for a child that ended.
+                let status = unsafe { info.si_status() };
+                return match info.si_code {
+                    libc::CLD_EXITED => format!("it exited with status {status}"),
+                    _ => format!("it was killed by signal {status}{}", signal_name(status)),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        "its output ended and it went on running".to_string()
+    }
+
     /// Whether the engine's process has ended; it stays unreaped (a
     /// zombie), so that its id still names its process group.
     fn has_exited(&self) -> bool {
+        self.exit_info().is_some()
+    }
+
+    /// What waitid says of the engine's process once it has ended, leaving
+    /// it unreaped.
+    fn exit_info(&self) -> Option<libc::siginfo_t> {
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
         // SAFETY: `info` is a valid siginfo_t for waitid to fill.
         let found = unsafe { libc::waitid(libc::P_PID, self.child.id(), &mut info, flags) };
         // SAFETY: waitid filled `info` (si_pid stays 0 while it runs).
-        found == 0 && unsafe { info.si_pid() } != 0
+        (found == 0 && unsafe { info.si_pid() } != 0).then_some(info)
+    }
+}
+
+/// ` (SIGSEGV)` and the like for the signals that end engines.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGBUS => " (SIGBUS)",
+        libc::SIGFPE => " (SIGFPE)",
+        libc::SIGILL => " (SIGILL)",
+        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGTERM => " (SIGTERM)",
+        libc::SIGPIPE => " (SIGPIPE)",
+        _ => "",
     }
 }
 

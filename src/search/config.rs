@@ -321,7 +321,7 @@ search_settings! {
     root_symmetries: bool = "root-symmetries", Domain::Switch, seed false, tuned false;
     /// Levels of the tree whose nodes the root policy expands: 1, the root
     /// alone; 2, the opponent's replies below it too; needs a root policy.
-    /// Experimental: in its match (docs/results/strength.md).
+    /// Experimental: lost its match (docs/results/strength.md).
     root_policy_depth: u32 = "root-policy-depth", Domain::Count { min: 1, max: 8 }, seed 1, tuned 1;
     /// Seconds per move at most, on top of the iterations (a GTP clock may
     /// shorten it); none: no limit.

@@ -369,7 +369,7 @@ impl Mcts {
         let priors = self.priors(&games, &expandable, &depths, symmetry)?;
         let values = self.simulate_and_value(&games, symmetry)?;
         for (((leaf, priors), value), &depth) in leaves.iter().zip(priors).zip(values).zip(&depths) {
-            let by_root = self.root_policy.is_some() && self.by_root_policy(depth);
+            let by_root = self.by_root_policy(depth);
             self.expand(*leaf.path.last().expect("a path has its root"), &leaf.game, priors, by_root);
             self.backup(&leaf.path, &leaf.game, value);
         }
@@ -407,7 +407,7 @@ impl Mcts {
         depths: &[u32],
         symmetry: Symmetry,
     ) -> Result<Vec<Vec<(Move, f32)>>> {
-        let by_root: Vec<bool> = depths.iter().map(|&d| self.root_policy.is_some() && self.by_root_policy(d)).collect();
+        let by_root: Vec<bool> = depths.iter().map(|&d| self.by_root_policy(d)).collect();
         let live = |root: bool| -> Vec<&Game> {
             games
                 .iter()
@@ -438,9 +438,9 @@ impl Mcts {
     }
 
     /// Whether a node `depth` levels below the root is the root policy's to
-    /// expand (when the search has one).
+    /// expand: the search has one, and the node is in its levels.
     fn by_root_policy(&self, depth: u32) -> bool {
-        depth < self.config.root_policy_depth
+        self.root_policy.is_some() && depth < self.config.root_policy_depth
     }
 
     /// The children to give a node of `game` at `depth` below the root,

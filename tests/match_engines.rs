@@ -106,8 +106,7 @@ fn start_match(engine: &str, out: &Path, extra: &[&str]) -> Child {
 
 /// Plays two games against an engine failing after five moves; checks
 /// that each is B's forfeit with every one of `reasons` in games.jsonl and
-/// the SGF, each
-/// against a fresh engine, and that no engine is left running.
+/// the SGF, each against a fresh engine, and that no engine is left running.
 fn two_forfeits(how: &str, reasons: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let (engine, log) = engine(dir.path(), 5, how);

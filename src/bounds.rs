@@ -89,11 +89,14 @@ impl Domain {
 
     /// `text` as a finite number of this domain (a [`Domain::Real`]).
     pub fn real(&self, text: &str) -> Result<f64, String> {
+        self.real_value(text.trim().parse::<f64>().unwrap_or(f64::NAN))
+    }
+
+    /// `x` if it is a finite number of this domain (a [`Domain::Real`]):
+    /// for numbers that come parsed, as JSON's do.
+    pub fn real_value(&self, x: f64) -> Result<f64, String> {
         match *self {
-            Domain::Real { min, max, open } => text
-                .trim()
-                .parse::<f64>()
-                .ok()
+            Domain::Real { min, max, open } => Some(x)
                 .filter(|x| x.is_finite() && *x <= max && (*x > min || (!open && *x == min)))
                 .ok_or_else(|| self.refusal()),
             _ => Err(format!("{self} is not a number")),

@@ -124,9 +124,14 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         r#"{"id":"nine","moves":[],"rules":"chinese","boardXSize":9,"boardYSize":9}"#,
         r#"{"id":"rules","moves":[],"rules":"ing","boardXSize":19,"boardYSize":19}"#,
         "not json",
+        // Each once ended the engine with a panic (seconds too many for a
+        // Duration) or was answered "boardXSize is required".
+        r#"{"id":"forever","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"overrideSettings":{"maxTime":1e30}}"#,
+        r#"{"id":"never","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"reportDuringSearchEvery":1e300}"#,
+        r#"{"id":"half","moves":[],"rules":"chinese","boardXSize":9.5,"boardYSize":9.5}"#,
         r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4}"#,
     ];
-    let responses = exchange(&queries, 1500, 8);
+    let responses = exchange(&queries, 1500, 11);
     let by_id = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
     assert_eq!(by_id("t")[0]["terminateId"], "long");
     let long = by_id("long");
@@ -139,6 +144,10 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("nine")[0]["field"], "boardXSize");
     assert_eq!(by_id("rules")[0]["error"], "unknown rules ing");
     assert!(responses.iter().any(|r| r["id"].is_null() && r["error"].as_str().unwrap().contains("JSON")));
+    assert_eq!(by_id("forever")[0]["field"], "overrideSettings");
+    assert_eq!(by_id("forever")[0]["error"], "maxTime is seconds: give a number above 0, up to 1000000");
+    assert_eq!(by_id("never")[0]["field"], "reportDuringSearchEvery");
+    assert_eq!(by_id("half")[0]["error"], "boardXSize 9.5: boards are 2 to 25 points a side, a whole number");
     assert_eq!(by_id("after")[0]["turnNumber"], 0, "the engine goes on after errors");
 }
 

@@ -71,3 +71,78 @@ fn the_reference_has_a_section_for_every_subcommand_and_help_does_not_show_the_f
     }
     assert!(reference.contains("`--out <OUT>`"), "options are listed with their values");
 }
+
+/// Each section of the reference: its command (`go-train review`) and the
+/// long flags it lists.
+fn sections(reference: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in reference.lines() {
+        if let Some(command) = line.strip_prefix("## `").and_then(|l| l.strip_suffix('`')) {
+            out.push((command.to_string(), Vec::new()));
+        } else if let (Some(item), Some(section)) = (line.strip_prefix("* `"), out.last_mut()) {
+            // `-c`, `--config <CONFIG>` — …: every long name before the dash.
+            let names = item.split(" — ").next().unwrap_or_default();
+            for flag in names.split('`').filter(|w| w.starts_with("--")) {
+                section.1.push(flag.split_whitespace().next().unwrap_or_default().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A shell command's words, quotes removed (`'gnugo --mode gtp'` is one).
+fn shell_words(command: &str) -> Vec<String> {
+    let (mut words, mut word, mut quote) = (Vec::new(), None::<String>, None);
+    for c in command.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// `review collection.sgf --game 3` stood in review's examples when the
+/// flag was `--index`, and some examples' comments had no `#`: an example
+/// is what users copy first.
+#[test]
+fn every_flag_an_example_gives_is_one_its_command_takes() {
+    let reference = generated();
+    let sections = sections(&reference);
+    assert!(sections.len() >= 20, "sections: {}", sections.len());
+    let mut checked = 0;
+    for line in reference.lines().filter(|l| l.starts_with("go-train ")) {
+        let code = line.split(" #").next().unwrap().trim_end();
+        assert!(!code.contains("   "), "example `{line}`: its comment needs a #");
+        // The example's own words: up to the next command of a pipe.
+        let words = shell_words(code.split(['|', ';']).next().unwrap());
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        // The command is the longest section heading the words start with.
+        let Some((command, flags)) = sections
+            .iter()
+            .filter(|(c, _)| {
+                let c: Vec<&str> = c.split_whitespace().collect();
+                words.len() >= c.len() && words[..c.len()] == c[..]
+            })
+            .max_by_key(|(c, _)| c.len())
+        else {
+            panic!("example `{line}` names no command of the reference");
+        };
+        for word in words.iter().filter(|w| w.starts_with("--")) {
+            let flag = word.split('=').next().unwrap();
+            assert!(
+                flags.iter().any(|f| f == flag) || flag == "--help",
+                "example `{line}` gives {flag}, which `{command}` does not take (it takes {flags:?})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "flags checked in examples: {checked}");
+}

@@ -103,6 +103,26 @@ fn bad_input_is_an_error_naming_the_file() {
     let (ok, _, stderr) = outcome(&["review", "/no/such/game.sgf"]);
     assert!(!ok && stderr.contains("/no/such/game.sgf"), "{stderr}");
     let Some(game) = real_game() else { return };
+    // Outputs over the game or over each other once wrote a PNG over the
+    // SGF under review, and over the reviewed SGF.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("game.sgf");
+    std::fs::copy(&game, &copy).unwrap();
+    let before = std::fs::read(&copy).unwrap();
+    let copy = copy.to_str().unwrap();
+    let other = dir.path().join("r.sgf");
+    let same = dir.path().join("sub/../game.sgf");
+    for (flags, says) in [
+        (vec!["--plot", copy], "--plot"),
+        (vec!["--out", same.to_str().unwrap()], "--out"),
+        (vec!["--out", other.to_str().unwrap(), "--plot", other.to_str().unwrap()], "both name"),
+    ] {
+        std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+        let (ok, _, stderr) = outcome(&[&["review", copy][..], &flags].concat());
+        assert!(!ok && stderr.contains(says), "{flags:?}: {stderr}");
+    }
+    assert_eq!(std::fs::read(copy).unwrap(), before, "the game is untouched");
+    assert!(!other.exists(), "nothing written");
     let (ok, _, stderr) = outcome(&["review", game.to_str().unwrap(), "--index", "5"]);
     assert!(!ok && stderr.contains("no game 5 (it holds 1)"), "{stderr}");
     let (ok, _, stderr) = outcome(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);

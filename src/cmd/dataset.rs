@@ -15,11 +15,11 @@ use go_train::progress::Progress;
 /// Inspect and check datasets written by `go-train prepare`.
 #[derive(Parser)]
 #[command(after_help = "Examples:
-  go-train dataset info datasets/kgs            counts, settings and label statistics
-  go-train dataset info --json datasets/kgs     the same, as one JSON object
-  go-train dataset info --quick datasets/kgs    from the manifest alone (reads no shard)
-  go-train dataset verify datasets/kgs          check every shard and block against the manifest
-  go-train dataset merge /shared/all            join the parts of `prepare --part I/N`")]
+  go-train dataset info datasets/kgs            # counts, settings and label statistics
+  go-train dataset info --json datasets/kgs     # the same, as one JSON object
+  go-train dataset info --quick datasets/kgs    # from the manifest alone (reads no shard)
+  go-train dataset verify datasets/kgs          # check every shard and block against the manifest
+  go-train dataset merge /shared/all            # join the parts of `prepare --part I/N`")]
 pub struct Args {
     /// `info`, `verify` or `merge`.
     #[command(subcommand)]

@@ -33,7 +33,7 @@ use go_train::progress::Progress;
   go-train prepare games.list --out data --split 0.9,0.05,0.05 --threads 2
   go-train prepare datasets/kgs.list --out datasets/kgs-x --features extended
   go-train prepare datasets/all.list --out datasets/all-xo --features extended --value per-game:8 --ownership
-  go-train prepare datasets/all.list --out /shared/all --part 3/8     the 3rd of 8 parts
+  go-train prepare datasets/all.list --out /shared/all --part 3/8     # the 3rd of 8 parts
   sbatch --array=1-8 --wrap 'go-train prepare all.list --out /shared/all'   parts from Slurm")]
 pub struct Args {
     /// Game list written by `go-train filter`.

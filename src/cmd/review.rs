@@ -23,7 +23,7 @@ use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, Partial
 #[command(after_help = "Examples:
   go-train review game.sgf                                  # the shipped nets; game.review.sgf, game.review.png
   go-train review game.sgf --policy checkpoints/policy --value checkpoints/value-pv
-  go-train review collection.sgf --game 3 --out review.sgf --plot review.png
+  go-train review collection.sgf --index 3 --out review.sgf --plot review.png
   go-train review game.sgf --json | jq .rank                # one JSON object per move")]
 pub struct Args {
     /// The SGF file.
@@ -52,6 +52,17 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let stem = args.game.file_stem().map_or("game".into(), |s| s.to_string_lossy().into_owned());
+    let sgf_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.sgf")));
+    let png_path = args.plot.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.png")));
+    for (flag, path) in [("--out", &sgf_path), ("--plot", &png_path)] {
+        if same_file(path, &args.game) {
+            bail!("{flag} {}: that is the game under review; name another file", path.display());
+        }
+    }
+    if same_file(&sgf_path, &png_path) {
+        bail!("--out and --plot both name {}: give each its own file", sgf_path.display());
+    }
     let record = read_game(&args.game, args.index)?;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
@@ -68,9 +79,6 @@ pub fn run(args: Args) -> Result<()> {
     let reviews = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())
         .with_context(|| format!("{}: replaying game {}", args.game.display(), args.index))?;
 
-    let stem = args.game.file_stem().map_or("game".into(), |s| s.to_string_lossy().into_owned());
-    let sgf_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.sgf")));
-    let png_path = args.plot.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.png")));
     let comments: Vec<String> = reviews.iter().map(MoveReview::comment).collect();
     go_train::atomic::write_atomic(&sgf_path, write_annotated(&record, &comments).as_bytes())
         .with_context(|| format!("writing {}", sgf_path.display()))?;
@@ -145,4 +153,17 @@ fn print_summary(path: &Path, record: &GameRecord, reviews: &[MoveReview], swing
             );
         }
     }
+}
+
+/// Whether `a` and `b` name one file, existing or not: their folders
+/// resolved (links, `..`) and the same name in them.
+fn same_file(a: &Path, b: &Path) -> bool {
+    let resolved = |p: &Path| match p.canonicalize() {
+        Ok(full) => Some(full),
+        Err(_) => {
+            let folder = p.parent().filter(|f| !f.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            Some(folder.canonicalize().ok()?.join(p.file_name()?))
+        }
+    };
+    a == b || resolved(a).is_some_and(|a| resolved(b).is_some_and(|b| a == b))
 }

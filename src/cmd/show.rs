@@ -14,9 +14,9 @@ use go_train::sgf::{read_file_up_to_damage, GameError, GameRecord, PartialGame, 
 /// Print the position of SGF game records after N moves.
 #[derive(Parser)]
 #[command(after_help = "Examples:
-  go-train show game.sgf                 board at the end of the game
-  go-train show game.sgf --move 50       board after 50 moves
-  go-train show --json datasets/         one JSON object per game, every *.sgf under the folder")]
+  go-train show game.sgf                 # board at the end of the game
+  go-train show game.sgf --move 50       # board after 50 moves
+  go-train show --json datasets/         # one JSON object per game, every *.sgf under the folder")]
 pub struct Args {
     /// SGF files, or folders searched for *.sgf.
     #[arg(required = true)]

@@ -50,7 +50,7 @@ impl Kind {
   go-train train-value --data datasets/kgs-v1 --steps-per-epoch 2000
   go-train train-policy --config configs/resnet-policy.toml --resume --stop-after 540
   go-train train-policy --config configs/resnet-policy.toml --device cuda --precision bf16
-  go-train train-policy --config configs/resnet-policy.toml --resume-or-start --stop-after 540   a requeued job")]
+  go-train train-policy --config configs/resnet-policy.toml --resume-or-start --stop-after 540   # a requeued job")]
 pub struct Args {
     /// Training configuration [default: the seed's settings for the net,
     /// or with --resume the run's own config.toml].

@@ -37,6 +37,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, BufRead, Write};
 use std::ops::ControlFlow;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -169,7 +170,17 @@ impl AnalysisEngine {
                     continue;
                 }
             };
-            self.answer(&query, &mut output, &lines, &mut input_open)?;
+            // A bug met by one query must not end the engine and with it
+            // every query queued behind this one.
+            let answered = catch_unwind(AssertUnwindSafe(|| self.answer(&query, &mut output, &lines, &mut input_open)));
+            match answered {
+                Ok(result) => result?,
+                Err(_) => {
+                    let id = serde_json::from_str::<Value>(&query.text).ok().and_then(|q| q.get("id").cloned());
+                    let error = "internal error: the query was not answered";
+                    respond(&mut output, json!({"id": id.unwrap_or(Value::Null), "error": error}))?;
+                }
+            }
         }
     }
 
@@ -469,12 +480,12 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         _ => return Err(refuse("id", "a query needs an id string")),
     };
     let size_field = |name: &'static str| -> Result<usize, QueryError> {
-        let size =
-            query.get(name).and_then(Value::as_u64).ok_or_else(|| refuse(name, format!("{name} is required")))?;
-        if !crate::go::Board::valid_size(size as usize) {
-            return Err(refuse(name, format!("{name} {size}: boards are 2 to 25 points a side")));
-        }
-        Ok(size as usize)
+        let given = query.get(name).ok_or_else(|| refuse(name, format!("{name} is required")))?;
+        given
+            .as_u64()
+            .and_then(|size| usize::try_from(size).ok())
+            .filter(|&size| crate::go::Board::valid_size(size))
+            .ok_or_else(|| refuse(name, format!("{name} {given}: boards are 2 to 25 points a side, a whole number")))
     };
     let size = size_field("boardXSize")?;
     if size_field("boardYSize")? != size {
@@ -558,16 +569,17 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         Some("SIDETOMOVE") => Perspective::SideToMove,
         Some(other) => return Err(refuse("overrideSettings", format!("reportAnalysisWinratesAs {other}"))),
     };
-    // A number of seconds above 0 at `pointer`, if given (a millisecond
-    // at least: reports every nanosecond would flood the output).
+    // Seconds at `pointer`, if given, within the bounds of every duration
+    // setting (a millisecond at least: reports every nanosecond would
+    // flood the output).
     let seconds = |pointer: &str, field: &'static str, name: &str| -> Result<Option<Duration>, QueryError> {
         query
             .pointer(pointer)
             .map(|v| {
                 v.as_f64()
-                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .and_then(|s| crate::bounds::SECONDS.real_value(s).ok())
                     .map(|s| Duration::from_secs_f64(s.max(0.001)))
-                    .ok_or_else(|| refuse(field, format!("{name} is a number of seconds above 0")))
+                    .ok_or_else(|| refuse(field, format!("{name} is seconds: {}", crate::bounds::SECONDS.refusal())))
             })
             .transpose()
     };

@@ -16,12 +16,15 @@ use thiserror::Error;
 
 use super::input::{read_lines, Incoming, NoId};
 use super::protocol::MAX_LINE_BYTES;
+use crate::bounds;
 
 /// What can go wrong talking to an engine.
 #[derive(Debug, Error)]
 pub enum GtpError {
-    #[error("cannot start engine `{command}`: {source}")]
-    Spawn { command: String, source: std::io::Error },
+    // Not named `source`: the message holds the cause, which anyhow's
+    // chain would print a second time.
+    #[error("cannot start engine `{command}`: {cause}")]
+    Spawn { command: String, cause: std::io::Error },
     #[error("engine command line is empty")]
     EmptyCommand,
     #[error("engine `{engine}` failed on `{command}`: {message}")]
@@ -54,11 +57,14 @@ impl GtpTimeouts {
     /// short `--gtp-timeout` is, since an engine may be loading its nets.
     pub const STARTUP: Duration = Duration::from_secs(GtpTimeouts::DEFAULT_SECONDS as u64);
 
-    /// `seconds` for a command, and for the setup commands the larger of
-    /// that and [`GtpTimeouts::STARTUP`].
+    /// `seconds` for a command (within [`bounds::SECONDS`]), and for the
+    /// setup commands the larger of that and [`GtpTimeouts::STARTUP`].
     pub fn for_commands(seconds: f64) -> anyhow::Result<GtpTimeouts> {
-        let Some(command) = Duration::try_from_secs_f64(seconds).ok().filter(|_| seconds > 0.0) else {
-            bail!("{seconds}: give a number of seconds above 0");
+        let command = match bounds::SECONDS.real_value(seconds) {
+            Ok(seconds) => Duration::from_secs_f64(seconds),
+            // As typed, but a huge one in exponent form, not 300 digits.
+            Err(refusal) if seconds.abs() < 1e7 => bail!("{seconds} seconds: {refusal}"),
+            Err(refusal) => bail!("{seconds:e} seconds: {refusal}"),
         };
         Ok(GtpTimeouts { command, startup: command.max(GtpTimeouts::STARTUP) })
     }
@@ -102,7 +108,7 @@ impl GtpClient {
         command.args(words).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         die_with_this_thread(&mut command);
         let mut child =
-            command.spawn().map_err(|source| GtpError::Spawn { command: command_line.to_string(), source })?;
+            command.spawn().map_err(|cause| GtpError::Spawn { command: command_line.to_string(), cause })?;
         let stdin = child.stdin.take().expect("piped stdin");
         let answers = read_lines::<NoId>(BufReader::new(child.stdout.take().expect("piped stdout")), MAX_LINE_BYTES);
         Ok(GtpClient { engine: command_line.to_string(), child, stdin, answers, timeouts, failed: None })
@@ -302,9 +308,23 @@ mod tests {
         let t = GtpTimeouts::for_commands(2.5).unwrap();
         assert_eq!((t.command, t.startup), (Duration::from_millis(2500), GtpTimeouts::STARTUP));
         assert_eq!(GtpTimeouts::for_commands(900.0).unwrap().startup, Duration::from_secs(900));
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        // 1e300 once named itself in 301 digits and asked for a number
+        // above 0; 1e19 passed and overflowed a deadline.
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300, 1e19, 1e6 + 1.0] {
             let e = GtpTimeouts::for_commands(bad).unwrap_err().to_string();
-            assert!(e.contains("seconds above 0"), "{bad}: {e}");
+            assert!(e.ends_with("seconds: give a number above 0, up to 1000000"), "{bad}: {e}");
+            assert!(e.len() < 80, "{bad}: {e}");
         }
+        assert_eq!(GtpTimeouts::for_commands(1e6).unwrap().command, Duration::from_secs(1_000_000));
+        let e = GtpTimeouts::for_commands(-1.0).unwrap_err().to_string();
+        assert_eq!(e, "-1 seconds: give a number above 0, up to 1000000");
+    }
+
+    #[test]
+    fn an_engine_that_cannot_start_names_its_cause_once() {
+        let e = GtpClient::spawn("/nonexistent/go-engine --mode gtp").err().expect("no such engine");
+        let message = format!("{:#}", anyhow::Error::from(e));
+        assert!(message.starts_with("cannot start engine `/nonexistent/go-engine --mode gtp`: "), "{message}");
+        assert_eq!(message.matches("No such file").count(), 1, "{message}");
     }
 }

@@ -274,6 +274,17 @@ impl FromStr for AgentSpec {
                 }
             }
         }
+        // The other agents draw from the seed alone: a search setting given
+        // to one would be dropped without a word, yet tell matches apart.
+        if spec.kind != AgentKind::Mcts {
+            let search_only = (search.pairs.iter().map(|(_, key, _)| key.as_str()).filter(|&key| key != "seed"))
+                .chain(search.preset.as_ref().map(|_| "preset"))
+                .chain(search.file.as_ref().map(|_| "config"))
+                .next();
+            if let Some(key) = search_only {
+                bail!("agent {s:?}: {key} is a setting of the tree search (mcts); a {} agent has none", kind.trim());
+            }
+        }
         (spec.preset, spec.search) = search.resolve().with_context(|| format!("agent {s:?}"))?;
         Ok(spec)
     }
@@ -308,6 +319,11 @@ mod tests {
         // No playouts cannot mix anything: refused, not quietly made one.
         let err = format!("{:#}", "mcts:mix=1,mix-playouts=0".parse::<AgentSpec>().unwrap_err());
         assert!(err.contains("mix-playouts=0: give a whole number from 1"), "{err}");
+        for (spec, key) in [("random:iterations=5,c=3", "iterations"), ("policy:preset=seed", "preset")] {
+            let err = format!("{:#}", spec.parse::<AgentSpec>().unwrap_err());
+            assert!(err.contains(&format!("{key} is a setting of the tree search (mcts)")), "{spec}: {err}");
+        }
+        assert_eq!("random:seed=7".parse::<AgentSpec>().unwrap().search.seed, 7);
         let err = format!("{:#}", "policy:temperature=-1".parse::<AgentSpec>().unwrap_err());
         assert!(err.contains("temperature=-1: give a number from 0 to 100"), "{err}");
     }

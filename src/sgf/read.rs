@@ -44,9 +44,30 @@ impl From<std::io::Error> for SgfError {
     }
 }
 
+/// The largest SGF file read: 200 times the largest collection of the
+/// datasets (a month of Tygem games, 4.7 MB). A path such as `/dev/zero`
+/// would otherwise be read until memory runs out.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
 /// Reads every game of an SGF file (see [`parse_bytes`]).
 pub fn read_file(path: &Path) -> Result<Vec<ParsedGame>, SgfError> {
-    parse_bytes(&std::fs::read(path)?)
+    parse_bytes(&read_at_most(path, MAX_FILE_BYTES)?)
+}
+
+/// The bytes of `path`, refused past `limit`.
+fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let too_big = || std::io::Error::other(format!("larger than {limit} bytes, the most an SGF file may hold"));
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.len() > limit {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(bytes)
 }
 
 /// Reads every game tree of SGF bytes in any charset (see `CA`), in file
@@ -145,7 +166,7 @@ pub struct PartialGame {
 /// viewing and `loadsgf` (training reads whole games only: [`read_file`]).
 /// A game whose root cannot be read is an error in its place.
 pub fn read_file_up_to_damage(path: &Path) -> Result<Vec<Result<PartialGame, GameError>>, SgfError> {
-    let bytes = std::fs::read(path)?;
+    let bytes = read_at_most(path, MAX_FILE_BYTES)?;
     let text = decode(&bytes);
     let games: Vec<_> = game_trees(&text).enumerate().map(|(index, tree)| tree_up_to_damage(index, &tree)).collect();
     if games.is_empty() {
@@ -186,6 +207,23 @@ pub fn parse_game(text: &str) -> Result<GameRecord, SgfError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `loadsgf /dev/zero` once read until memory ran out.
+    #[test]
+    fn a_file_past_the_limit_is_refused_not_read_to_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.sgf");
+        std::fs::write(&path, "(;SZ[9];B[aa])").unwrap();
+        assert_eq!(read_at_most(&path, 14).unwrap().len(), 14);
+        let err = read_at_most(&path, 13).unwrap_err().to_string();
+        assert_eq!(err, "larger than 13 bytes, the most an SGF file may hold");
+        if Path::new("/dev/zero").exists() {
+            let err = read_at_most(Path::new("/dev/zero"), 1 << 20).unwrap_err().to_string();
+            assert!(err.starts_with("larger than 1048576 bytes"), "{err}");
+        }
+        let err = read_file(Path::new("/no/such.sgf")).unwrap_err().to_string();
+        assert!(err.starts_with("cannot read: "), "{err}");
+    }
 
     #[test]
     fn collections_keep_each_game_in_its_place() {

@@ -423,7 +423,11 @@ fn read_setup(node: &SgfNode<Prop>, size: usize) -> Result<Setup, GameError> {
         for prop in node.properties() {
             match (prop, color) {
                 (Prop::AB(set), Some(Color::Black)) | (Prop::AW(set), Some(Color::White)) | (Prop::AE(set), None) => {
-                    for &point in set {
+                    // Row by row, so that an error names the same point
+                    // every time (a set has no order of its own).
+                    let mut given: Vec<go::Point> = set.iter().copied().collect();
+                    given.sort_by_key(|p| (p.y, p.x));
+                    for point in given {
                         points.push(vertex(point, size).ok_or_else(|| bad(point_text(point)))?);
                     }
                 }
@@ -562,6 +566,9 @@ pub(crate) mod tests {
         assert_eq!(r.later_setup, vec![(1, vec![(v(4, 0), b)]), (2, vec![(v(0, 0), None)])]);
         let err = parse_game("(;SZ[5]AB[aa][ff])").unwrap_err().to_string();
         assert_eq!(err, "game 0: AB[ff]: not a point on the 5x5 board");
+        // A rectangle past the board's edge named a point of it at random.
+        let err = parse_game("(;SZ[9]AB[aa:zz])").unwrap_err().to_string();
+        assert_eq!(err, "game 0: AB[ja]: not a point on the 9x9 board");
     }
 
     #[test]

@@ -376,6 +376,18 @@ mod tests {
         assert_eq!(TrainConfig::load(&saved, &[]).unwrap(), c);
     }
 
+    /// An optimizer setting it does not have was once read as nothing at
+    /// all, and the run trained with the config's own.
+    #[test]
+    fn an_optimizer_setting_of_another_name_or_kind_is_refused() {
+        let (_d, path) = write(POLICY);
+        for (set, name) in [("optimizer.learning_rate=0.5", "learning_rate"), ("optimizer.beta1=0.5", "beta1")] {
+            let err = format!("{:#}", TrainConfig::load(&path, &[set.into()]).unwrap_err());
+            assert!(err.contains(&format!("unknown field `{name}`")) && err.contains("`lr`"), "{set}: {err}");
+        }
+        assert!(TrainConfig::load(&path, &["optimizer.momentum=0.5".into()]).is_ok());
+    }
+
     /// Every numeric setting out of its range is refused, naming the key,
     /// its value and the range; the ends that mean something are kept.
     #[test]

@@ -60,8 +60,10 @@ pub trait Optimizer {
 }
 
 /// An optimizer and its hyper-parameters, as recorded in a checkpoint.
+/// A setting it does not have is refused: a misspelt `learning_rate`, or
+/// Adam's `beta1` given to SGD, would otherwise train with the default.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum OptimizerConfig {
     /// Stochastic gradient descent with momentum (see [`Sgd`]).
     Sgd {

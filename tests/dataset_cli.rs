@@ -316,3 +316,32 @@ fn options_out_of_range_are_refused_naming_them() {
     }
     assert!(!out_dir.exists() && std::fs::read(&list).unwrap().is_empty(), "nothing is written");
 }
+
+/// Outputs over inputs or each other: `filter --out GAME.sgf` once
+/// replaced the game with the list, `--out L --report L` kept only the
+/// report; `--out` naming a file or a folder of the wrong kind said only
+/// "File exists" or "Is a directory", after the whole walk.
+#[test]
+fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
+    let Some(games) = common::sgf_files("kgs-6d") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let game = dir.path().join("game.sgf");
+    std::fs::copy(&games[0], &game).unwrap();
+    let before = std::fs::read(&game).unwrap();
+    let (list, folder) = (dir.path().join("games.list"), dir.path().join("folder"));
+    std::fs::create_dir(&folder).unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["filter", path(&game), "--out", path(&game)], "that is a game being read"),
+        (&["filter", path(dir.path()), "--out", path(&list), "--report", path(&game)], "that is a game being read"),
+        (&["filter", path(&game), "--out", path(&list), "--report", path(&list)], "both name"),
+        (&["filter", path(&game), "--out", path(&folder)], "a folder; give the file to write"),
+        (&["prepare", path(&list), "--out", path(&game)], "a file, not a folder"),
+    ];
+    std::fs::write(&list, format!("{}\t0\n", game.display())).unwrap();
+    for (args, says) in cases {
+        let out = common::run(args);
+        assert!(!out.status.success() && text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    assert_eq!(std::fs::read(&game).unwrap(), before, "the game is untouched");
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "nothing left in the folder");
+}

@@ -30,6 +30,15 @@ fn real_list(dir: &Path) -> Option<PathBuf> {
     Some(path)
 }
 
+/// The first 20 games of [`real_list`].
+fn short_list(dir: &Path) -> Option<PathBuf> {
+    let full = real_list(dir)?;
+    let list = dir.join("short.list");
+    let lines: String = std::fs::read_to_string(&full).unwrap().lines().take(21).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&list, lines).unwrap();
+    Some(list)
+}
+
 const SETTINGS: [&str; 6] = ["--value", "per-game:4", "--block-records", "64", "--shard-records", "1500"];
 
 /// `prepare` of `list` into `out`, not a task of a Slurm array job even
@@ -162,10 +171,7 @@ fn a_second_writer_of_a_dataset_or_a_part_is_refused() {
     use go_train::dataset::parts::Part;
     use go_train::lock::Lock;
     let tmp = tempfile::tempdir().unwrap();
-    let Some(full) = real_list(tmp.path()) else { return };
-    let list = tmp.path().join("short.list");
-    let lines: String = std::fs::read_to_string(&full).unwrap().lines().take(21).map(|l| format!("{l}\n")).collect();
-    std::fs::write(&list, lines).unwrap();
+    let Some(list) = short_list(tmp.path()) else { return };
     let out = tmp.path().join("data");
     std::fs::create_dir(&out).unwrap();
     let me = format!("{} is in use by pid {} on ", out.display(), std::process::id());
@@ -194,5 +200,30 @@ fn a_second_writer_of_a_dataset_or_a_part_is_refused() {
     drop(part_two);
     let shown = succeeded(prepare(&list, &out, &["--part", "2/2"]));
     assert!(shown.contains("dataset manifest written"), "{shown}");
+    succeeded(common::go_train(&["dataset", "verify", path(&out)]));
+}
+
+/// A finished dataset outlives what would remove it: parts of the same
+/// job run into it (they once began by removing its manifest), and a
+/// `--force` whose new dataset holds nothing (it once left an empty folder).
+#[test]
+fn a_finished_dataset_survives_parts_and_a_failed_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(list) = short_list(tmp.path()) else { return };
+    let out = tmp.path().join("data");
+    succeeded(prepare(&list, &out, &[]));
+    let before = records(&out);
+    let shown = prepare(&list, &out, &["--part", "1/2"]).output().unwrap();
+    assert!(!shown.status.success() && text(&shown).contains("prepared whole"), "{}", text(&shown));
+    let shown = prepare(&list, &out, &["--force", "--size", "9"]).output().unwrap();
+    assert!(!shown.status.success() && text(&shown).contains("wrong board size"), "{}", text(&shown));
+    assert_eq!(records(&out), before, "the dataset is as it was");
+    succeeded(common::go_train(&["dataset", "verify", path(&out)]));
+    assert!(!out.join(".prepare-new").exists(), "nothing of the failed run is left");
+    // A --force that works replaces it, and leaves no staging folder.
+    let shown = succeeded(prepare(&list, &out, &["--force", "--seed", "2"]));
+    assert!(shown.contains("positions"), "{shown}");
+    assert_ne!(records(&out), before);
+    assert!(!out.join(".prepare-new").exists());
     succeeded(common::go_train(&["dataset", "verify", path(&out)]));
 }

@@ -58,7 +58,12 @@ fn the_same_seed_plays_the_same_games_whatever_the_batch_threads_or_a_kill() {
     let policy = shipped("policy");
     let other_seed = ["selfplay", "--games", "6", "--max-moves", "40", "--seed", "6", "--policy", &policy];
     let err = fails(&[&other_seed[..], &["--out", path(&c), "--resume"]].concat());
-    assert!(err.contains("another run"), "{err}");
+    assert!(err.contains("another run") && err.contains("seed 6 here, 5 in the run"), "{err}");
+    // Fewer games than the folder holds once wrote a list and a summary
+    // of those alone.
+    let fewer = ["selfplay", "--games", "4", "--max-moves", "40", "--seed", "5", "--policy", &policy];
+    let err = fails(&[&fewer[..], &["--out", path(&c), "--resume"]].concat());
+    assert!(err.contains("holds game 6 (game-000005.sgf), past --games 4: give --games 6 or more"), "{err}");
     let resumed = policy_run(&c, &["--resume", "--json"]);
     assert_eq!(games(&c), first, "the resumed run's games are the uninterrupted run's");
     let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();

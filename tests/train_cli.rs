@@ -197,6 +197,13 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
         run_ok(&["eval", "--data", path(&data), "--policy", path(&policy), "--limit", "500", "--symmetries", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["report"]["overall"]["top1"].as_f64().unwrap() > 0.10, "{report}");
+    // `--value none` names no net, as everywhere (it was read as a file
+    // after the policy had been scored); a bad net fails before any is scored.
+    let out = run_ok(&["eval", "--data", path(&data), "--policy", path(&policy), "--value", "none", "--limit", "50"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("none:"));
+    let bad =
+        run(&["eval", "--data", path(&data), "--policy", path(&policy), "--value", "no/such/net", "--limit", "50"]);
+    assert!(!bad.status.success() && bad.stdout.is_empty(), "{}", String::from_utf8_lossy(&bad.stdout));
 
     // The value net mixed with random playouts, as MCTS leaves mix them,
     // is scored on the same positions as the net alone; a weight outside
@@ -340,8 +347,12 @@ fn runs_need_no_config_file_and_resume_with_their_own() {
         "1",
         "--steps-per-epoch",
         "3",
+        "--set",
+        "optimizer.kind=adam",
     ]);
-    train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "2"]);
+    // An Adam setting is the saved run's, not one of the built-in SGD
+    // config, which refused it.
+    train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "2", "--set", "optimizer.beta1=0.9"]);
     let m = metrics(&out_dir);
     assert_eq!(m.len(), 2);
     assert_eq!(m[1]["step"].as_u64(), Some(6), "the resumed epoch kept 3 steps: {m:?}");

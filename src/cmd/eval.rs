@@ -145,15 +145,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     let Some(data) = &args.data else { bail!("give --data DIR or --match A B") };
     let n = &args.nets;
+    // `none` names no net here as everywhere (it was read as a file).
     let nets: Vec<(&str, &PathBuf)> = [("policy", &n.policy), ("value", &n.value), ("playout", &n.playout)]
         .into_iter()
-        .filter_map(|(k, p)| Some((k, p.as_ref()?)))
+        .filter_map(|(k, p)| Some((k, p.as_ref().filter(|p| p.as_os_str() != "none")?)))
         .collect();
     if nets.is_empty() {
         bail!("name at least one net: --policy, --value or --playout");
     }
     if args.mix.is_some() {
-        if n.value.is_none() {
+        if !nets.iter().any(|(role, _)| *role == "value") {
             bail!("--mix mixes a value net's predictions with random playouts: give --value");
         }
     } else if args.mix_tactics {
@@ -162,15 +163,21 @@ pub fn run(args: Args) -> Result<()> {
     go_train::nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let dataset = Dataset::open(data)?;
+    // Every net loaded and checked before the first is evaluated: a bad
+    // second one would otherwise fail after minutes of the first.
+    let mut loaded = Vec::new();
     for (role, path) in nets {
         let file = weights::resolve(path)?;
         let model = weights::load(&file, &device)?;
-        if let Some(note) = go_train::eval::positions::trained_on_note(&file, &dataset, args.split)? {
-            eprintln!("{note}");
-        }
         let wanted = if role == "value" { nn::Output::WinProb } else { nn::Output::MoveLogProbs };
         if model.output() != wanted {
             bail!("{}: a {} net, which --{role} cannot take", file.display(), model.arch());
+        }
+        loaded.push((role, file, model));
+    }
+    for (role, file, model) in loaded {
+        if let Some(note) = go_train::eval::positions::trained_on_note(&file, &dataset, args.split)? {
+            eprintln!("{note}");
         }
         let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit, args.symmetries)?;
         // A value net is measured against a predictor that learns nothing

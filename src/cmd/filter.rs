@@ -75,6 +75,19 @@ pub fn run(args: Args) -> Result<()> {
             bail!("{}: no such file or folder", root.display());
         }
     }
+    let report_path = args.report.clone().unwrap_or_else(|| {
+        let mut name = args.out.file_name().unwrap_or_default().to_os_string();
+        name.push(".report.json");
+        args.out.with_file_name(name)
+    });
+    if super::same_file(&args.out, &report_path) {
+        bail!("--out and --report both name {}: give each its own file", args.out.display());
+    }
+    for (flag, path) in [("--out", &args.out), ("--report", &report_path)] {
+        if path.is_dir() {
+            bail!("{flag} {}: a folder; give the file to write", path.display());
+        }
+    }
     let criteria = Criteria {
         size: args.size,
         min_year: (args.min_year > 0).then_some(args.min_year),
@@ -85,14 +98,17 @@ pub fn run(args: Args) -> Result<()> {
         komi: (!args.any_komi).then_some((args.min_komi, args.max_komi)),
     };
     let files = find_sgf_files(&args.roots, args.follow_links);
+    // Written over a game it reads, the list would replace the game.
+    for (flag, path) in [("--out", &args.out), ("--report", &report_path)] {
+        if let Some(game) =
+            files.iter().flatten().find(|f| f.file_name() == path.file_name() && super::same_file(f, path))
+        {
+            bail!("{flag} {}: that is a game being read ({}); name another file", path.display(), game.display());
+        }
+    }
     let progress = Progress::new("filter", files.len() as u64, "files");
     let started = std::time::Instant::now();
     let (list, report) = filter(&files, &criteria, &progress);
-    let report_path = args.report.unwrap_or_else(|| {
-        let mut name = args.out.file_name().unwrap_or_default().to_os_string();
-        name.push(".report.json");
-        args.out.with_file_name(name)
-    });
     write_atomic(&args.out, list.to_text().as_bytes())?;
     let json = serde_json::json!({"criteria": criteria, "report": report});
     write_atomic(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;

@@ -190,3 +190,16 @@ fn diagram(game: &Game) -> String {
     };
     go_train::go::diagram(game.board(), last)
 }
+
+/// Whether `a` and `b` name one file, existing or not: their folders
+/// resolved (links, `..`) and the same name in them.
+pub(crate) fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let resolved = |p: &std::path::Path| match p.canonicalize() {
+        Ok(full) => Some(full),
+        Err(_) => {
+            let folder = p.parent().filter(|f| !f.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            Some(folder.canonicalize().ok()?.join(p.file_name()?))
+        }
+    };
+    a == b || resolved(a).is_some_and(|a| resolved(b).is_some_and(|b| a == b))
+}

@@ -82,7 +82,7 @@ pub struct Args {
     /// Replace a dataset made from other inputs or settings.
     #[arg(long)]
     force: bool,
-    /// Prepare only the I-th of N contiguous parts of the list (1 ≤ I ≤ N)
+    /// Prepare only the I-th of N contiguous parts of the list (1 ≤ I ≤ N ≤ 9999)
     /// [default: from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT in a
     /// Slurm array job, else the whole list].
     #[arg(long, value_name = "I/N")]
@@ -138,11 +138,14 @@ pub fn run(args: Args) -> Result<()> {
         match merge_if_complete(&args.out)? {
             Ok(_) => eprintln!("part {part}: all {} parts are done; dataset manifest written", part.count),
             Err(missing) => {
-                let missing: Vec<String> = missing.iter().map(|i| i.to_string()).collect();
+                let mut named: Vec<String> = missing.iter().take(10).map(|i| i.to_string()).collect();
+                if missing.len() > named.len() {
+                    named.push(format!("… ({} in all)", missing.len()));
+                }
                 eprintln!(
                     "part {part} done; waiting for parts {} (the last to finish, or `go-train dataset merge {}`, \
                      writes the dataset manifest)",
-                    missing.join(", "),
+                    named.join(", "),
                     args.out.display()
                 );
                 return Ok(());

@@ -56,11 +56,11 @@ pub fn run(args: Args) -> Result<()> {
     let sgf_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.sgf")));
     let png_path = args.plot.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.png")));
     for (flag, path) in [("--out", &sgf_path), ("--plot", &png_path)] {
-        if same_file(path, &args.game) {
+        if super::same_file(path, &args.game) {
             bail!("{flag} {}: that is the game under review; name another file", path.display());
         }
     }
-    if same_file(&sgf_path, &png_path) {
+    if super::same_file(&sgf_path, &png_path) {
         bail!("--out and --plot both name {}: give each its own file", sgf_path.display());
     }
     let record = read_game(&args.game, args.index)?;
@@ -153,17 +153,4 @@ fn print_summary(path: &Path, record: &GameRecord, reviews: &[MoveReview], swing
             );
         }
     }
-}
-
-/// Whether `a` and `b` name one file, existing or not: their folders
-/// resolved (links, `..`) and the same name in them.
-fn same_file(a: &Path, b: &Path) -> bool {
-    let resolved = |p: &Path| match p.canonicalize() {
-        Ok(full) => Some(full),
-        Err(_) => {
-            let folder = p.parent().filter(|f| !f.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            Some(folder.canonicalize().ok()?.join(p.file_name()?))
-        }
-    };
-    a == b || resolved(a).is_some_and(|a| resolved(b).is_some_and(|b| a == b))
 }

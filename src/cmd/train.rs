@@ -117,14 +117,17 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     let config = match args.config {
         Some(path) => TrainConfig::load(&path, &overrides)?,
         None => {
-            let built_in = TrainConfig::built_in(kind.net(), &overrides)?;
             // A resumed run goes on with the settings it was started with
-            // (which `train` checks are there when it resumes).
-            let saved = config_path(&built_in.out);
+            // (which `train` checks are there when it resumes), the other
+            // overrides applied to those: an Adam run's `optimizer.beta2`
+            // is no setting of the built-in SGD config, and was refused.
+            let out_only: Vec<String> =
+                overrides.iter().filter(|o| o.split('=').next().is_some_and(|k| k.trim() == "out")).cloned().collect();
+            let saved = config_path(&TrainConfig::built_in(kind.net(), &out_only)?.out);
             if (args.resume || args.resume_or_start) && saved.is_file() {
                 TrainConfig::load(&saved, &overrides)?
             } else {
-                built_in
+                TrainConfig::built_in(kind.net(), &overrides)?
             }
         }
     };

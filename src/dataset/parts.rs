@@ -30,9 +30,13 @@ pub struct Part {
 }
 
 impl Part {
+    /// The most parts a list is cut into: part files number them in four
+    /// digits (and `--part 1/99999999` once listed every missing part).
+    pub const MAX_COUNT: usize = 9999;
+
     pub fn new(index: usize, count: usize) -> Result<Part> {
-        if count == 0 || index == 0 || index > count {
-            bail!("part {index}/{count}: a part is I/N with 1 ≤ I ≤ N");
+        if count == 0 || index == 0 || index > count || count > Part::MAX_COUNT {
+            bail!("part {index}/{count}: a part is I/N with 1 ≤ I ≤ N ≤ {}", Part::MAX_COUNT);
         }
         Ok(Part { index, count })
     }
@@ -70,7 +74,9 @@ impl Part {
     /// The games of a list of `len` that this part prepares: contiguous,
     /// sizes differing by one at most.
     pub fn range(self, len: usize) -> Range<usize> {
-        (self.index - 1) * len / self.count..self.index * len / self.count
+        // In u128: index × len overflows usize for lists of 2^50 games.
+        let at = |i: usize| (i as u128 * len as u128 / self.count as u128) as usize;
+        at(self.index - 1)..at(self.index)
     }
 
     /// What the part's shard names carry: `train-p0002of0004-00000.shard`
@@ -280,6 +286,14 @@ mod tests {
                 let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
                 assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "{sizes:?}");
             }
+        }
+        // A huge list's last part once got nothing: index × len overflowed.
+        let last = Part::new(Part::MAX_COUNT, Part::MAX_COUNT).unwrap();
+        assert_eq!(last.range(usize::MAX / 2).end, usize::MAX / 2);
+        // `--part 1/99999999` once held every missing part in memory.
+        for (i, n) in [(1, Part::MAX_COUNT + 1), (0, 4), (5, 4), (1, 0)] {
+            let err = Part::new(i, n).unwrap_err().to_string();
+            assert!(err.ends_with("1 ≤ I ≤ N ≤ 9999"), "{i}/{n}: {err}");
         }
     }
 

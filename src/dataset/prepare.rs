@@ -98,6 +98,10 @@ impl PrepareOptions {
 /// threads busy between the serial writes.
 const CHUNK_GAMES: usize = 32;
 
+/// The folder inside `--out` where a whole list's shards are written
+/// until they replace the dataset there.
+const STAGING: &str = ".prepare-new";
+
 /// What happened to one game of the list.
 enum GameOutcome {
     Written { split: Split, block: Block },
@@ -141,6 +145,9 @@ pub fn prepare(
         ownership: options.ownership,
     };
 
+    if out.is_file() {
+        bail!("{}: a file, not a folder: a dataset (--out) is a folder of shards", out.display());
+    }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     // One writer of the whole folder, or parts that each write their own
     // files (and share the folder with the other parts).
@@ -158,6 +165,15 @@ pub fn prepare(
         if same && !options.force && options.part.is_none() {
             return Ok((existing, true));
         }
+        // Parts of a dataset prepared whole would start by removing its
+        // manifest (and did): it is finished, and its parts are not there.
+        if same && !options.force && options.part.is_some() && part_manifests(out)?.is_empty() {
+            bail!(
+                "{} holds this dataset already, prepared whole in one process: no part needs doing \
+                 (--force prepares it again in parts)",
+                out.display()
+            );
+        }
         if !same && !options.force {
             bail!(
                 "{} holds a dataset made from other inputs or settings; use --force to replace it, or another --out",
@@ -165,9 +181,16 @@ pub fn prepare(
             );
         }
     }
+    // The whole list is written beside the dataset it replaces, which
+    // stays whole until the new one is known to hold something (a
+    // `--force` with a wrong setting once left an empty folder).
+    let staging = out.join(STAGING);
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+    }
     let games = match options.part {
         None => {
-            clear_dataset(out)?;
+            std::fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
             &list.0[..]
         }
         Some(part) => {
@@ -178,7 +201,7 @@ pub fn prepare(
         }
     };
 
-    let mut writer = DatasetWriter::new(out, options);
+    let mut writer = DatasetWriter::new(if options.part.is_none() { &staging } else { out }, options);
     let chunks: Vec<&[GameRef]> = games.chunks(CHUNK_GAMES).collect();
     let window = 4 * rayon::current_num_threads();
     let mut files = ParsedFiles::default();
@@ -215,7 +238,19 @@ pub fn prepare(
     match options.part {
         None => {
             // A dataset of nothing would only fail later, in training.
-            manifest.check_not_empty(out)?;
+            if let Err(e) = manifest.check_not_empty(out) {
+                std::fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+                return Err(e);
+            }
+            // The manifest goes last: a crash before it leaves no dataset
+            // here, which the next run makes again.
+            clear_dataset(out)?;
+            for shard in &manifest.shards {
+                let (from, to) = (staging.join(&shard.file), out.join(&shard.file));
+                std::fs::rename(&from, &to)
+                    .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+            }
+            std::fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
             manifest.write(out)?
         }
         Some(part) => {

@@ -426,7 +426,9 @@ impl Shard {
         }
         let f = map.len() - FOOTER_LEN;
         let (blocks, records, index_offset) = (u32_at(f) as usize, u64_at(f + 4), u64_at(f + 12) as usize);
-        if index_offset + blocks * INDEX_ENTRY_LEN != f {
+        // Checked sums: a damaged footer or index holds any number, and a
+        // wrapped sum passed these checks and panicked in `read_block`.
+        if blocks.checked_mul(INDEX_ENTRY_LEN).and_then(|n| index_offset.checked_add(n)) != Some(f) {
             return Err(bad("index does not fit the file".into()));
         }
         let index: Vec<BlockEntry> = (0..blocks)
@@ -435,9 +437,10 @@ impl Shard {
                 BlockEntry { offset: u64_at(o), length: u32_at(o + 8), records: u32_at(o + 12) }
             })
             .collect();
-        let in_bounds = index
-            .iter()
-            .all(|e| e.offset as usize >= header_len && (e.offset + e.length as u64) as usize <= index_offset);
+        let in_bounds = index.iter().all(|e| {
+            e.offset >= header_len as u64
+                && e.offset.checked_add(e.length as u64).is_some_and(|end| end <= index_offset as u64)
+        });
         let total: u64 = index.iter().map(|e| e.records as u64).sum();
         if !in_bounds || total != records {
             return Err(bad("index entries out of bounds or record counts inconsistent".into()));
@@ -575,6 +578,20 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let err = Shard::open(&path).unwrap().read_block(0).unwrap_err().to_string();
         assert!(err.contains("x.shard") && err.contains("block 0"), "{err}");
+        // An index entry's offset of 2^64 - 2^32 once wrapped past the
+        // bounds check and panicked on reading.
+        let mut damaged = std::fs::read(&path).unwrap();
+        let entry = damaged.len() - FOOTER_LEN - INDEX_ENTRY_LEN;
+        damaged[entry..entry + 8].copy_from_slice(&(u64::MAX - u32::MAX as u64).to_le_bytes());
+        std::fs::write(&path, &damaged).unwrap();
+        let err = Shard::open(&path).err().unwrap().to_string();
+        assert!(err.contains("index entries out of bounds"), "{err}");
+        // So did a footer whose index offset wraps the sum.
+        let footer = damaged.len() - FOOTER_LEN;
+        damaged[footer + 12..footer + 20].copy_from_slice(&u64::MAX.to_le_bytes());
+        std::fs::write(&path, &damaged).unwrap();
+        let err = Shard::open(&path).err().unwrap().to_string();
+        assert!(err.contains("index does not fit"), "{err}");
         // A truncated file is refused at open.
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         let err = Shard::open(&path).err().unwrap().to_string();

@@ -114,6 +114,9 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     if options.games == 0 {
         bail!("--games must be at least 1");
     }
+    if options.out.is_file() {
+        bail!("{}: a file, not a folder: a self-play run (--out) is a folder of games", options.out.display());
+    }
     std::fs::create_dir_all(&options.out).with_context(|| format!("creating {}", options.out.display()))?;
     let _lock = Lock::folder(&options.out)?;
     ready_folder(options)?;
@@ -162,6 +165,11 @@ pub fn game_path(out: &Path, index: usize) -> PathBuf {
     out.join(GAMES).join(format!("game-{index:06}.sgf"))
 }
 
+/// The index of a game record's file name ([`game_path`]), if it is one.
+fn game_index(name: &str) -> Option<usize> {
+    name.strip_prefix("game-")?.strip_suffix(".sgf")?.parse().ok()
+}
+
 /// Refuses a folder holding anything without `--resume` or `--force`, and
 /// a resumed folder of another run; with `--force`, removes what a run
 /// leaves (other files stay); removes temporary files a kill left.
@@ -188,9 +196,39 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
                 .with_context(|| format!("{}: not a self-play run's description", path.display()))?;
             let ours = RunIdentity::of(options);
             if theirs != ours {
+                // Each setting that differs, by name, rather than both runs whole.
+                let (theirs, ours) = (serde_json::to_value(&theirs)?, serde_json::to_value(&ours)?);
+                let differ: Vec<String> = ours
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(key, value)| theirs.get(key.as_str()) != Some(value))
+                    .map(|(key, value)| {
+                        format!(
+                            "{key} {value} here, {} in the run",
+                            theirs.get(key.as_str()).unwrap_or(&serde_json::Value::Null)
+                        )
+                    })
+                    .collect();
                 bail!(
-                    "{} holds another run ({theirs:?}), not this one ({ours:?}): give the same settings, or --force to replace it",
-                    out.display()
+                    "{} holds another run ({}): give the same settings, or --force to replace it",
+                    out.display(),
+                    differ.join("; ")
+                );
+            }
+            // A resume with fewer games would write a list and a dataset
+            // without the games past them, as if never played.
+            let past = (std::fs::read_dir(out.join(GAMES)).into_iter().flatten().flatten())
+                .filter_map(|e| game_index(&e.file_name().to_string_lossy()))
+                .filter(|&index| index >= options.games)
+                .max();
+            if let Some(last) = past {
+                bail!(
+                    "{} holds game {} (game-{last:06}.sgf), past --games {}: give --games {} or more, or --force to replace the run",
+                    out.display(),
+                    last + 1,
+                    options.games,
+                    last + 1
                 );
             }
         } else if holds_anything {

@@ -316,6 +316,17 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
             .as_table_mut()
             .with_context(|| format!("override {assignment:?}: {part} is not a table"))?;
     }
+    // Another optimizer kind keeps the rate and decay and starts its own
+    // settings at their usual values: the old kind's would be refused.
+    if key.trim() == "optimizer.kind" && current.get("kind") != Some(&value) {
+        let own: &[(&str, toml::Value)] = match value.as_str() {
+            Some("adam") => &[("beta1", 0.9.into()), ("beta2", 0.999.into()), ("eps", 1e-8.into())],
+            Some("sgd") => &[("momentum", 0.9.into())],
+            _ => &[],
+        };
+        current.retain(|k, _| k == "lr" || k == "weight_decay");
+        current.extend(own.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    }
     current.insert(last.to_string(), value);
     Ok(())
 }
@@ -386,6 +397,15 @@ mod tests {
             assert!(err.contains(&format!("unknown field `{name}`")) && err.contains("`lr`"), "{set}: {err}");
         }
         assert!(TrainConfig::load(&path, &["optimizer.momentum=0.5".into()]).is_ok());
+        // Another kind keeps the rate and starts its own settings at the
+        // usual values, which later overrides change.
+        let adam = TrainConfig::load(&path, &["optimizer.kind=adam".into(), "optimizer.beta2=0.99".into()]).unwrap();
+        assert_eq!(
+            adam.optimizer,
+            OptimizerConfig::Adam { lr: 0.01, beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0.0 }
+        );
+        let back = TrainConfig::load(&path, &["optimizer.kind=adam".into(), "optimizer.kind=sgd".into()]).unwrap();
+        assert_eq!(back.optimizer, OptimizerConfig::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 });
     }
 
     /// Every numeric setting out of its range is refused, naming the key,

@@ -58,6 +58,15 @@ pub fn remove_if_present(path: &Path) -> Result<()> {
     }
 }
 
+/// Creates the output folder `path` of a run, which `what` says holds:
+/// a file there is named as such, not as "File exists".
+pub fn create_folder(path: &Path, what: &str) -> Result<()> {
+    if path.is_file() {
+        anyhow::bail!("{}: a file, not a folder: {what}", path.display());
+    }
+    std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))
+}
+
 /// Syncs a folder, so that renames and new files in it last.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
@@ -77,6 +86,19 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         assert!(!tmp_path(&path).exists());
         assert!(write_atomic(Path::new("/"), b"x").is_err(), "a folder is no file name");
+    }
+
+    /// `train-rl --out FILE` and the other runs said only "File exists".
+    #[test]
+    fn an_output_folder_that_is_a_file_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, folder) = (dir.path().join("f"), dir.path().join("a/b"));
+        write_atomic(&file, b"x").unwrap();
+        let err = format!("{:#}", create_folder(&file, "a run is a folder").unwrap_err());
+        assert_eq!(err, format!("{}: a file, not a folder: a run is a folder", file.display()));
+        create_folder(&folder, "a run is a folder").unwrap();
+        create_folder(&folder, "a run is a folder").unwrap();
+        assert!(folder.is_dir());
     }
 
     #[test]

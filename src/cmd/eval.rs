@@ -15,6 +15,7 @@ use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
 use go_train::search::ownership::LeafMix;
+use go_train::search::NetChoice;
 
 use super::search_flags::setting_flag;
 
@@ -146,9 +147,10 @@ pub fn run(args: Args) -> Result<()> {
     let Some(data) = &args.data else { bail!("give --data DIR or --match A B") };
     let n = &args.nets;
     // `none` names no net here as everywhere (it was read as a file).
+    let named = |p: &&PathBuf| matches!(NetChoice::named(p), NetChoice::Net(_));
     let nets: Vec<(&str, &PathBuf)> = [("policy", &n.policy), ("value", &n.value), ("playout", &n.playout)]
         .into_iter()
-        .filter_map(|(k, p)| Some((k, p.as_ref().filter(|p| p.as_os_str() != "none")?)))
+        .filter_map(|(k, p)| Some((k, p.as_ref().filter(named)?)))
         .collect();
     if nets.is_empty() {
         bail!("name at least one net: --policy, --value or --playout");

@@ -38,6 +38,7 @@ use super::ownership;
 use super::parts::{is_part_manifest, part_manifests, same_list, Part, PartManifest};
 use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
+use crate::atomic::remove_if_present;
 use crate::features::{FeatureSet, PackedPlanes};
 use crate::go::Rules;
 use crate::lock::Lock;
@@ -145,10 +146,7 @@ pub fn prepare(
         ownership: options.ownership,
     };
 
-    if out.is_file() {
-        bail!("{}: a file, not a folder: a dataset (--out) is a folder of shards", out.display());
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    crate::atomic::create_folder(out, "a dataset (--out) is a folder of shards")?;
     // One writer of the whole folder, or parts that each write their own
     // files (and share the folder with the other parts).
     let _locks = match options.part {
@@ -185,9 +183,7 @@ pub fn prepare(
     // stays whole until the new one is known to hold something (a
     // `--force` with a wrong setting once left an empty folder).
     let staging = out.join(STAGING);
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
-    }
+    remove_if_present(&staging)?;
     let games = match options.part {
         None => {
             std::fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
@@ -239,7 +235,7 @@ pub fn prepare(
         None => {
             // A dataset of nothing would only fail later, in training.
             if let Err(e) = manifest.check_not_empty(out) {
-                std::fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+                remove_if_present(&staging)?;
                 return Err(e);
             }
             // The manifest goes last: a crash before it leaves no dataset
@@ -250,7 +246,7 @@ pub fn prepare(
                 std::fs::rename(&from, &to)
                     .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
             }
-            std::fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+            remove_if_present(&staging)?;
             manifest.write(out)?
         }
         Some(part) => {

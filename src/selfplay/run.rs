@@ -114,10 +114,7 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     if options.games == 0 {
         bail!("--games must be at least 1");
     }
-    if options.out.is_file() {
-        bail!("{}: a file, not a folder: a self-play run (--out) is a folder of games", options.out.display());
-    }
-    std::fs::create_dir_all(&options.out).with_context(|| format!("creating {}", options.out.display()))?;
+    crate::atomic::create_folder(&options.out, "a self-play run (--out) is a folder of games")?;
     let _lock = Lock::folder(&options.out)?;
     ready_folder(options)?;
     let games_dir = options.out.join(GAMES);

@@ -59,10 +59,11 @@ fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let too_big = || std::io::Error::other(format!("larger than {limit} bytes, the most an SGF file may hold"));
     let file = std::fs::File::open(path)?;
-    if file.metadata()?.len() > limit {
+    let size = file.metadata()?.len();
+    if size > limit {
         return Err(too_big());
     }
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(size as usize);
     file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(too_big());

@@ -83,10 +83,7 @@ pub fn begin(out: &Path, start: Start, config: &TrainConfig) -> Result<(Lock, Pl
     if start == Start::Resume && !out.is_dir() {
         bail!("{}: nothing to resume: no such folder", out.display());
     }
-    if out.is_file() {
-        bail!("{}: a file, not a folder: the run's folder (--out) holds its checkpoints", out.display());
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    crate::atomic::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
     let lock = Lock::folder(out)?;
     checkpoint::recover(&out.join(LAST_DIR))?;
     Ok((lock, plan(out, start, config)?))

@@ -227,7 +227,7 @@ pub fn train_rl(
         false => Some(NetEval::load_source(start_policy, &device, Output::MoveLogProbs).context("the start policy")?),
         true => None,
     };
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    crate::atomic::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
     let _lock = Lock::folder(out)?;
     let learner = match fresh {
         Some(learner) => {

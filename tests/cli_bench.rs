@@ -1,5 +1,6 @@
-//! `go-train bench search` from the command line: the searches it times by
-//! default, with the shipped nets wherever they lie.
+//! `go-train bench` from the command line: the searches `bench search`
+//! times by default, with the shipped nets wherever they lie; what `bench
+//! prepare` refuses.
 
 mod common;
 
@@ -41,4 +42,31 @@ fn bench_search_times_what_gtp_plays_with_the_nets_on_any_path() {
     assert!(own.status.success(), "{}", String::from_utf8_lossy(&own.stderr));
     assert_eq!(stdout.lines().skip(2).count(), 2, "{stdout}");
     assert!(!stdout.contains("root-policy"), "{stdout}");
+}
+
+/// `bench prepare` into a folder that already held its dataset found it up
+/// to date and reported the time of preparing nothing as a speed; a
+/// `--data` with no games named only its temporary files.
+#[test]
+fn bench_prepare_refuses_a_folder_it_would_not_prepare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (empty, out) = (dir.path().join("empty"), dir.path().join("out"));
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("manifest.json"), "{}").unwrap();
+    let cases = [
+        (&empty, None, format!("--data {}: no SGF file there", empty.display())),
+        (&empty, Some(&out), format!("--out {}: not empty", out.display())),
+    ];
+    for (data, out_dir, says) in cases {
+        let mut command = common::go_train(&["bench", "prepare", "--data"]);
+        command.arg(data);
+        if let Some(out_dir) = out_dir {
+            command.arg("--out").arg(out_dir);
+        }
+        let result = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(!result.status.success() && stderr.contains(&says), "{stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("manifest.json")).unwrap(), "{}");
 }

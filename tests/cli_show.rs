@@ -70,6 +70,38 @@ fn show_draws_the_board_after_n_moves() {
     assert_eq!((x, o), (v["black"].as_array().unwrap().len(), v["white"].as_array().unwrap().len()), "{text}");
 }
 
+/// A move past the end once showed the end, exit 0, as if it were that
+/// move's position; a device was read up to 1 GiB before it was refused;
+/// a folder of links to games was "no SGF files".
+#[test]
+fn a_move_past_the_end_a_device_and_links_are_said_so() {
+    let Some(files) = common::sgf_files("kgs-6d") else { return };
+    let moves = go_train_moves(&files[0]);
+    let out = go_train(&["show", "--move", &(moves + 1).to_string()]).arg(&files[0]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = format!("--move {}, but the game has {moves} moves", moves + 1);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&said), "{err}");
+    let out = go_train(&["show", "--move", &moves.to_string()]).arg(&files[0]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = run(&["show", "/dev/zero"]);
+    let err = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && err.contains("not a file of game records"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&files[0], dir.path().join("linked.sgf")).unwrap();
+    let out = go_train(&["show", "--json"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}
+
+/// The number of moves `show --json` finds in a game.
+fn go_train_moves(file: &std::path::Path) -> usize {
+    let out = go_train(&["show", "--json"]).arg(file).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["moves"].as_u64().unwrap() as usize
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let out = run(&["show", "no/such/game.sgf"]);

@@ -345,3 +345,52 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     assert_eq!(std::fs::read(&game).unwrap(), before, "the game is untouched");
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "nothing left in the folder");
 }
+
+/// Games reached twice, through overlapping inputs or a link, were listed
+/// (and trained on) twice; a folder of links to games read as empty and
+/// exited 0; a `manifest.json` that `prepare` could not read (another
+/// program's, a newer go-train's) was replaced without `--force`; a game
+/// dropped as unreadable was counted without naming it.
+#[test]
+fn each_game_is_listed_once_and_no_unreadable_manifest_is_replaced() {
+    let Some(games) = common::sgf_files("kgs-6d") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, links) = (dir.path().join("games"), dir.path().join("links"));
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::create_dir(&links).unwrap();
+    for (i, game) in games.iter().take(3).enumerate() {
+        std::fs::copy(game, folder.join(format!("{i}.sgf"))).unwrap();
+        std::os::unix::fs::symlink(game.canonicalize().unwrap(), links.join(format!("{i}.sgf"))).unwrap();
+    }
+    let list = dir.path().join("games.list");
+    let filter = ["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--out", path(&list)];
+    let one = folder.join("1.sgf");
+    let out = common::go_train(&filter).args([&folder, &one, &folder]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(GameList::read(&list).unwrap().0.len(), 3, "{}", text(&out));
+    assert!(text(&out).contains("4  files reached twice"), "{}", text(&out));
+
+    let out = common::go_train(&filter).arg(&links).output().unwrap();
+    assert!(!out.status.success() && text(&out).contains("3 links to SGF files"), "{}", text(&out));
+    assert!(text(&out).contains("--follow-links"), "{}", text(&out));
+    let out = common::go_train(&filter).arg(&links).arg("--follow-links").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(GameList::read(&list).unwrap().0.len(), 3);
+
+    // A game listed but gone is named with its cause.
+    std::fs::remove_file(links.join("2.sgf")).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let foreign = r#"{"name": "not a dataset"}"#;
+    std::fs::write(data.join("manifest.json"), foreign).unwrap();
+    let prepare = ["prepare", path(&list), "--split", "1,1,1", "--out", path(&data)];
+    let out = common::run(&prepare);
+    assert!(!out.status.success() && text(&out).contains("--force replaces it"), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(data.join("manifest.json")).unwrap(), foreign);
+    let out = common::go_train(&prepare).arg("--force").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let missing = format!("{}#0: ", links.join("2.sgf").display());
+    assert!(text(&out).contains(&format!("dropped: 1 (unreadable file)  e.g. {missing}")), "{}", text(&out));
+    let manifest = Manifest::read(&data).unwrap();
+    assert!(manifest.dropped_examples["unreadable file"][0].starts_with(&missing), "{:?}", manifest.dropped_examples);
+}

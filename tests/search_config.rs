@@ -78,6 +78,13 @@ fn a_copied_program_plays_the_shipped_nets_from_any_folder() {
     let empty = run_in(&bin, elsewhere.path(), Some(Path::new("")), &["gtp", "--engine", "policy"], "quit\n");
     assert!(!empty.status.success());
     assert!(String::from_utf8_lossy(&empty.stderr).contains("needs a net: give --policy"));
+    // A folder that is not there is refused: a misspelt one played on
+    // with no nets at all.
+    let missing = elsewhere.path().join("nest");
+    let out = run_in(&bin, elsewhere.path(), Some(&missing), &["gtp"], "genmove b\nquit\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("GO_TRAIN_NETS={}: no such folder", missing.display())));
+    assert!(out.stdout.is_empty(), "{stderr}");
 }
 
 /// Naming a net changes that net alone: the search stays the tuned one.

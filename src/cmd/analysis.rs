@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<()> {
         nn::BOARD,
         args.root_policy.as_deref(),
         true,
-    ));
+    )?);
     nn::init_threads(args.threads)?;
     let device = nn::device(&args.device)?;
     let search = spec.build_mcts(&device)?;

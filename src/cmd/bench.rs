@@ -109,8 +109,8 @@ enum What {
   GO_TRAIN_FUSED_OPTIM=0 go-train bench train    # without one fused path, to A/B it")]
     Train(TrainArgs),
     /// MCTS seconds per move and iterations/s with the nets it plays with,
-    /// on positions of a real game (the settings interleaved): where the
-    /// "equal time" of the README's matches comes from.
+    /// on positions of a real game (the settings interleaved), to compare
+    /// search settings at equal time (docs/results/benchmarks.md, Search).
     #[command(after_help = "Examples:
   go-train bench search
   go-train bench search --agent mcts:selection=puct --agent mcts:selection=puct,rollout=0,iterations=400
@@ -218,11 +218,19 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>, features: 
     // never replaced: only the scratch folder is written over.
     let keep = out.is_some();
     let out = out.unwrap_or_else(|| scratch.path().join("dataset"));
+    // A dataset already there would be found up to date and the time of
+    // preparing nothing reported as a speed.
+    if keep && std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some()) {
+        bail!("--out {}: not empty; the benchmark prepares a new dataset there: name an empty folder", out.display());
+    }
     let list = scratch.path().join("games.list");
     let all = Criteria { min_year: None, allow_handicap: true, komi: None, ..Criteria::default() };
 
     let start = Instant::now();
-    let files = find_sgf_files(&[data.to_path_buf()], false);
+    let files = find_sgf_files(&[data.to_path_buf()], false).files;
+    if !files.iter().any(Result::is_ok) {
+        bail!("--data {}: no SGF file there (a folder of *.sgf files, searched recursively)", data.display());
+    }
     let (games, report) = filter(&files, &all, &Progress::new("filter", files.len() as u64, "files"));
     std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();

@@ -266,7 +266,7 @@ fn print_report(what: &str, source: &str, split: Split, r: &Report) {
 fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     // Agents without nets take the named ones, and for those not named
     // the shipped ones on the board those play.
-    let nets = args.nets.defaults(args.size, None, true);
+    let nets = args.nets.defaults(args.size, None, true)?;
     let spec = |text: &str| super::nets::player_spec(text, &nets);
     let has_games = std::fs::read_dir(&args.out)
         .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sgf")))

@@ -97,7 +97,16 @@ pub fn run(args: Args) -> Result<()> {
         max_moves: args.max_moves,
         komi: (!args.any_komi).then_some((args.min_komi, args.max_komi)),
     };
-    let files = find_sgf_files(&args.roots, args.follow_links);
+    let found = find_sgf_files(&args.roots, args.follow_links);
+    let files = found.files;
+    if !files.iter().any(Result::is_ok) {
+        let links = match found.links_skipped {
+            0 => String::new(),
+            n => format!(" ({n} links to SGF files or folders passed over: add --follow-links)"),
+        };
+        let first_error = files.iter().find_map(|f| f.as_ref().err()).map(|e| format!(": {e}")).unwrap_or_default();
+        bail!("no SGF file found in {}{links}{first_error}", super::joined(&args.roots));
+    }
     // Written over a game it reads, the list would replace the game.
     for (flag, path) in [("--out", &args.out), ("--report", &report_path)] {
         if let Some(game) =
@@ -125,6 +134,15 @@ pub fn run(args: Args) -> Result<()> {
         let example =
             report.examples.get(reason).and_then(|e| e.first()).map(|e| format!("  e.g. {e}")).unwrap_or_default();
         eprintln!("  {n:>8}  {reason}{example}");
+    }
+    if found.repeats > 0 {
+        eprintln!("  {:>8}  files reached twice (overlapping inputs or links) read once", found.repeats);
+    }
+    if found.links_skipped > 0 {
+        eprintln!(
+            "  {:>8}  links to SGF files or folders passed over (--follow-links follows them)",
+            found.links_skipped
+        );
     }
     if report.komi_in_hundredths > 0 {
         eprintln!(

@@ -93,7 +93,7 @@ pub fn run(args: Args) -> Result<()> {
     // analysis commands), never the shipped ones.
     let with_shipped = kind != AgentKind::Random;
     let spec = AgentSpec { preset, search, temperature: args.temperature, ..AgentSpec::new(kind) }
-        .with_default_nets(&args.nets.defaults(args.size, args.root_policy.as_deref(), with_shipped));
+        .with_default_nets(&args.nets.defaults(args.size, args.root_policy.as_deref(), with_shipped)?);
     go_train::nn::init_threads(args.threads)?;
     let device = nn::device(&args.device)?;
     let agent = spec.build(&device)?;

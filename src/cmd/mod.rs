@@ -158,24 +158,27 @@ fn set_threads(threads: Option<usize>) -> Result<()> {
     Ok(())
 }
 
-/// The SGF files named by `paths`: files as given, folders searched (links
-/// not followed) for `*.sgf` in any case; sorted, so output order is stable.
+/// The SGF files named by `paths`: files as given, folders searched for
+/// `*.sgf` in any case, following links (a folder of links to games is
+/// common; a loop is an error); sorted, each file once.
 fn sgf_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
-        if !meta.is_dir() {
-            files.push(path.clone());
-            continue;
-        }
-        for file in go_train::dataset::filter::find_sgf_files(std::slice::from_ref(path), false) {
-            files.push(file.map_err(|e| anyhow::anyhow!("walking {}: {e}", path.display()))?);
-        }
+        std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
     }
+    let files = go_train::dataset::filter::find_sgf_files(paths, true)
+        .files
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     if files.is_empty() {
-        bail!("no SGF files in {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        bail!("no SGF files in {}", joined(paths));
     }
     Ok(files)
+}
+
+/// Paths for a message: `a, b, c`.
+fn joined(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// The board of `game` as a diagram, its last move marked.

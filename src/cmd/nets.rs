@@ -43,13 +43,23 @@ impl NetPaths {
     /// shipped residual policy where the policy is the shipped one: it won
     /// more games against GnuGo than the policy's own root
     /// (docs/results/strength.md, *Against GnuGo 3.8 level 10*).
-    pub fn defaults(&self, size: usize, root_policy: Option<&Path>, shipped: bool) -> DefaultNets {
+    /// A `GO_TRAIN_NETS` folder that is not there is refused: a misspelt
+    /// one would play without nets.
+    pub fn defaults(&self, size: usize, root_policy: Option<&Path>, shipped: bool) -> anyhow::Result<DefaultNets> {
+        if let Some(dir) = std::env::var_os("GO_TRAIN_NETS").filter(|d| !d.is_empty()) {
+            if !Path::new(&dir).is_dir() {
+                anyhow::bail!(
+                    "GO_TRAIN_NETS={}: no such folder (it names the folder of the shipped nets; empty for none)",
+                    Path::new(&dir).display()
+                );
+            }
+        }
         let shipped = |file| if shipped && size == BOARD { shipped_net(file) } else { None };
         let pick = |named: &Option<PathBuf>, file| match named {
             Some(path) => NetChoice::named(path).source().cloned(),
             None => shipped(file),
         };
-        DefaultNets {
+        Ok(DefaultNets {
             policy: pick(&self.policy, "policy.safetensors"),
             value: pick(&self.value, "value.safetensors"),
             playout: pick(&self.playout, "playout.safetensors"),
@@ -58,7 +68,7 @@ impl NetPaths {
                 (None, None) => shipped("resnet-policy.safetensors"),
                 (None, Some(_)) => None,
             },
-        }
+        })
     }
 }
 

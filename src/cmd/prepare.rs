@@ -34,7 +34,7 @@ use go_train::progress::Progress;
   go-train prepare datasets/kgs.list --out datasets/kgs-x --features extended
   go-train prepare datasets/all.list --out datasets/all-xo --features extended --value per-game:8 --ownership
   go-train prepare datasets/all.list --out /shared/all --part 3/8     # the 3rd of 8 parts
-  sbatch --array=1-8 --wrap 'go-train prepare all.list --out /shared/all'   parts from Slurm")]
+  sbatch --array=1-8 --wrap 'go-train prepare all.list --out /shared/all'   # parts from Slurm")]
 pub struct Args {
     /// Game list written by `go-train filter`.
     list: PathBuf,
@@ -173,6 +173,7 @@ fn report(manifest: &go_train::dataset::Manifest, games: u64, secs: f64) {
         );
     }
     for (reason, n) in &manifest.dropped {
-        eprintln!("  dropped: {n} ({reason})");
+        let example = manifest.dropped_examples.get(reason).and_then(|e| e.first());
+        eprintln!("  dropped: {n} ({reason}){}", example.map(|e| format!("  e.g. {e}")).unwrap_or_default());
     }
 }

@@ -59,7 +59,7 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{}: --move {moves}, but the game has {} moves", args.game.display(), record.moves.len());
     }
     let game = record.replay_until(record.rules(), moves).with_context(|| format!("{}", args.game.display()))?;
-    let nets = args.nets.defaults(nn::BOARD, None, true);
+    let nets = args.nets.defaults(nn::BOARD, None, true)?;
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let load = |net: &Option<NetSource>, want| net.as_ref().map(|n| NetEval::load_source(n, &device, want)).transpose();

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
-    let nets = args.nets.defaults(nn::BOARD, None, true);
+    let nets = args.nets.defaults(nn::BOARD, None, true)?;
     if nets.policy.is_none() && nets.value.is_none() {
         bail!("no nets: give --policy and/or --value (no shipped nets were found)");
     }

@@ -165,7 +165,7 @@ pub fn run(args: Args) -> Result<()> {
     // nets on a pool of its own.
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
-    let nets = args.nets.defaults(args.size, None, true);
+    let nets = args.nets.defaults(args.size, None, true)?;
     let (sides, players, plan) = match value_positions {
         Some(ValuePositions::AlphaGo) => alphago_sides(&args, &nets, &device)?,
         _ => match_sides(&args, &nets, &device)?,

@@ -95,6 +95,10 @@ fn show_game(
     if let Some(damage) = damage.filter(|_| moves.is_none_or(|n| n > record.moves.len())) {
         error.get_or_insert_with(|| format!("read up to move {}, then: {damage}", record.moves.len()));
     }
+    // The end shown for a move past it would read as that move's position.
+    if let Some(n) = moves.filter(|&n| n > record.moves.len()) {
+        error.get_or_insert_with(|| format!("--move {n}, but the game has {} moves", record.moves.len()));
+    }
     let replayed = error.is_none();
     if json {
         let value = match &game {

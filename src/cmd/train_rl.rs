@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<()> {
     // A resumed run plays from the copy of its start policy it keeps.
     let start_policy = match &args.init {
         Some(path) => Some(NetSource::File(path.clone())),
-        None => args.nets.defaults(go_train::nn::BOARD, None, true).policy,
+        None => args.nets.defaults(go_train::nn::BOARD, None, true)?.policy,
     };
     let mut config = match saved {
         Some(saved) => saved,

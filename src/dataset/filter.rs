@@ -127,7 +127,13 @@ impl Criteria {
         }
         if let Some((lo, hi)) = self.komi {
             match record.komi {
-                None => return reject(Rejection::NoKomi, String::new()),
+                None => {
+                    // `KM[6,5]` is kept among the extras: show it.
+                    let unreadable =
+                        record.extra_properties.iter().find(|p| matches!(p, Property::Invalid(id, _) if id == "KM"));
+                    let detail = unreadable.map(|p| format!("unreadable KM[{}]", written_value(p)));
+                    return reject(Rejection::NoKomi, detail.unwrap_or_default());
+                }
                 Some(k) if !(lo..=hi).contains(&k) => return reject(Rejection::KomiOutOfRange, k.to_string()),
                 Some(_) => {}
             }
@@ -197,11 +203,16 @@ impl GameList {
     }
 }
 
-/// A path's bytes as list text (see [`GameList`]).
+/// A path's bytes as list text (see [`GameList`]). A leading `#` is
+/// escaped too, or the line would read as a comment.
 fn escape_path(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let mut out = String::new();
-    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+    let bytes = path.as_os_str().as_bytes();
+    let (mut out, bytes) = match bytes.strip_prefix(b"#") {
+        Some(rest) => ("\\x23".to_string(), rest),
+        None => (String::new(), bytes),
+    };
+    for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {
                 '\\' => out.push_str("\\\\"),
@@ -266,25 +277,56 @@ pub struct FilterReport {
 
 const EXAMPLES_PER_REASON: usize = 5;
 
-/// The `*.sgf` files (any case) under `roots`, sorted. Links are followed
-/// only if asked: a link loop or a link out of the tree would otherwise
-/// surprise. Unreadable folders are returned as errors in place.
-pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> Vec<Result<PathBuf, String>> {
-    let mut out = Vec::new();
+/// The SGF files named by a list of roots: see [`find_sgf_files`].
+#[derive(Debug, Default)]
+pub struct SgfFiles {
+    /// Each file once, in the order found; unreadable folders as errors in
+    /// place.
+    pub files: Vec<Result<PathBuf, String>>,
+    /// Links to `*.sgf` files or folders passed over because links are not
+    /// followed (worth saying: a folder of links otherwise looks empty).
+    pub links_skipped: u64,
+    /// Files reached twice (overlapping roots, or a link to a file also
+    /// found directly), listed once.
+    pub repeats: u64,
+}
+
+/// The SGF files under `roots`: a root that is not a folder is taken
+/// whatever its name (and refused when read if it is no file), and folders are searched for `*.sgf` (any case), sorted by
+/// name. Links inside folders are followed only if asked: a link loop or a
+/// link out of the tree would otherwise surprise. A file reached twice
+/// (`games games/a.sgf`) is listed once, or its games would be trained on
+/// twice.
+pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> SgfFiles {
+    let mut found = SgfFiles::default();
+    let mut seen = std::collections::HashSet::new();
+    let mut add = |found: &mut SgfFiles, path: PathBuf| {
+        if seen.insert(path.canonicalize().unwrap_or_else(|_| path.clone())) {
+            found.files.push(Ok(path));
+        } else {
+            found.repeats += 1;
+        }
+    };
     for root in roots {
+        if std::fs::metadata(root).is_ok_and(|m| !m.is_dir()) {
+            add(&mut found, root.clone());
+            continue;
+        }
         for entry in walkdir::WalkDir::new(root).follow_links(follow_links).sort_by_file_name() {
             match entry {
                 Ok(e) => {
                     let sgf = e.path().extension().is_some_and(|x| x.eq_ignore_ascii_case("sgf"));
-                    if sgf && e.file_type().is_file() {
-                        out.push(Ok(e.into_path()));
+                    if e.file_type().is_symlink() && e.depth() > 0 {
+                        found.links_skipped += u64::from(sgf || e.path().is_dir());
+                    } else if sgf && e.file_type().is_file() {
+                        add(&mut found, e.into_path());
                     }
                 }
-                Err(e) => out.push(Err(e.to_string())),
+                Err(e) => found.files.push(Err(e.to_string())),
             }
         }
     }
-    out
+    found
 }
 
 /// Reads every game of `files` (from [`find_sgf_files`]) in parallel and
@@ -365,6 +407,8 @@ mod tests {
         assert_eq!(reason("SZ[19]KM[6.5]DT[1999-12-31]"), Rejection::TooOld);
         assert_eq!(reason("SZ[19]KM[0.5]DT[2005]"), Rejection::KomiOutOfRange);
         assert_eq!(reason("SZ[19]DT[2005]"), Rejection::NoKomi);
+        let unreadable = c.judge(&game("SZ[19]DT[2005]KM[6,5]")).unwrap_err();
+        assert_eq!(unreadable, (Rejection::NoKomi, "unreadable KM[6,5]".to_string()));
         let strict = Criteria { require_result: true, min_moves: 3, ..Criteria::default() };
         assert_eq!(strict.judge(&game("SZ[19]KM[6.5]DT[2005]RE[Void]")).unwrap_err().0, Rejection::NoResult);
         assert_eq!(strict.judge(&game(even)).unwrap_err().0, Rejection::TooShort);
@@ -391,6 +435,7 @@ mod tests {
             PathBuf::from("back\\slash\r.sgf"),
             PathBuf::from(std::ffi::OsStr::from_bytes(b"latin1-\xe9t\xe9.sgf")),
             PathBuf::from("名人戦/第1局.sgf"),
+            PathBuf::from("#misc/a.sgf"),
         ];
         let list =
             GameList(odd.iter().enumerate().map(|(index, file)| GameRef { file: file.clone(), index }).collect());
@@ -403,6 +448,34 @@ mod tests {
         assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("C:\\games\\a.sgf"));
         std::fs::write(&path, format!("{LIST_HEADER}\nbad\\q.sgf\t2\n")).unwrap();
         assert!(GameList::read(&path).unwrap_err().to_string().contains("games.txt:2"));
+    }
+
+    #[test]
+    fn each_file_is_found_once_links_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let games = dir.path().join("games");
+        std::fs::create_dir(&games).unwrap();
+        std::fs::write(games.join("a.sgf"), "(;GM[1])").unwrap();
+        std::fs::write(games.join("notes.txt"), "").unwrap();
+        let named = dir.path().join("b.txt");
+        std::fs::write(&named, "(;GM[1])").unwrap();
+        let link = dir.path().join("link.sgf");
+        std::os::unix::fs::symlink(games.join("a.sgf"), &link).unwrap();
+        std::os::unix::fs::symlink(&games, games.join("loop")).unwrap();
+
+        // Overlapping roots list a file once; a file named is taken
+        // whatever its name, and a link named as a root is read.
+        let found = find_sgf_files(&[games.clone(), games.join("a.sgf"), named.clone(), link.clone()], false);
+        let files: Vec<_> = found.files.into_iter().map(Result::unwrap).collect();
+        assert_eq!(files, [games.join("a.sgf"), named]);
+        assert_eq!(found.repeats, 2);
+        // Links inside a folder are counted, not followed.
+        let found = find_sgf_files(&[dir.path().to_path_buf()], false);
+        assert_eq!(found.files.len(), 1);
+        assert_eq!(found.links_skipped, 2);
+        let found = find_sgf_files(&[dir.path().to_path_buf()], true);
+        assert_eq!(found.files.iter().filter(|f| f.is_ok()).count(), 1, "{:?}", found.files);
+        assert!(found.repeats >= 1);
     }
 
     #[test]

@@ -107,8 +107,15 @@ pub struct Manifest {
     pub splits: BTreeMap<Split, SplitCounts>,
     /// Games of the list that were not written, by reason.
     pub dropped: BTreeMap<String, u64>,
+    /// The first few of them by reason, `file#game: cause`, so that a
+    /// count says which games to look at.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped_examples: BTreeMap<String, Vec<String>>,
     pub shards: Vec<ShardEntry>,
 }
+
+/// Examples kept of each reason a game was dropped.
+pub const DROPPED_EXAMPLES: usize = 3;
 
 impl Manifest {
     /// Reads `dir/manifest.json`, refusing layouts and features this
@@ -190,7 +197,11 @@ impl Manifest {
         if self.games() > 0 {
             return Ok(());
         }
-        let why: Vec<String> = self.dropped.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+        let example = |reason: &String| {
+            self.dropped_examples.get(reason).and_then(|e| e.first()).map(|e| format!(", e.g. {e}")).unwrap_or_default()
+        };
+        let why: Vec<String> =
+            self.dropped.iter().map(|(reason, n)| format!("{n} {reason}{}", example(reason))).collect();
         let why = if why.is_empty() { String::new() } else { format!(" (dropped: {})", why.join(", ")) };
         bail!(
             "{}: no game of the {} that {} lists was kept{why}, so no dataset was written: check the list and \

@@ -19,7 +19,7 @@ use std::str::FromStr;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::manifest::{Input, Manifest};
+use super::manifest::{Input, Manifest, DROPPED_EXAMPLES};
 use crate::lock::Lock;
 
 /// One of N parts of a game list (`index` from 1).
@@ -250,6 +250,7 @@ fn merged(dir: &Path) -> Result<Merged> {
     let mut manifest = first.dataset.clone();
     manifest.splits = BTreeMap::new();
     manifest.dropped = BTreeMap::new();
+    manifest.dropped_examples = BTreeMap::new();
     manifest.shards = Vec::new();
     for part in by_index.values() {
         for (split, c) in &part.dataset.splits {
@@ -260,6 +261,11 @@ fn merged(dir: &Path) -> Result<Merged> {
         }
         for (reason, n) in &part.dataset.dropped {
             *manifest.dropped.entry(reason.clone()).or_default() += n;
+        }
+        for (reason, examples) in &part.dataset.dropped_examples {
+            let kept = manifest.dropped_examples.entry(reason.clone()).or_default();
+            let room = DROPPED_EXAMPLES.saturating_sub(kept.len());
+            kept.extend(examples.iter().take(room).cloned());
         }
         manifest.shards.extend(part.dataset.shards.iter().cloned());
     }

@@ -33,7 +33,9 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
 use super::filter::{GameList, GameRef};
-use super::manifest::{Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, MANIFEST};
+use super::manifest::{
+    Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, DROPPED_EXAMPLES, MANIFEST,
+};
 use super::ownership;
 use super::parts::{is_part_manifest, part_manifests, same_list, Part, PartManifest};
 use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
@@ -105,8 +107,12 @@ const STAGING: &str = ".prepare-new";
 
 /// What happened to one game of the list.
 enum GameOutcome {
-    Written { split: Split, block: Block },
-    Dropped(&'static str),
+    Written {
+        split: Split,
+        block: Block,
+    },
+    /// Why, and (from [`encode_chunk`]) where and the cause if any.
+    Dropped(&'static str, String),
 }
 
 /// Prepares a dataset from the game list at `list_path` into `out`.
@@ -153,7 +159,18 @@ pub fn prepare(
         None => [Some(Lock::folder(out)?), None],
         Some(part) => [Some(Lock::folder_shared(out)?), Some(Lock::own(out, &part.lock_name())?)],
     };
-    if let Ok(existing) = Manifest::read(out) {
+    // A manifest there that cannot be read is another program's file, or
+    // a dataset of another version: replaced only when asked.
+    let existing = match Manifest::read(out) {
+        Ok(existing) => Some(existing),
+        Err(_) if !out.join(MANIFEST).exists() => None,
+        Err(e) if options.force => {
+            eprintln!("prepare: replacing what --force names: {e:#}");
+            None
+        }
+        Err(e) => bail!("{e:#}; --force replaces it, or name another --out"),
+    };
+    if let Some(existing) = existing {
         let same = same_list(&existing.input, &input)
             && existing.settings == settings
             && existing.board_size == options.board_size
@@ -217,7 +234,7 @@ pub fn prepare(
         writer.write_full_blocks()?;
     }
     progress.finish();
-    let (splits, dropped, shards) = writer.finish()?;
+    let (splits, (dropped, dropped_examples), shards) = writer.finish()?;
     let manifest = Manifest {
         dataset_version: DATASET_VERSION,
         go_train_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -229,6 +246,7 @@ pub fn prepare(
         settings,
         splits,
         dropped,
+        dropped_examples,
         shards,
     };
     match options.part {
@@ -388,11 +406,20 @@ fn encode_chunk(games: &[GameRef], files: &ParsedFiles, rules: Rules, options: &
     games
         .iter()
         .map(|g| {
-            let Some(Ok(parsed)) = files.get(&g.file) else { return GameOutcome::Dropped("unreadable file") };
-            match parsed.get(g.index) {
-                None => GameOutcome::Dropped("game not in file"),
-                Some(Err(_)) => GameOutcome::Dropped("unparsable game"),
-                Some(Ok(record)) => encode_game(record, rules, options, &mut planes),
+            let at = format!("{}#{}", g.file.display(), g.index);
+            let outcome = match files.get(&g.file) {
+                Some(Err(e)) => GameOutcome::Dropped("unreadable file", e.clone()),
+                None => GameOutcome::Dropped("unreadable file", String::new()),
+                Some(Ok(parsed)) => match parsed.get(g.index) {
+                    None => GameOutcome::Dropped("game not in file", format!("the file holds {}", parsed.len())),
+                    Some(Err(e)) => GameOutcome::Dropped("unparsable game", e.to_string()),
+                    Some(Ok(record)) => encode_game(record, rules, options, &mut planes),
+                },
+            };
+            match outcome {
+                GameOutcome::Dropped(why, cause) if cause.is_empty() => GameOutcome::Dropped(why, at),
+                GameOutcome::Dropped(why, cause) => GameOutcome::Dropped(why, format!("{at}: {cause}")),
+                written => written,
             }
         })
         .collect()
@@ -402,25 +429,25 @@ fn encode_chunk(games: &[GameRef], files: &ParsedFiles, rules: Rules, options: &
 /// labelled with that move and, when sampled, with the game's result.
 fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, planes: &mut PackedPlanes) -> GameOutcome {
     if record.size != options.board_size {
-        return GameOutcome::Dropped("wrong board size");
+        return GameOutcome::Dropped("wrong board size", format!("{0}x{0}", record.size));
     }
     if record.moves.is_empty() {
-        return GameOutcome::Dropped("no moves");
+        return GameOutcome::Dropped("no moves", String::new());
     }
     // Lists not written by `filter` may name such a game: one of endless
     // passes would become as many training positions.
     if record.play_after_two_passes().is_some() {
-        return GameOutcome::Dropped("play after two passes");
+        return GameOutcome::Dropped("play after two passes", String::new());
     }
     let key = game_key(record);
     let split = options.split.assign(key, options.seed);
     let Some(labelled) = options.value.chosen_in(record, key, options.seed) else {
-        return GameOutcome::Dropped("no marked value position");
+        return GameOutcome::Dropped("no marked value position", String::new());
     };
     let winner = record.result.as_ref().and_then(|r| r.winner());
     let unlabelled = options.value.writes_unlabelled();
     if !unlabelled && winner.is_none() {
-        return GameOutcome::Dropped("no winner for the marked position");
+        return GameOutcome::Dropped("no winner for the marked position", String::new());
     }
     let layout = options.layout();
     let mut block = Block::default();
@@ -453,13 +480,16 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
             GameOutcome::Written { split, block }
         }
         // A game that turns out illegal is dropped whole, never half-written.
-        Err(_) => GameOutcome::Dropped("illegal move"),
+        Err(e) => GameOutcome::Dropped("illegal move", e.to_string()),
     }
 }
 
 /// What a finished writer reports: counts per split, dropped games by
-/// reason, and the shards.
-type Written = (BTreeMap<Split, SplitCounts>, BTreeMap<String, u64>, Vec<ShardEntry>);
+/// reason with a few examples of each, and the shards.
+type Written = (BTreeMap<Split, SplitCounts>, Dropped, Vec<ShardEntry>);
+
+/// Dropped games: how many by reason, and the first few of each.
+type Dropped = (BTreeMap<String, u64>, BTreeMap<String, Vec<String>>);
 
 /// Appends records split by split, cuts blocks, and rolls shards.
 struct DatasetWriter<'a> {
@@ -472,7 +502,7 @@ struct DatasetWriter<'a> {
     /// Shards finished so far, in order.
     shards: Vec<ShardEntry>,
     counts: BTreeMap<Split, SplitCounts>,
-    dropped: BTreeMap<String, u64>,
+    dropped: Dropped,
 }
 
 impl<'a> DatasetWriter<'a> {
@@ -484,13 +514,19 @@ impl<'a> DatasetWriter<'a> {
             open: BTreeMap::new(),
             shards: Vec::new(),
             counts: Split::ALL.iter().map(|&s| (s, SplitCounts::default())).collect(),
-            dropped: BTreeMap::new(),
+            dropped: Dropped::default(),
         }
     }
 
     fn add(&mut self, outcome: GameOutcome) {
         match outcome {
-            GameOutcome::Dropped(reason) => *self.dropped.entry(reason.to_string()).or_default() += 1,
+            GameOutcome::Dropped(reason, example) => {
+                *self.dropped.0.entry(reason.to_string()).or_default() += 1;
+                let examples = self.dropped.1.entry(reason.to_string()).or_default();
+                if examples.len() < DROPPED_EXAMPLES {
+                    examples.push(example);
+                }
+            }
             GameOutcome::Written { split, block } => {
                 let c = self.counts.get_mut(&split).expect("all splits counted");
                 c.games += 1;

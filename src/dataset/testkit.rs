@@ -139,6 +139,7 @@ pub fn write_dataset(dir: &Path, games: &[GameRecord], layout: &Layout) -> Resul
         },
         splits: counts,
         dropped: Default::default(),
+        dropped_examples: Default::default(),
         shards: all.iter().flat_map(|(_, e)| e.clone()).collect(),
     };
     manifest.write(dir)?;

@@ -204,24 +204,81 @@ pub fn plot_win_rate(reviews: &[MoveReview], marked: &[&MoveReview], title: &str
             .label("mean of two moves")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
         let red = RGBColor(214, 39, 40);
-        for r in marked {
-            let Some(after) = r.black_after else { continue };
-            let at = (r.number as f64, after as f64);
-            chart.draw_series(std::iter::once(Circle::new(at, 4, red.filled()))).map_err(&err)?;
-            // Above a point that went Black's way, below one that did not.
-            let up = r.black_before.is_some_and(|b| after >= b);
+        let marks: Vec<Mark> = marked
+            .iter()
+            .filter_map(|r| {
+                let after = r.black_after?;
+                // Above a point that went Black's way, below one that did not.
+                let up = r.black_before.is_some_and(|b| after >= b);
+                Some(Mark { x: r.number as f64, y: after as f64, up, label: format!("{} {}", r.number, r.mv) })
+            })
+            .collect();
+        let (area_width, area_height) = chart.plotting_area().dim_in_pixel();
+        let scale = (moves / area_width.max(1) as f64, 1.0 / area_height.max(1) as f64);
+        for (mark, (label_y, up)) in marks.iter().zip(place_labels(&marks, scale)) {
+            chart.draw_series(std::iter::once(Circle::new((mark.x, mark.y), 4, red.filled()))).map_err(&err)?;
             let style = ("sans-serif", 13).into_font().color(&red).pos(plotters::style::text_anchor::Pos::new(
                 plotters::style::text_anchor::HPos::Center,
                 if up { plotters::style::text_anchor::VPos::Bottom } else { plotters::style::text_anchor::VPos::Top },
             ));
-            let at_label = (at.0, at.1 + if up { 0.02 } else { -0.02 });
-            let label = format!("{} {}", r.number, r.mv);
-            chart.draw_series(std::iter::once(Text::new(label, at_label, style))).map_err(&err)?;
+            chart
+                .draw_series(std::iter::once(Text::new(mark.label.clone(), (mark.x, label_y), style)))
+                .map_err(&err)?;
         }
         crate::plot::draw_legend(&mut chart).map_err(&err)?;
         root.present().map_err(&err)?;
         Ok(())
     })
+}
+
+/// A labelled point of the win-rate plot.
+struct Mark {
+    x: f64,
+    y: f64,
+    /// Whether its label goes above it (else below).
+    up: bool,
+    label: String,
+}
+
+/// Where each mark's label goes: its anchor's y and whether the label
+/// hangs above it. Swings cluster (a fight is a run of big swings), and
+/// labels drawn at their points covered each other; each label is moved
+/// away from its point, past the labels placed before it, and to the other
+/// side when it would leave the plot. `scale` is chart units per pixel.
+fn place_labels(marks: &[Mark], scale: (f64, f64)) -> Vec<(f64, bool)> {
+    const GAP_PX: f64 = 6.0;
+    const HEIGHT_PX: f64 = 15.0;
+    const CHAR_PX: f64 = 7.5;
+    let height = HEIGHT_PX * scale.1;
+    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new(); // x0, x1, y0, y1
+    marks
+        .iter()
+        .map(|m| {
+            let half_width = m.label.chars().count() as f64 * CHAR_PX * scale.0 / 2.0;
+            let (x0, x1) = (m.x - half_width, m.x + half_width);
+            let free = |y0: f64| {
+                (0.0..=1.0).contains(&y0)
+                    && y0 + height <= 1.0
+                    && placed.iter().all(|&(a0, a1, b0, b1)| x1 <= a0 || a1 <= x0 || y0 + height <= b0 || b1 <= y0)
+            };
+            // The label's bottom edge for a label above, its top less its
+            // height below; moving out a label height at a time.
+            let spot = |up: bool, step: usize| {
+                let away = GAP_PX * scale.1 + step as f64 * height;
+                if up {
+                    m.y + away
+                } else {
+                    m.y - away - height
+                }
+            };
+            let (y0, up) = (0..12)
+                .flat_map(|step| [(spot(m.up, step), m.up), (spot(!m.up, step), !m.up)])
+                .find(|&(y0, _)| free(y0))
+                .unwrap_or((spot(m.up, 0), m.up));
+            placed.push((x0, x1, y0, y0 + height));
+            (if up { y0 } else { y0 + height }, up)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -239,6 +296,35 @@ mod tests {
             black_before: Some(before),
             black_after: Some(after),
         }
+    }
+
+    #[test]
+    fn labels_of_swings_side_by_side_do_not_cover_each_other() {
+        // The review example's cluster: moves 97, 100 and 106 near 75%.
+        let mark = |x: f64, y: f64, up| Mark { x, y, up, label: format!("{x} E11") };
+        let marks =
+            [mark(97.0, 0.753, true), mark(100.0, 0.748, true), mark(106.0, 0.742, true), mark(107.0, 0.578, false)];
+        let scale = (223.0 / 920.0, 1.0 / 330.0);
+        let placed = place_labels(&marks, scale);
+        let height = 15.0 * scale.1;
+        let boxes: Vec<(f64, f64, f64, f64)> = marks
+            .iter()
+            .zip(&placed)
+            .map(|(m, &(y, up))| {
+                let half = m.label.len() as f64 * 7.5 * scale.0 / 2.0;
+                let y0 = if up { y } else { y - height };
+                (m.x - half, m.x + half, y0, y0 + height)
+            })
+            .collect();
+        for (i, a) in boxes.iter().enumerate() {
+            assert!(a.2 >= 0.0 && a.3 <= 1.0, "{a:?} inside the plot");
+            for b in &boxes[i + 1..] {
+                assert!(a.1 <= b.0 || b.1 <= a.0 || a.3 <= b.2 || b.3 <= a.2, "{a:?} overlaps {b:?}");
+            }
+        }
+        // A lone label sits next to its point, on its side.
+        let lone = place_labels(&marks[..1], scale)[0];
+        assert!(lone.1 && (lone.0 - 0.753 - 6.0 * scale.1).abs() < 1e-9, "{lone:?}");
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! `go-train bench search`: how long MCTS takes a move, with the nets it
-//! plays with, on positions of a real game. The match figures compare
-//! search settings "at equal time"; this is where those times come from,
-//! measured on one machine with the settings interleaved position by
+//! plays with, on positions of a real game, to compare search settings at
+//! equal time: measured on one machine with the settings interleaved position by
 //! position, so a machine that slows down mid-run slows all of them alike.
 
 use std::path::PathBuf;
@@ -49,7 +48,7 @@ pub fn run(args: SearchArgs) -> Result<()> {
     if positions.is_empty() {
         bail!("{}: fewer than {} moves, no position to search", args.sgf.display(), args.every);
     }
-    let defaults = args.nets.defaults(go_train::nn::BOARD, None, true);
+    let defaults = args.nets.defaults(go_train::nn::BOARD, None, true)?;
     let named: Vec<&str> = match args.agents.is_empty() {
         true if defaults.root_policy.is_none() => vec![DEFAULT_AGENTS[0], DEFAULT_AGENTS[2]],
         true => DEFAULT_AGENTS.to_vec(),

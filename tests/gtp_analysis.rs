@@ -221,6 +221,54 @@ fn analysis_streams_by_each_grammar_until_the_next_command() {
     assert_eq!(s.answer("10 name"), "=10 go-train");
 }
 
+/// Reads the rest of a streamed answer up to the empty line that ends it:
+/// every line before that must be an analysis line (none empty), the last
+/// one may be `play VERTEX`. Returns the lines.
+fn rest_of_analysis(s: &Session, leela: bool, size: usize) -> Vec<String> {
+    let mut got: Vec<String> = Vec::new();
+    loop {
+        let line = s.line();
+        if line.is_empty() {
+            return got;
+        }
+        assert!(!got.last().is_some_and(|l| l.starts_with("play ")), "play is the answer's last line: {got:?}");
+        if !line.starts_with("play ") {
+            parse_line(&line, leela, size);
+        }
+        got.push(line);
+    }
+}
+
+#[test]
+fn analysis_with_no_move_to_list_writes_no_empty_line_inside_its_answer() {
+    let mut s = Session::start(&["--engine", "mcts", "--size", "9", "--leaf", "stones", "--iterations", "50"]);
+    assert_eq!(s.answer("play b pass"), "= ");
+    assert_eq!(s.answer("play w pass"), "= ");
+    // The game is over: the search has no move to list, and ends at once.
+    s.send("1 kata-analyze 10");
+    assert_eq!(s.line(), "=1");
+    s.send("2 name");
+    rest_of_analysis(&s, false, 9);
+    assert_eq!(s.line(), "=2 go-train", "the analysis answer ended with one empty line");
+    assert_eq!(s.line(), "");
+    s.send("3 lz-genmove_analyze b 10");
+    assert_eq!(s.line(), "=3");
+    let lines = rest_of_analysis(&s, true, 9);
+    assert_eq!(lines.last().map(String::as_str), Some("play pass"), "play comes before the empty line: {lines:?}");
+    assert_eq!(s.answer("4 name"), "=4 go-train");
+
+    // Listing no move at all: the lines it would stream every interval
+    // are left out (given time for a few intervals to pass).
+    assert_eq!(s.answer("clear_board"), "= ");
+    s.send("5 kata-analyze 1 maxmoves 0");
+    assert_eq!(s.line(), "=5");
+    std::thread::sleep(Duration::from_millis(300));
+    s.send("6 name");
+    assert_eq!(rest_of_analysis(&s, false, 9), Vec::<String>::new());
+    assert_eq!(s.line(), "=6 go-train");
+    assert_eq!(s.line(), "");
+}
+
 #[test]
 fn raw_net_output_and_gui_extensions_answer_on_the_shipped_nets() {
     let mut s = Session::start(&[]);

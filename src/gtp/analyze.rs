@@ -124,7 +124,9 @@ fn centiseconds(cs: u64) -> Option<Duration> {
 
 /// One line of analysis (with its newline): the listed moves, then
 /// `rootInfo` and `ownership` when asked. `ownership` is per point,
-/// row-major from the top left (A19), for the side analyzed.
+/// row-major from the top left (A19), for the side analyzed. Empty, with
+/// no newline, when there is nothing to write: an empty line would end
+/// the answer for the client.
 pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ownership: Option<&[f32]>) -> String {
     let fraction = |x: f32| match request.dialect {
         Dialect::Leela => format!("{}", (x * 10000.0).round() as i64),
@@ -165,7 +167,9 @@ pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ow
         }
     }
     let mut line = line.trim_end().to_string();
-    line.push('\n');
+    if !line.is_empty() {
+        line.push('\n');
+    }
     line
 }
 
@@ -250,8 +254,8 @@ impl Engine {
             }
             if request.interval.is_some_and(|i| last_line.elapsed() >= i) {
                 last_line = Instant::now();
-                if let Some(analysis) = mcts.analysis() {
-                    let line = info_line(&analysis, request, size, ownership.as_deref());
+                let line = mcts.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
+                if let Some(line) = line.filter(|l| !l.is_empty()) {
                     if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
                         failed = Some(e);
                         return ControlFlow::Break(());
@@ -267,8 +271,9 @@ impl Engine {
         // The last word of the search, whenever lines were asked for or it
         // ends a genmove.
         if request.interval.is_some() || request.genmove {
-            if let Some(analysis) = search.analysis() {
-                out.write_all(info_line(&analysis, request, size, ownership.as_deref()).as_bytes())?;
+            let line = search.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
+            if let Some(line) = line.filter(|l| !l.is_empty()) {
+                out.write_all(line.as_bytes())?;
             }
         }
         match report {
@@ -368,5 +373,29 @@ mod tests {
         let line = info_line(&analysis, &k, 19, Some(&owned));
         assert!(line.starts_with("info move D4 visits 100 winrate 0.562500 prior 0.250000"), "{line}");
         assert!(line.contains("ownership 1.000000 "), "{line}");
+    }
+
+    #[test]
+    fn a_line_with_nothing_to_list_is_empty_not_a_newline() {
+        // An empty line inside a streamed answer would end it for the client.
+        let analysis = Analysis {
+            to_move: Color::Black,
+            visits: 7,
+            winrate: Some(0.5),
+            moves: vec![MoveInfo {
+                mv: Move::parse_gtp("D4", 19).unwrap(),
+                visits: 7,
+                winrate: Some(0.5),
+                prior: 1.0,
+                pv: vec![Move::parse_gtp("D4", 19).unwrap()],
+            }],
+        };
+        let mut r = AnalysisRequest::parse("kata-analyze", &args("10 maxmoves 0")).unwrap().unwrap();
+        assert_eq!(info_line(&analysis, &r, 19, None), "");
+        let nothing = Analysis { moves: vec![], ..analysis.clone() };
+        r.max_moves = usize::MAX;
+        assert_eq!(info_line(&nothing, &r, 19, None), "", "no move to list (a finished game)");
+        r.root_info = true;
+        assert_eq!(info_line(&nothing, &r, 19, None), "rootInfo visits 7 winrate 0.5\n");
     }
 }

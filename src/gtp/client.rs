@@ -18,6 +18,12 @@ use super::input::{read_lines, Incoming, NoId};
 use super::protocol::MAX_LINE_BYTES;
 use crate::bounds;
 
+/// The longest answer read, its lines' newlines counted: an engine that
+/// writes on without the empty line ending an answer is cut off here.
+/// GTP answers take a few kB (`go-train gtp`'s longest, `kata-raw-nn
+/// all`, some 30 kB).
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+
 /// What can go wrong talking to an engine.
 #[derive(Debug, Error)]
 pub enum GtpError {
@@ -151,7 +157,12 @@ impl GtpClient {
         // An answer is `=` or `?`, text, and ends with an empty line.
         let mut answer = String::new();
         loop {
-            let line = match self.answers.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            // Checked for each line: lines that keep coming (stray empty
+            // ones) must not keep the answer from timing out.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let received =
+                if left.is_zero() { Err(RecvTimeoutError::Timeout) } else { self.answers.recv_timeout(left) };
+            let line = match received {
                 Ok(Incoming::Line(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
                 Ok(Incoming::TooLong { bytes, .. }) => {
                     let detail = format!("a line of {bytes} bytes, over the {MAX_LINE_BYTES} a GTP line may have");
@@ -176,6 +187,10 @@ impl GtpClient {
                     continue; // stray blank line before an answer
                 }
                 break;
+            }
+            if answer.len() + 1 + line.len() > MAX_ANSWER_BYTES {
+                let detail = format!("an answer over the {MAX_ANSWER_BYTES} bytes a GTP answer may have, with no end");
+                return Err(self.io_error(command, Some(detail)));
             }
             if !answer.is_empty() {
                 answer.push('\n');
@@ -326,5 +341,22 @@ mod tests {
         let message = format!("{:#}", anyhow::Error::from(e));
         assert!(message.starts_with("cannot start engine `/nonexistent/go-engine --mode gtp`: "), "{message}");
         assert_eq!(message.matches("No such file").count(), 1, "{message}");
+    }
+
+    #[test]
+    fn an_answer_that_never_ends_is_cut_off_at_the_cap() {
+        // `yes` answers every command with `y` lines and no empty line: the
+        // answer once grew at 130 MB a second, the deadline never reached
+        // while lines kept coming.
+        let timeouts = GtpTimeouts { command: Duration::from_secs(2), startup: Duration::from_secs(2) };
+        let mut engine = GtpClient::spawn_with("yes", timeouts).unwrap();
+        match engine.send("genmove b") {
+            Err(GtpError::Io { detail: Some(detail), .. }) => {
+                assert!(detail.contains(&format!("over the {MAX_ANSWER_BYTES} bytes")), "{detail}")
+            }
+            other => panic!("an I/O error naming the cap, not {other:?}"),
+        }
+        // The engine is not trusted to answer in step afterwards.
+        assert!(matches!(engine.send("play b pass"), Err(GtpError::Io { .. })));
     }
 }

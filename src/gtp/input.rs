@@ -4,10 +4,18 @@
 //! stop waiting for an engine that has gone silent.
 //!
 //! Lines are capped: a longer one is read to its end and dropped as it
-//! goes by, so that no peer can make the reader hold more than the cap.
+//! goes by, and the reader stays at most [`READ_AHEAD_LINES`] lines ahead
+//! of its consumer, so that no peer can make it hold more than that many
+//! lines of the cap.
 
 use std::io::{self, BufRead};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver};
+
+/// The most lines the reader thread reads ahead of its consumer: one
+/// that lags (an engine searching, or writing answers nobody reads) stops
+/// the reading, and with it the peer's writing, rather than holding all
+/// the peer sends.
+pub const READ_AHEAD_LINES: usize = 64;
 
 /// What the reader thread hands its consumer.
 pub enum Incoming {
@@ -43,12 +51,13 @@ impl LineId for NoId {
 
 /// Reads `input` on a thread of its own, line by line, into a channel;
 /// a line of more than `max_bytes` bytes before its newline comes as
-/// [`Incoming::TooLong`], its id found by `I`. The thread ends with the
-/// input, or once the receiver is gone and a line has come; an engine
-/// that quits first leaves it blocked on a read that the process's exit
-/// ends.
+/// [`Incoming::TooLong`], its id found by `I`. Once [`READ_AHEAD_LINES`]
+/// wait unreceived, the thread waits for room before reading on. It ends
+/// with the input, or once the receiver is gone (at once when it was
+/// waiting for room, else when a line has come); an engine that quits
+/// first may leave it blocked on a read that the process's exit ends.
 pub fn read_lines<I: LineId>(mut input: impl BufRead + Send + 'static, max_bytes: usize) -> Receiver<Incoming> {
-    let (send, receive) = channel();
+    let (send, receive) = sync_channel(READ_AHEAD_LINES);
     std::thread::spawn(move || loop {
         let incoming = next_line::<I>(&mut input, max_bytes);
         let last = matches!(incoming, Incoming::End | Incoming::Failed(_));
@@ -108,6 +117,8 @@ fn next_line<I: LineId>(input: &mut impl BufRead, max_bytes: usize) -> Incoming 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{mpsc, Arc};
 
     /// The id is the line's first byte, to see that every byte is fed.
     #[derive(Default)]
@@ -135,6 +146,64 @@ mod tests {
                 Incoming::Failed(e) => format!("failed: {e}"),
             })
             .collect()
+    }
+
+    /// Endless empty lines, counting those taken, and saying when it is
+    /// dropped (the reader thread has ended).
+    struct Endless {
+        taken: Arc<AtomicUsize>,
+        dropped: Option<mpsc::Sender<()>>,
+    }
+
+    impl io::Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.fill_buf()?.len().min(buf.len());
+            buf[..n].fill(b'\n');
+            self.consume(n);
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Endless {
+        fn fill_buf(&mut self) -> io::Result<&[u8]> {
+            Ok(b"\n")
+        }
+        fn consume(&mut self, amount: usize) {
+            self.taken.fetch_add(amount, Ordering::SeqCst);
+        }
+    }
+
+    impl Drop for Endless {
+        fn drop(&mut self) {
+            let _ = self.dropped.take().map(|d| d.send(()));
+        }
+    }
+
+    #[test]
+    fn the_reader_reads_ahead_a_bounded_number_of_lines() {
+        let taken = Arc::new(AtomicUsize::new(0));
+        let (dropped, reader_ended) = mpsc::channel();
+        let input = Endless { taken: taken.clone(), dropped: Some(dropped) };
+        let lines = read_lines::<NoId>(input, 5);
+        // The consumer takes nothing: the reader fills the channel, takes
+        // one line more, and waits for room.
+        while taken.load(Ordering::SeqCst) < READ_AHEAD_LINES + 1 {
+            std::thread::yield_now();
+        }
+        // Given time to read on, were it unbounded (it once held gigabytes).
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(taken.load(Ordering::SeqCst), READ_AHEAD_LINES + 1);
+        // A line taken makes room for one more.
+        assert!(matches!(lines.recv(), Ok(Incoming::Line(l)) if l == b"\n"));
+        while taken.load(Ordering::SeqCst) < READ_AHEAD_LINES + 2 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(taken.load(Ordering::SeqCst), READ_AHEAD_LINES + 2);
+        // A consumer gone (an engine that quit) ends the reader waiting
+        // for room; the wait is a guard against a hang, not a measure.
+        drop(lines);
+        reader_ended.recv_timeout(std::time::Duration::from_secs(60)).expect("the reader thread ends");
     }
 
     #[test]

@@ -151,6 +151,103 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("after")[0]["turnNumber"], 0, "the engine goes on after errors");
 }
 
+/// A live `go-train analysis`, fed a line at a time, its responses read
+/// on a thread.
+struct Live {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    responses: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Live {
+    fn start() -> Live {
+        let mut child = start();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (send, responses) = channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("one JSON object per line: {e}: {line}"));
+                if send.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        Live { child, stdin, responses }
+    }
+
+    fn send(&mut self, query: &str) {
+        writeln!(self.stdin, "{query}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next `n` responses.
+    fn next(&self, n: usize) -> Vec<Value> {
+        (0..n)
+            .map(|_| self.responses.recv_timeout(Duration::from_secs(120)).expect("a response within two minutes"))
+            .collect()
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn terminate_acts_on_what_is_queued_or_searched_when_it_comes_and_nothing_after() {
+    let mut engine = Live::start();
+    let query = |id: &str, extra: &str| {
+        format!(
+            r#"{{"id":"{id}","moves":[["B","Q16"],["W","D4"]],"rules":"chinese","komi":7.5,"boardXSize":19,"boardYSize":19,"maxVisits":8{extra}}}"#
+        )
+    };
+    let searched = |r: &Value| r["isDuringSearch"] == false && r["moveInfos"].as_array().is_some_and(|m| !m.is_empty());
+    // A terminate for a query not yet sent stops nothing.
+    engine.send(r#"{"id":"t1","action":"terminate","terminateId":"early"}"#);
+    let ack = engine.next(1);
+    assert_eq!((&ack[0]["id"], &ack[0]["terminateId"]), (&"t1".into(), &"early".into()), "{ack:?}");
+    engine.send(&query("early", ""));
+    let early = engine.next(1);
+    assert!(searched(&early[0]), "{early:?}");
+    // Nor does one for a query already answered, when its id comes again.
+    engine.send(&query("a", ""));
+    assert!(searched(&engine.next(1)[0]));
+    engine.send(r#"{"id":"t2","action":"terminate","terminateId":"a"}"#);
+    assert_eq!(engine.next(1)[0]["id"], "t2");
+    engine.send(&query("a", ""));
+    let again = engine.next(1);
+    assert!(searched(&again[0]), "a fresh query under a terminated id is searched: {again:?}");
+
+    // Queued behind a long search: `turnNumbers` stops those turns only; a
+    // query stopped whole is answered at once.
+    let long = r#"{"id":"long","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":1000000}"#;
+    engine.send(long);
+    engine.send(&query("some", r#","analyzeTurns":[0,1,2]"#));
+    engine.send(&query("all", r#","analyzeTurns":[1,2]"#));
+    engine.send(r#"{"id":"t3","action":"terminate","terminateId":"some","turnNumbers":[1]}"#);
+    engine.send(r#"{"id":"t4","action":"terminate","terminateId":"all"}"#);
+    engine.send(r#"{"id":"t5","action":"terminate","terminateId":"long"}"#);
+    let responses = engine.next(3 + 1 + 3 + 2);
+    let of = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
+    assert_eq!(of("t3")[0]["turnNumbers"], serde_json::json!([1]), "the terminate is echoed");
+    assert_eq!(of("t4").len() + of("t5").len(), 2);
+    assert_eq!(of("long").len(), 1, "{responses:?}");
+    let some = of("some");
+    assert_eq!(some.iter().map(|r| r["turnNumber"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(searched(some[0]) && searched(some[2]), "{some:?}");
+    assert_eq!(some[1]["noResults"], true, "{some:?}");
+    let all = of("all");
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.iter().all(|r| r["noResults"] == true && r["isDuringSearch"] == false), "{all:?}");
+    let bad = r#"{"id":"t6","action":"terminate","terminateId":"x","turnNumbers":"1"}"#;
+    engine.send(bad);
+    assert_eq!(engine.next(1)[0]["field"], "turnNumbers");
+}
+
 /// A query on the position after Black's Q16, with `extra` fields.
 fn after_q16(id: &str, extra: &str) -> String {
     format!(

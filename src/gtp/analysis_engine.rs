@@ -7,8 +7,11 @@
 //! flight; they are searched one at a time, the highest `priority` first
 //! and in the order they came among equals (a search under way is not
 //! interrupted for a higher priority: `terminate` it). A `terminate`
-//! action stops the named query's search at once and drops its turns not
-//! yet searched (each answered `noResults`).
+//! action acts on the queries with that id queued or searched when it
+//! comes, and on nothing after: it stops the search under way at once
+//! (its response holds what it had) and answers their turns not yet
+//! searched `noResults`, a query queued with every turn stopped at once;
+//! `turnNumbers` limits it to those turns.
 //! Supported: `id`, `moves`, `initialStones`, `initialPlayer`, `rules` (a
 //! name, or an object of `ko`, `scoring`, `tax`, `suicide`, `hasButton`,
 //! `whiteHandicapBonus`, `friendlyPassOk` where go-train has the rule),
@@ -34,7 +37,7 @@
 //! predict no score, and KaTrain reads a lead for every move.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, BufRead, Write};
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -133,10 +136,55 @@ impl Replay {
 }
 
 /// A query waiting its turn: its text (parsed again when searched, since
-/// parsed JSON takes many times the room) and its priority.
+/// parsed JSON takes many times the room), its priority and id, and the
+/// turns a `terminate` stopped while it waited.
 struct Queued {
     text: String,
     priority: i64,
+    id: Option<String>,
+    stopped: BTreeSet<usize>,
+}
+
+/// The query being searched: its id, its turns, and those of them a
+/// `terminate` stopped.
+struct Searching {
+    id: String,
+    turns: BTreeSet<usize>,
+    stopped: BTreeSet<usize>,
+}
+
+/// A `terminate` action: the id it names, and the turns it stops (every
+/// one when `None`).
+struct Terminate {
+    target: String,
+    turns: Option<BTreeSet<usize>>,
+}
+
+impl Terminate {
+    /// The `terminateId` and `turnNumbers` of a terminate action.
+    fn read(query: &Value) -> Result<Terminate, QueryError> {
+        let target = query
+            .get("terminateId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| refuse("terminateId", "terminate needs a terminateId"))?;
+        let turns = match query.get("turnNumbers") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(turns)) => Some(
+                turns
+                    .iter()
+                    .map(|t| t.as_u64().map(|t| t as usize))
+                    .collect::<Option<BTreeSet<usize>>>()
+                    .ok_or_else(|| refuse("turnNumbers", "turn numbers are integers from 0"))?,
+            ),
+            Some(_) => return Err(refuse("turnNumbers", "a list of turn numbers")),
+        };
+        Ok(Terminate { target: target.to_string(), turns })
+    }
+
+    /// Whether it stops turn `turn` of the query `id`.
+    fn stops(&self, id: &str, turn: usize) -> bool {
+        self.target == id && self.turns.as_ref().is_none_or(|turns| turns.contains(&turn))
+    }
 }
 
 /// The analysis engine over one search.
@@ -144,13 +192,13 @@ pub struct AnalysisEngine {
     search: Mcts,
     /// Queries read but not yet searched.
     queue: VecDeque<Queued>,
-    /// Ids whose queries a `terminate` stopped.
-    terminated: HashSet<String>,
+    /// The query being searched, while one is.
+    searching: Option<Searching>,
 }
 
 impl AnalysisEngine {
     pub fn new(search: Mcts) -> AnalysisEngine {
-        AnalysisEngine { search, queue: VecDeque::new(), terminated: HashSet::new() }
+        AnalysisEngine { search, queue: VecDeque::new(), searching: None }
     }
 
     /// Answers queries from `input` on `output` until the input ends (the
@@ -173,6 +221,9 @@ impl AnalysisEngine {
             // A bug met by one query must not end the engine and with it
             // every query queued behind this one.
             let answered = catch_unwind(AssertUnwindSafe(|| self.answer(&query, &mut output, &lines, &mut input_open)));
+            // A terminate acts on what is searched or queued when it comes,
+            // never on a query that comes later under the same id.
+            self.searching = None;
             match answered {
                 Ok(result) => result?,
                 Err(_) => {
@@ -223,26 +274,61 @@ impl AnalysisEngine {
         match query.get("action").and_then(Value::as_str) {
             None => {
                 let priority = query.get("priority").and_then(Value::as_i64).unwrap_or(0);
-                self.queue.push_back(Queued { text: text.trim().to_string(), priority });
+                let id = query.get("id").and_then(Value::as_str).map(str::to_string);
+                self.queue.push_back(Queued { text: text.trim().to_string(), priority, id, stopped: BTreeSet::new() });
             }
             Some("query_version") => respond(
                 out,
                 json!({"id": id, "action": "query_version", "version": env!("CARGO_PKG_VERSION"), "git_hash": ""}),
             )?,
-            Some("terminate") => match query.get("terminateId").and_then(Value::as_str) {
-                Some(target) => {
-                    self.terminated.insert(target.to_string());
-                    respond(out, json!({"id": id, "action": "terminate", "terminateId": target}))?;
+            Some("terminate") => match Terminate::read(&query) {
+                Ok(terminate) => {
+                    // Acknowledged as KataGo does, with the query echoed.
+                    respond(out, query)?;
+                    self.terminate(&terminate, out)?;
                 }
-                None => {
-                    respond(out, json!({"id": id, "field": "terminateId", "error": "terminate needs a terminateId"}))?
-                }
+                Err(e) => respond(out, json!({"id": id, "field": e.field, "error": e.message}))?,
             },
             Some(other) => {
                 respond(out, json!({"id": id, "field": "action", "error": format!("unknown action {other}")}))?
             }
         }
         Ok(true)
+    }
+
+    /// Carries out `terminate` on the query searched and those queued:
+    /// marks the turns it stops, and answers `noResults` at once for each
+    /// turn of a queued query it stops whole, which leaves the queue. A
+    /// queued query that cannot be read keeps its place (it is answered
+    /// with its error in its turn).
+    fn terminate(&mut self, terminate: &Terminate, out: &mut impl Write) -> io::Result<()> {
+        if let Some(searching) = self.searching.as_mut().filter(|s| s.id == terminate.target) {
+            let stopped = searching.turns.iter().filter(|&&turn| terminate.stops(&searching.id, turn));
+            searching.stopped.extend(stopped);
+        }
+        let mut i = 0;
+        while i < self.queue.len() {
+            if self.queue[i].id.as_deref() != Some(terminate.target.as_str()) {
+                i += 1;
+                continue;
+            }
+            let query: Value = serde_json::from_str(&self.queue[i].text).unwrap_or_default();
+            let Ok((analysis, _)) = read_query(&query) else {
+                i += 1;
+                continue;
+            };
+            let queued = &mut self.queue[i];
+            queued.stopped.extend(analysis.analyze.iter().filter(|&&turn| terminate.stops(&analysis.id, turn)));
+            if !analysis.analyze.iter().all(|turn| queued.stopped.contains(turn)) {
+                i += 1;
+                continue;
+            }
+            self.queue.remove(i);
+            for turn in analysis.analyze {
+                respond(out, no_results(&analysis.id, turn))?;
+            }
+        }
+        Ok(())
     }
 
     /// Searches and answers every turn a query asks for.
@@ -268,6 +354,11 @@ impl AnalysisEngine {
             }
         };
         drop(query);
+        self.searching = Some(Searching {
+            id: analysis.id.clone(),
+            turns: analysis.analyze.iter().copied().collect(),
+            stopped: queued.stopped.clone(),
+        });
         if !self.search.supports_size(analysis.size) {
             let b = crate::nn::BOARD;
             return respond(
@@ -285,11 +376,8 @@ impl AnalysisEngine {
                     Err(TryRecvError::Disconnected) => *input_open = false,
                 }
             }
-            if self.terminated.contains(&analysis.id) {
-                respond(
-                    out,
-                    json!({"id": analysis.id, "isDuringSearch": false, "turnNumber": turn, "noResults": true}),
-                )?;
+            if self.searching.as_ref().is_some_and(|s| s.stopped.contains(&turn)) {
+                respond(out, no_results(&analysis.id, turn))?;
                 continue;
             }
             let game = match replay.at(turn) {
@@ -315,7 +403,8 @@ impl AnalysisEngine {
                     continue;
                 }
             };
-            // A terminate arriving mid-search stops it; other lines wait.
+            // A terminate of this turn arriving mid-search stops it; other
+            // lines wait.
             let mut pending = Vec::new();
             let mut last_report = Instant::now();
             let mut write_failed = None;
@@ -333,7 +422,7 @@ impl AnalysisEngine {
                     let terminates = matches!(&incoming, Incoming::Line(l)
                         if serde_json::from_slice::<Value>(l).ok().is_some_and(|q|
                             q.get("action").and_then(Value::as_str) == Some("terminate")
-                                && q.get("terminateId").and_then(Value::as_str) == Some(analysis.id.as_str())));
+                                && Terminate::read(&q).is_ok_and(|t| t.stops(&analysis.id, turn))));
                     pending.push(incoming);
                     if terminates {
                         return ControlFlow::Break(());
@@ -358,9 +447,13 @@ impl AnalysisEngine {
             }
         }
         self.search.restrict(Vec::new());
-        self.terminated.remove(&analysis.id);
         Ok(())
     }
+}
+
+/// The response for a turn a `terminate` stopped before its search began.
+fn no_results(id: &str, turn: usize) -> Value {
+    json!({"id": id, "isDuringSearch": false, "turnNumber": turn, "noResults": true})
 }
 
 /// What a turn's responses share however far its search has gone, worked

@@ -356,6 +356,29 @@ fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
     assert!(answers[0].starts_with(&format!("? cannot open or parse '{f}': ")), "{answers:?}");
 }
 
+#[test]
+fn printsgf_names_the_rule_set_so_a_game_legal_under_it_loads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    // Black's A1 takes the last liberty of its own A1-A2 string, which
+    // captures nothing: legal under Tromp-Taylor (suicide), not under
+    // Chinese rules, which the file once named.
+    let file = dir.path().join("tt.sgf");
+    let f = file.display();
+    let script = format!(
+        "play b A2\nplay w A3\nplay w B2\nplay w B1\nplay b A1\nprintsgf {f}\nclear_board\nloadsgf {f}\nlist_stones black\n"
+    );
+    let (answers, _) = session(&["--size", "9", "--rules", "tromp-taylor"], &script);
+    assert_eq!(answers[4], "= ", "suicide is legal: {answers:?}");
+    assert_eq!(answers[7], "= white", "{answers:?}");
+    assert_eq!(answers[8], "= ", "the suicide took Black's stones off: {answers:?}");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("RU[Tromp-Taylor]"));
+    // New Zealand rules keep their name too (with it their superko).
+    let file = dir.path().join("nz.sgf");
+    let (answers, _) = session(&["--size", "9", "--rules", "nz"], &format!("play b E5\nprintsgf {}\n", file.display()));
+    assert_eq!(answers[1], "= ");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("RU[NZ]"));
+}
+
 /// A file damaged at a later node (two moves in one node, as GnuGo's
 /// regression files have; a truncated file) loads up to the damage, as
 /// GnuGo loads it; `loadsgf FILE N` works for N before the damage and is

@@ -78,6 +78,25 @@ impl Rules {
             _ => None,
         }
     }
+
+    /// The name SGF's `RU` gives these rules, one that [`Rules::by_name`]
+    /// reads back as the same rules (komi aside, which `KM` carries), or
+    /// `None` for a rule set no name stands for.
+    pub fn sgf_name(&self) -> Option<&'static str> {
+        let same = |named: Rules| {
+            (named.ko, named.allow_suicide, named.scoring) == (self.ko, self.allow_suicide, self.scoring)
+        };
+        [
+            ("Chinese", Self::CHINESE),
+            ("Japanese", Self::JAPANESE),
+            ("AGA", Self::AGA),
+            ("NZ", Self::NEW_ZEALAND),
+            ("Tromp-Taylor", Self::TROMP_TAYLOR),
+        ]
+        .into_iter()
+        .find(|&(_, named)| same(named))
+        .map(|(name, _)| name)
+    }
 }
 
 impl Default for Rules {
@@ -100,5 +119,21 @@ mod tests {
         assert_eq!(Rules::by_name("Tromp/Taylor"), Some(Rules::TROMP_TAYLOR));
         assert_eq!(Rules::by_name("TT--"), Some(Rules::TROMP_TAYLOR));
         assert_eq!(Rules::by_name("Ing"), None);
+    }
+
+    #[test]
+    fn every_named_rule_set_is_written_under_a_name_read_back_as_itself() {
+        // An area rule set written as `Chinese` lost its suicide (Tromp-
+        // Taylor) or its situational superko (NZ, AGA) when read back.
+        for named in [Rules::CHINESE, Rules::JAPANESE, Rules::AGA, Rules::NEW_ZEALAND, Rules::TROMP_TAYLOR] {
+            for komi in [named.komi, 0.5, -3.0] {
+                let rules = Rules { komi, ..named };
+                let name = rules.sgf_name().unwrap_or_else(|| panic!("{rules:?} has a name"));
+                assert_eq!(Rules::by_name(name).map(|r| Rules { komi, ..r }), Some(rules), "{name}");
+            }
+        }
+        assert_eq!(Rules::TROMP_TAYLOR.sgf_name(), Some("Tromp-Taylor"));
+        let unnamed = Rules { ko: KoRule::Simple, allow_suicide: true, ..Rules::CHINESE };
+        assert_eq!(unnamed.sgf_name(), None);
     }
 }

@@ -497,7 +497,11 @@ impl Engine {
 
     fn printsgf(&self, args: &[&str]) -> Result<String, String> {
         let mut record = GameRecord::from_game(&self.game);
-        record.rules = Some(if self.rules.scoring == crate::go::Scoring::Area { "Chinese" } else { "Japanese" }.into());
+        // Under a name read back as the same rules: `Chinese` for every
+        // area rule set made a Tromp-Taylor suicide illegal on reloading.
+        // Rules no name stands for go unnamed, and `loadsgf` keeps the
+        // engine's own.
+        record.rules = self.rules.sgf_name().map(str::to_string);
         let sgf = write_game(&record);
         match args.first() {
             None => Ok(sgf),

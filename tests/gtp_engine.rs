@@ -68,6 +68,12 @@ fn scripted_session_answers_every_line_as_gtp_says() {
         ("clear_board", Some("= ")),
         ("place_free_handicap 12", None), // checked below: 12 distinct vertices
         ("clear_board", Some("= ")),
+        // Komi within --komi's bounds (3e38 once scored in 39 digits).
+        ("komi 1e30", Some("? komi 1e30: give a number from -1000 to 1000")),
+        ("komi -1000.5", Some("? komi -1000.5: give a number from -1000 to 1000")),
+        ("final_score", Some("= W+6.5")),
+        ("komi 7.5", Some("= ")),
+        ("final_score", Some("= W+7.5")),
         ("final_status_list foo", Some("? invalid status")),
         ("final_status_list seki", Some("= ")),
         ("time_settings 10 5", Some("? syntax error")),

@@ -247,13 +247,18 @@ impl Engine {
                 self.game = Game::new(self.game.size(), self.rules);
                 Ok(String::new())
             }
-            "komi" => match args.first().and_then(|k| k.parse::<f32>().ok()).filter(|k| k.is_finite()) {
-                Some(komi) => {
-                    self.rules.komi = komi;
-                    self.game.set_komi(komi);
-                    Ok(String::new())
-                }
-                None => Err("komi not a float".to_string()),
+            // Within the bounds of `--komi`: any finite float once passed
+            // and a komi of 3e38 scored in 39 digits.
+            "komi" => match args.first().map(|k| (k, k.parse::<f32>())) {
+                Some((text, Ok(komi))) => match crate::bounds::KOMI.real_value(komi as f64) {
+                    Ok(_) => {
+                        self.rules.komi = komi;
+                        self.game.set_komi(komi);
+                        Ok(String::new())
+                    }
+                    Err(refusal) => Err(format!("komi {text}: {refusal}")),
+                },
+                _ => Err("komi not a float".to_string()),
             },
             "play" => self.play(&args),
             "genmove" => self.genmove(&args, Mode::Play),

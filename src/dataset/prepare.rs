@@ -406,7 +406,6 @@ fn encode_chunk(games: &[GameRef], files: &ParsedFiles, rules: Rules, options: &
     games
         .iter()
         .map(|g| {
-            let at = format!("{}#{}", g.file.display(), g.index);
             let outcome = match files.get(&g.file) {
                 Some(Err(e)) => GameOutcome::Dropped("unreadable file", e.clone()),
                 None => GameOutcome::Dropped("unreadable file", String::new()),
@@ -416,9 +415,11 @@ fn encode_chunk(games: &[GameRef], files: &ParsedFiles, rules: Rules, options: &
                     Some(Ok(record)) => encode_game(record, rules, options, &mut planes),
                 },
             };
+            // Where, written out only for a dropped game (most are kept).
+            let at = || format!("{}#{}", g.file.display(), g.index);
             match outcome {
-                GameOutcome::Dropped(why, cause) if cause.is_empty() => GameOutcome::Dropped(why, at),
-                GameOutcome::Dropped(why, cause) => GameOutcome::Dropped(why, format!("{at}: {cause}")),
+                GameOutcome::Dropped(why, cause) if cause.is_empty() => GameOutcome::Dropped(why, at()),
+                GameOutcome::Dropped(why, cause) => GameOutcome::Dropped(why, format!("{}: {cause}", at())),
                 written => written,
             }
         })

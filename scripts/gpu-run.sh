@@ -57,7 +57,9 @@
 #                 config in $GPU_CONFIG (default configs/resnet-policy-continue.toml),
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
 #                 (split in 15 MB parts: $OUT takes no bigger file).
-#                 train=left: until GPU_DEADLINE, less EVAL_RESERVE (60) seconds
+#                 train=left: until GPU_DEADLINE, less EVAL_RESERVE (60) seconds;
+#                 TRAIN_GRAPH=1 replays each step as a CUDA graph
+#                 (GO_TRAIN_CUDA_GRAPH=1)
 #   train-bf16    accuracy per sample in each precision: one epoch of
 #                 AB_STEPS (300) steps of train-policy with $GPU_CONFIG from
 #                 the same weights and batches, precision f32 then bf16, each
@@ -168,11 +170,9 @@ bench() {
   GO_TRAIN_CUDA_BLOCKING=1 gt bench train --device cuda --net policy,resnet-policy:10x128 --batch 100 \
     --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   if [ "${BENCH_FP32:-1}" = 1 ]; then
-    # Full float32, the residual tower channels-last and not.
-    for last in 1 0; do
-      GO_TRAIN_CHANNELS_LAST=$last gt bench train --device cuda --net resnet-policy:10x128 --batch 256 \
-        --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 | tee -a "$OUT/log.txt"
-    done
+    # Full float32 (its residual tower NCHW: channels-last ran it at 0.4x).
+    gt bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 |
+      tee -a "$OUT/log.txt"
   fi
   # PyTorch reading its loss every step (a plain loop) and every 10 (as
   # go-train's loop does).
@@ -283,8 +283,8 @@ train() {
   fi
   log "train $secs s"
   # shellcheck disable=SC2086
-  with_gpu_busy train timeout $((secs + 120)) "$BIN" train-policy --config "$CONFIG" --out "$RUN" --resume-or-start \
-    --stop-after "$secs" ${GPU_TRAIN_ARGS:-}
+  GO_TRAIN_CUDA_GRAPH="${TRAIN_GRAPH:-0}" with_gpu_busy train timeout $((secs + 120)) "$BIN" train-policy \
+    --config "$CONFIG" --out "$RUN" --resume-or-start --stop-after "$secs" ${GPU_TRAIN_ARGS:-}
   # $OUT takes no file over 16 MiB: weights and optimizer state in parts.
   tar czf - -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15M - "$OUT/run.tar.gz.part-"
 }
@@ -355,11 +355,15 @@ lease_defaults() {
   # batch norm's per-channel sums took most of the time; each beside the
   # whole step replayed as a CUDA graph.
   : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1}"
-  : "${SELFPLAY_RUNS:=16:512 8:512}"
+  : "${SELFPLAY_RUNS:=16:512}"
   : "${PROFILE_RUNS:=resnet-policy:10x128:1024:bf16 resnet-policy:10x128:100}"
+  # The whole step as a CUDA graph took the host's 5.3 ms a step of the
+  # residual net at batch 100 to 0.04 in 2026-11-28's bench: whether it
+  # lifts a real run's GPU busy share (95.3% op by op) is the next figure.
+  : "${TRAIN_GRAPH:=1}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
-    SELFPLAY_GAMES SELFPLAY_RUNS AB_PATHS PROFILE_RUNS BENCH_NETS
+    SELFPLAY_GAMES SELFPLAY_RUNS AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH
 }
 
 libs=$(cuda_libs) || exit 1

@@ -40,6 +40,8 @@ pub const MAX_MOVES: Domain = Domain::Count { min: 1, max: 1_000_000 };
 pub const GAMES: Domain = Domain::Count { min: 1, max: u32::MAX as u64 };
 /// Random playouts that judge a counted game's dead stones.
 pub const SCORING_PLAYOUTS: Domain = Domain::Count { min: 1, max: 100_000 };
+/// An optimizer's learning rate given on the command line.
+pub const LEARNING_RATE: Domain = Domain::Real { min: 0.0, max: 1e30, open: true };
 /// Any seed.
 pub const SEED: Domain = Domain::Count { min: 0, max: u64::MAX };
 

@@ -43,3 +43,32 @@ fn bench_train_refuses_bf16_on_the_cpu() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("f32 or bf16"), "{err}");
 }
+
+/// A net whose training diverges costs its own figure: the bench goes on
+/// with the next batch size, then fails naming every run that diverged.
+#[test]
+fn bench_train_goes_on_past_a_run_that_diverges() {
+    let out = common::run(&[
+        "bench",
+        "train",
+        "--net",
+        "playout",
+        "--batch",
+        "4,8",
+        "--steps",
+        "3",
+        "--seconds",
+        "0.05",
+        "--threads",
+        "1",
+        "--lr",
+        "1e25",
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{stdout}");
+    for batch in [4, 8] {
+        assert!(stdout.contains(&format!("batch {batch}: the loss became")), "batch {batch}: {stdout}");
+        assert!(stderr.contains(&format!("playout at batch {batch}")), "{stderr}");
+    }
+    assert!(stderr.contains("--lr"), "{stderr}");
+}

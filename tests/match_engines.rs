@@ -212,4 +212,10 @@ fn an_engine_silent_from_the_start_stops_the_match_before_its_games() {
     let message = format!("{error:#}");
     assert!(message.contains("player B") && message.contains("did not answer `boardsize 9` within 1 s"), "{message}");
     assert!(!dir.path().join("match/game-0000.sgf").exists());
+    // Nor can one that answers nothing but nonsense, without end.
+    let config = MatchConfig { b: PlayerSpec::parse("yes").unwrap(), ..config };
+    let error = run_match(&config, &candle_core::Device::Cpu, &progress).expect_err("the match cannot start");
+    let message = format!("{error:#}");
+    assert!(message.contains("player B") && message.contains("boardsize 9"), "{message}");
+    assert!(!dir.path().join("match/game-0000.sgf").exists());
 }

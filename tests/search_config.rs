@@ -221,6 +221,7 @@ fn bad_numbers_are_refused_with_the_option_and_its_range() {
         (vec!["bench", "prepare", "--threads", "0"], "--threads", count(1, 4096)),
         (vec!["bench", "train", "--batch", "100,0"], "--batch", count(1, 1 << 20)),
         (vec!["bench", "train", "--seconds", "inf"], "--seconds", "give a number above 0".into()),
+        (vec!["bench", "train", "--lr", "0"], "--lr", "give a number above 0".into()),
         (vec!["bench", "search", "--every", "0"], "--every", count(1, 1000)),
     ];
     for (args, name, reason) in cases {

@@ -154,6 +154,11 @@ struct TrainArgs {
     /// Seed of the weights and the data.
     #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
+    /// The optimizers' learning rate [default: torch_seed_nets.py's, SGD
+    /// 0.01 for the move nets, Adam 0.001 for the value net]. Every step
+    /// trains on the same batch: a long run at a high rate can diverge.
+    #[arg(long, value_parser = real_flag::<f64>(bounds::LEARNING_RATE))]
+    lr: Option<f64>,
 }
 
 pub fn run(args: Args) -> Result<()> {

@@ -275,7 +275,7 @@ fn labels_text(split: Split, l: &LabelStats) -> String {
         l.records,
         l.checksum.value(),
         percent(l.passes(), l.records),
-        top.join(", "),
+        if top.is_empty() { "none (passes only)".to_string() } else { top.join(", ") },
         stages.join(", "),
         percent(labelled, l.records),
         percent(l.wins, labelled),

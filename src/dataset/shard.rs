@@ -398,6 +398,13 @@ impl Shard {
     pub fn open(path: &Path) -> Result<Shard, ShardError> {
         let io = |error| ShardError::Io { path: path.to_path_buf(), error };
         let file = File::open(path).map_err(io)?;
+        // A folder opens but cannot be mapped: mmap's own error would say
+        // "No such device".
+        let kind = file.metadata().map_err(io)?.file_type();
+        if !kind.is_file() {
+            let what = if kind.is_dir() { "a folder" } else { "not a regular file" };
+            return Err(ShardError::Format { path: path.to_path_buf(), reason: what.to_string() });
+        }
         // SAFETY: shards are written once under a temporary name and then
         // renamed; nothing writes to a file under its final name.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -596,5 +603,15 @@ mod tests {
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         let err = Shard::open(&path).err().unwrap().to_string();
         assert!(err.contains("not a go-train shard"), "{err}");
+    }
+
+    #[test]
+    fn a_folder_in_a_shards_place_is_named_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train-00000.shard");
+        std::fs::create_dir(&path).unwrap();
+        let err = Shard::open(&path).err().unwrap().to_string();
+        assert!(err.contains("train-00000.shard") && err.contains("a folder"), "{err}");
+        assert!(!err.contains("No such device"), "{err}");
     }
 }

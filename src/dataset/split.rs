@@ -36,7 +36,8 @@ impl Split {
 
 impl fmt::Display for Split {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        // pad, not write_str: tables give a width.
+        f.pad(self.name())
     }
 }
 
@@ -226,6 +227,11 @@ impl<'de> Deserialize<'de> for ValueSampling {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_name_fills_the_width_a_table_gives() {
+        assert_eq!(format!("{:<10}|{:>6}|", Split::Test, Split::Train), "test      | train|");
+    }
 
     #[test]
     fn assignment_follows_the_fractions_and_the_seed() {

@@ -146,9 +146,11 @@ impl LabelStats {
     }
 
     /// The `k` points most often played, most frequent first (ties by
-    /// point), as (row-major point, records).
+    /// point), as (row-major point, records); points never played are not
+    /// among them, so a small split may give fewer.
     pub fn top_points(&self, k: usize) -> Vec<(usize, u64)> {
-        let mut points: Vec<(usize, u64)> = self.policy[..self.size * self.size].iter().copied().enumerate().collect();
+        let mut points: Vec<(usize, u64)> =
+            self.policy[..self.size * self.size].iter().copied().enumerate().filter(|&(_, n)| n > 0).collect();
         points.sort_by_key(|&(p, n)| (std::cmp::Reverse(n), p));
         points.truncate(k);
         points
@@ -182,6 +184,7 @@ mod tests {
         assert_eq!((s.records, s.passes(), s.wins, s.losses, s.no_value), (5, 1, 3, 1, 1));
         assert_eq!(s.stages, [2, 2, 1], "moves 1 and 50; 51 and 150; 151+");
         assert_eq!(s.top_points(2), vec![(40, 3), (3, 1)]);
+        assert_eq!(s.top_points(5), vec![(40, 3), (3, 1)], "points never played are left out");
     }
 
     /// The checksum of records cut into two blocks is that of one block

@@ -40,15 +40,26 @@ pub fn run(args: TrainArgs) -> Result<()> {
             name => archs.push(name.parse()?),
         }
     }
-    let run = Run { budget, steps: args.steps, device: &device, seed: args.seed, precision: args.precision };
+    let run =
+        Run { budget, steps: args.steps, device: &device, seed: args.seed, precision: args.precision, lr: args.lr };
     let off = Fused::disabled();
     if !off.is_empty() {
         println!("fused paths off: {}", off.join(" "));
     }
     let mut rng = Pcg64Mcg::seed_from_u64(args.seed);
+    let mut diverged = Vec::new();
     for &batch in &args.batch {
         for &arch in &archs {
-            let rate = samples_per_second(arch, args.features, batch, &run, &mut rng)?;
+            // A run that diverges (one batch learnt by heart, for long)
+            // costs its own figure, not the others'.
+            let rate = match samples_per_second(arch, args.features, batch, &run, &mut rng) {
+                Err(e) if e.is::<Diverged>() => {
+                    println!("{arch} ({} features), batch {batch}: {e}; no figure", args.features);
+                    diverged.push(format!("{arch} at batch {batch}"));
+                    continue;
+                }
+                rate => rate?,
+            };
             println!(
                 "{arch} ({} features): {:.0} samples/s training ({}{}, batch {batch}, threads {threads}, {} steps in \
                  {:.1} s, CPU {:.1} s); forward at batch 1: {:.0} µs",
@@ -68,6 +79,13 @@ pub fn run(args: TrainArgs) -> Result<()> {
             println!("  per step: {}", per_step(&rate));
         }
     }
+    if !diverged.is_empty() {
+        bail!(
+            "training diverged for {}: no figure (a lower --lr, or fewer --seconds, keeps it from learning its one \
+             batch by heart)",
+            diverged.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -80,6 +98,8 @@ struct Run<'a> {
     device: &'a Device,
     seed: u64,
     precision: nn::Precision,
+    /// The optimizers' learning rate, when not torch_seed_nets.py's.
+    lr: Option<f64>,
 }
 
 /// What one net's timed run measured.
@@ -125,8 +145,8 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     model.set_precision(run.precision);
     // The optimizers of torch_seed_nets.py.
     let config = match model.output() {
-        Output::MoveLogProbs => OptimizerConfig::sgd(0.01, 0.9),
-        Output::WinProb => OptimizerConfig::adam(0.001),
+        Output::MoveLogProbs => OptimizerConfig::sgd(run.lr.unwrap_or(0.01), 0.9),
+        Output::WinProb => OptimizerConfig::adam(run.lr.unwrap_or(0.001)),
     };
     let mut opt = config.build(model.parameters());
     let planes = random_planes(rng, batch, features.planes());
@@ -181,12 +201,17 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     })
 }
 
+/// A timed run whose loss stopped being finite.
+#[derive(Debug, thiserror::Error)]
+#[error("the loss became {0}: the benchmark's training diverged")]
+struct Diverged(f32);
+
 /// Reads the loss (counted), refusing a non-finite one: a benchmark of a
 /// run that diverged would time NaN arithmetic.
 fn check_loss(loss: &Tensor) -> Result<()> {
     let value = instruments::read_scalar(loss)?;
     if !value.is_finite() {
-        bail!("the loss became {value}: the benchmark's training diverged");
+        return Err(Diverged(value).into());
     }
     Ok(())
 }

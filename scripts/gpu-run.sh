@@ -50,7 +50,9 @@
 #                 PyTorch's autocast bf16)
 #   selfplay      go-train selfplay of the shipped policy against itself on
 #                 the GPU: SELFPLAY_GAMES games (4096) for each THREADS:BATCH
-#                 of SELFPLAY_RUNS (16:512): workers, and games a worker at most
+#                 of SELFPLAY_RUNS (16:512): workers, and games a worker at most;
+#                 each with GO_TRAIN_CUDA_BLOCKING set to each of
+#                 SELFPLAY_BLOCKING (0)
 #   prepare       filter + prepare kgs-6d (even games) and tygem-9d into
 #                 datasets/gpu (all cores), then bench reader
 #   train=SECS    train-policy --resume-or-start for at most SECS seconds with the
@@ -241,11 +243,13 @@ selfplay() {
   for run in ${SELFPLAY_RUNS:-16:512}; do
     [ "$(left)" -gt 30 ] || { echo "selfplay: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
     case "$run" in [0-9]*:[0-9]*) ;; *) echo "selfplay: $run in SELFPLAY_RUNS is not THREADS:BATCH" | tee -a "$OUT/log.txt"; continue ;; esac
-    games=$(mktemp -d)
-    echo "-- threads ${run%:*}, batch ${run#*:}" | tee -a "$OUT/log.txt"
-    gt selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${run%:*}" --batch "${run#*:}" \
-      --out "$games/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
-    rm -rf "$games"
+    for blocking in ${SELFPLAY_BLOCKING:-0}; do
+      games=$(mktemp -d)
+      echo "-- threads ${run%:*}, batch ${run#*:}, GO_TRAIN_CUDA_BLOCKING=$blocking" | tee -a "$OUT/log.txt"
+      GO_TRAIN_CUDA_BLOCKING=$blocking gt selfplay --device cuda --games "${SELFPLAY_GAMES:-4096}" --threads "${run%:*}" \
+        --batch "${run#*:}" --out "$games/selfplay" 2>&1 | grep -v '^selfplay: [0-9]' | tail -8 | tee -a "$OUT/log.txt"
+      rm -rf "$games"
+    done
   done
 }
 
@@ -356,6 +360,10 @@ lease_defaults() {
   # whole step replayed as a CUDA graph.
   : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1}"
   : "${SELFPLAY_RUNS:=16:512}"
+  # Self-play's 16 workers kept 12.5 of the 16 cores busy for 804,714
+  # games an hour, each spinning while it waits for its forward pass:
+  # whether sleeping there instead leaves the others more.
+  : "${SELFPLAY_BLOCKING:=0 1}"
   : "${PROFILE_RUNS:=resnet-policy:10x128:1024:bf16 resnet-policy:10x128:100}"
   # The whole step as a CUDA graph took the host's 5.3 ms a step of the
   # residual net at batch 100 to 0.04 in 2026-11-28's bench: whether it
@@ -363,7 +371,7 @@ lease_defaults() {
   : "${TRAIN_GRAPH:=1}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
-    SELFPLAY_GAMES SELFPLAY_RUNS AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH
+    SELFPLAY_GAMES SELFPLAY_RUNS SELFPLAY_BLOCKING AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH
 }
 
 libs=$(cuda_libs) || exit 1

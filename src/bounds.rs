@@ -38,6 +38,9 @@ pub const SECONDS: Domain = Domain::Real { min: 0.0, max: 1e6, open: true };
 pub const MAX_MOVES: Domain = Domain::Count { min: 1, max: 1_000_000 };
 /// Games a command plays, or a batch of them.
 pub const GAMES: Domain = Domain::Count { min: 1, max: u32::MAX as u64 };
+/// Games of a reinforcement-learning minibatch or match, held in memory
+/// until it ends (about 18 KB a game), or positions a backward pass.
+pub const RL_GAMES: Domain = Domain::Count { min: 1, max: 100_000 };
 /// Random playouts that judge a counted game's dead stones.
 pub const SCORING_PLAYOUTS: Domain = Domain::Count { min: 1, max: 100_000 };
 /// An optimizer's learning rate given on the command line.

@@ -206,6 +206,22 @@ fn bad_settings_and_a_failed_write_are_named() {
     assert!(out.join("games/game-000000.sgf").is_file());
 }
 
+/// `--force` replaces a self-play run, never a folder of the user's own
+/// that holds none: it once removed their games/ and dataset/.
+#[test]
+fn force_replaces_a_run_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("collection");
+    std::fs::create_dir_all(out.join("games")).unwrap();
+    std::fs::write(out.join("games/mine.sgf"), "(;GM[1]SZ[19])").unwrap();
+    let args = ["selfplay", "--size", "9", "--agent", "random", "--games", "1", "--out", path(&out)];
+    for extra in [&[][..], &["--force"], &["--resume"]] {
+        let err = fails(&[&args[..], extra].concat());
+        assert!(err.contains("holds no self-play run") && !err.contains("--force to"), "{extra:?}: {err}");
+    }
+    assert!(out.join("games/mine.sgf").is_file(), "the user's file is kept");
+}
+
 #[test]
 fn a_second_writer_of_one_folder_is_refused() {
     let dir = tempfile::tempdir().unwrap();

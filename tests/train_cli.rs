@@ -356,6 +356,64 @@ fn runs_need_no_config_file_and_resume_with_their_own() {
     let m = metrics(&out_dir);
     assert_eq!(m.len(), 2);
     assert_eq!(m[1]["step"].as_u64(), Some(6), "the resumed epoch kept 3 steps: {m:?}");
+
+    // A run with nothing left to do keeps the config.toml it trained by.
+    let config = std::fs::read(out_dir.join("config.toml")).unwrap();
+    train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "1"]);
+    assert_eq!(std::fs::read(out_dir.join("config.toml")).unwrap(), config);
+    // train-value does not go on training a move net, nor the others a
+    // value net.
+    let out = common::go_train(&["train-value", "--out", path(&out_dir), "--resume", "--epochs", "3"])
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("net playout is a move net") && err.contains("train-policy"),
+        "{err}"
+    );
+    assert_eq!(metrics(&out_dir).len(), 2);
+    // A resumed run names each setting it goes on with changed.
+    let out = common::go_train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "3"])
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("settings changed: epochs 2 → 3"), "{err}");
+    let err = common::fails(&[
+        "train-policy",
+        "--data",
+        path(&data),
+        "--out",
+        path(&dir.path().join("v")),
+        "--set",
+        "net=\"value\"",
+    ]);
+    assert!(err.contains("net value is a value net") && err.contains("train-value"), "{err}");
+
+    // An epoch whose validation loss is not finite stops the run before
+    // anything of it is written: it once scored 100% top-1, became the
+    // best checkpoint for good, and left metrics.jsonl unreadable.
+    let diverged = dir.path().join("diverged");
+    let out = common::go_train(&[
+        "train-playout",
+        "--data",
+        path(&data),
+        "--out",
+        path(&diverged),
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "1",
+        "--set",
+        "optimizer.lr=1e6",
+    ])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("validation loss became NaN after epoch 2"), "{err}");
+    let written = std::fs::read_to_string(diverged.join("metrics.jsonl")).unwrap();
+    assert!(written.lines().count() == 1 && !written.contains("null"), "{written}");
 }
 
 /// A small dataset from `games` real records of `collection` on a `size`

@@ -88,6 +88,9 @@ fn bad_settings_are_named() {
         ("--baseline", "median", "median"),
         ("--komi", "inf", "komi"),
         ("--move-fraction", "0", "move_fraction"),
+        // Once a capacity-overflow panic, or an abort allocating for them.
+        ("--games", "18446744073709551615", "--games"),
+        ("--eval-games", "100000000", "--eval-games"),
     ] {
         let err = fails(&["train-rl", "--out", path(&out), &format!("{flag}={value}")]);
         assert!(err.contains(named), "{flag} {value}: {err}");
@@ -95,4 +98,45 @@ fn bad_settings_are_named() {
     let err = fails(&["train-rl", "--out", path(&out), "--init", "no/such/policy.safetensors"]);
     assert!(err.contains("no/such/policy.safetensors"), "{err}");
     assert!(!out.exists(), "a refused run leaves nothing behind");
+}
+
+/// A run resumes in the folder given (a copy, or the same run from
+/// another working folder), not in the one its settings were written in;
+/// `--force` starts from a net kept in the folder it replaces; a resume
+/// refused for its settings leaves the run's own.
+#[test]
+fn resume_and_force_keep_to_the_folder_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, copy) = (dir.path().join("first"), dir.path().join("copy"));
+    let quick = ["--games", "2", "--max-moves", "16", "--eval-every", "0", "--threads", "1", "--pool-every", "2"];
+    ok(&[&["train-rl", "--init", init(), "--out", path(&first), "--iterations", "1"][..], &quick].concat());
+    let original = std::fs::read(first.join("last/state.json")).unwrap();
+    copy_folder(&first, &copy);
+    ok(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2"]);
+    assert_eq!(std::fs::read(first.join("last/state.json")).unwrap(), original, "the original run is untouched");
+    assert_eq!(metrics(&copy).len(), 2, "the copy went on");
+
+    let settings = std::fs::read(copy.join("rl.json")).unwrap();
+    let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "3", "--pool-every", "1"]);
+    assert!(err.contains("--pool-every"), "{err}");
+    assert_eq!(std::fs::read(copy.join("rl.json")).unwrap(), settings, "a refused resume keeps the run's settings");
+
+    // The run's own copy of its start, which --force removes with the run.
+    let kept = first.join("pool/start.safetensors");
+    let start = std::fs::read(&kept).unwrap();
+    ok(&[&["train-rl", "--init", path(&kept), "--out", path(&first), "--force", "--iterations", "1"][..], &quick]
+        .concat());
+    assert_eq!(std::fs::read(&kept).unwrap(), start);
+}
+
+fn copy_folder(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_folder(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Parser;
 
 use go_train::train::config::TrainConfig;
@@ -131,6 +131,13 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
             }
         }
     };
+    // A value net is train-value's, a move net the others': a resumed
+    // run's config.toml once let train-value go on training a playout net.
+    let predicts_results = config.arch()?.output() == go_train::nn::Output::WinProb;
+    if predicts_results != matches!(kind, Kind::Value) {
+        let (what, command) = if predicts_results { ("a value", "train-value") } else { ("a move", "train-policy") };
+        bail!("{}: net {} is {what} net: train it with {command}", config.out.display(), config.net);
+    }
     let threads = (config.threads > 0).then_some(config.threads);
     go_train::nn::init_threads(threads)?;
     let start = if args.resume {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use go_train::bounds::{self, count_flag};
 use go_train::search::NetSource;
 use go_train::train::optim::OptimizerConfig;
 use go_train::train::rl::reinforce::Baseline;
@@ -45,7 +46,7 @@ pub struct Args {
     #[arg(long)]
     iterations: Option<u64>,
     /// Games a minibatch [default: 64].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     games: Option<usize>,
     /// A snapshot of the learner joins the opponent pool every this many
     /// iterations [default: 10].
@@ -73,13 +74,13 @@ pub struct Args {
     #[arg(long)]
     eval_every: Option<u64>,
     /// Games of that match [default: 64].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     eval_games: Option<usize>,
     /// Komi [default: 7.5].
     #[arg(long)]
     komi: Option<f32>,
     /// Moves after which a game is scored as it stands [default: 500].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]
     max_moves: Option<usize>,
     /// Seeds the games and the opponents [default: 1].
     #[arg(long)]
@@ -88,13 +89,13 @@ pub struct Args {
     #[arg(long)]
     device: Option<String>,
     /// Self-play worker threads [default: one per core].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
     threads: Option<usize>,
     /// Games each worker plays at once [default: 32].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     batch: Option<usize>,
     /// Positions a backward pass [default: 256].
-    #[arg(long)]
+    #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     chunk: Option<usize>,
     #[command(flatten)]
     nets: super::nets::NetPaths,
@@ -121,7 +122,8 @@ pub fn run(args: Args) -> Result<()> {
         None => args.nets.defaults(go_train::nn::BOARD, None, true)?.policy,
     };
     let mut config = match saved {
-        Some(saved) => saved,
+        // The folder given, wherever the run was started from.
+        Some(saved) => RlConfig { out: args.out.clone(), ..saved },
         None => {
             let init = start_policy.as_ref().context("give --init (no shipped policy here)")?;
             RlConfig::new(PathBuf::from(init.to_string()), args.out.clone())

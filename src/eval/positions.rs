@@ -85,18 +85,17 @@ impl Tally {
             self.positions += 1;
             match pred {
                 Predictions::Moves(p) => {
-                    let row = &p[i];
-                    let target = row[batch.policy[i] as usize];
-                    // The rank of the played move: how many moves the net prefers.
-                    let better = row.iter().filter(|&&q| q > target).count();
-                    self.loss_sum -= target as f64;
+                    let played = batch.policy[i] as usize;
+                    let better = moves_ranked_above(&p[i], played);
+                    self.loss_sum -= p[i][played] as f64;
                     self.hits1 += (better == 0) as u64;
                     self.hits5 += (better < 5) as u64;
                 }
                 Predictions::Values(p) => {
                     let (q, won) = (p[i] as f64, batch.value[i] as f64);
                     self.loss_sum += (q - won) * (q - won);
-                    self.hits1 += ((q > 0.5) == (won > 0.5)) as u64;
+                    // A NaN is no answer, not a "lost" one.
+                    self.hits1 += (!q.is_nan() && (q > 0.5) == (won > 0.5)) as u64;
                     self.prediction_sum += q;
                     self.outcome_sum += won;
                 }
@@ -117,6 +116,23 @@ impl Tally {
             mean_outcome: (!self.moves).then(|| self.outcome_sum / n),
         }
     }
+}
+
+/// The rank of move `played` among the log-probabilities `row`: how many
+/// moves come before it, as the first of the moves a net scores highest
+/// would be played. Ties go to the lower index, as an argmax takes them,
+/// and a NaN ranks above everything: a net that answers NaN, or the same
+/// for every move, must not score top-1 hits (it once became a run's best
+/// checkpoint so).
+fn moves_ranked_above(row: &[f32], played: usize) -> usize {
+    let target = row[played];
+    if target.is_nan() {
+        return row.len();
+    }
+    row.iter()
+        .enumerate()
+        .filter(|&(j, &q)| j != played && (q.is_nan() || q > target || (q == target && j < played)))
+        .count()
 }
 
 /// The tensors of a batch on the model's device: input planes (from
@@ -410,5 +426,37 @@ mod tests {
         assert_eq!(s.accuracy, Some(0.5), "0.25 for a loss and 0.75 for a win are right; ½ is no call");
         let moves = Tally::new(Output::MoveLogProbs).scores();
         assert_eq!((moves.mean_prediction, moves.mean_outcome), (None, None));
+        let mut nan = Tally::new(Output::WinProb);
+        nan.add(&Predictions::Values(vec![f32::NAN; 4]), &batch, 0..4);
+        assert_eq!(nan.scores().accuracy, Some(0.0), "a NaN calls no game, lost or won");
+    }
+
+    /// A net that answers NaN, or the same for every move, scored 100%
+    /// top-1 and top-5, and became its run's best checkpoint.
+    #[test]
+    fn nan_or_tied_predictions_are_no_hits() {
+        let batch = Batch {
+            len: 3,
+            planes: vec![],
+            planes_bits: vec![],
+            policy: vec![7, 7, 7],
+            value: vec![],
+            move_number: vec![0; 3],
+            symmetry: vec![0; 3],
+            ownership: vec![],
+        };
+        let tied = vec![-5.9; 362];
+        let mut nan_elsewhere = vec![-7.0; 362];
+        nan_elsewhere[3] = f32::NAN;
+        let rows = vec![vec![f32::NAN; 362], tied, nan_elsewhere];
+        let mut tally = Tally::new(Output::MoveLogProbs);
+        tally.add(&Predictions::Moves(rows), &batch, 0..3);
+        let s = tally.scores();
+        assert_eq!((s.top1, s.top5), (Some(0.0), Some(0.0)), "{s:?}");
+        // Ties go to the lower index, as an argmax takes them.
+        let mut ahead = vec![-9.0; 362];
+        (ahead[2], ahead[7]) = (-1.0, -1.0);
+        assert_eq!(moves_ranked_above(&ahead, 7), 1);
+        assert_eq!(moves_ranked_above(&ahead, 2), 0);
     }
 }

@@ -197,6 +197,16 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// What the net predicts: moves, or the game's result.
+    pub fn output(&self) -> Output {
+        match self {
+            Arch::Policy | Arch::Playout | Arch::ResNet(ResNetConfig { head: Head::Policy, .. }) => {
+                Output::MoveLogProbs
+            }
+            _ => Output::WinProb,
+        }
+    }
+
     /// Whether the net has an ownership head, and so trains only on
     /// datasets prepared with `--ownership`.
     pub fn learns_ownership(&self) -> bool {
@@ -262,6 +272,7 @@ impl FromStr for Arch {
                 let (kind, size) = s.split_once(':').with_context(|| format!("unknown net {s:?}: {usage}"))?;
                 if kind == "policy-value-tower" {
                     let blocks = size.parse().with_context(|| format!("net {s:?}: bad block count {size:?}"))?;
+                    check_size(s, blocks, "blocks", MAX_BLOCKS)?;
                     return Ok(Arch::PolicyValueTower(blocks));
                 }
                 let head = match kind {
@@ -275,10 +286,26 @@ impl FromStr for Arch {
                 if filters == 0 {
                     bail!("net {s:?}: needs at least one filter");
                 }
+                check_size(s, blocks, "blocks", MAX_BLOCKS)?;
+                check_size(s, filters, "filters", MAX_FILTERS)?;
                 Arch::ResNet(ResNetConfig { blocks, filters, head })
             }
         })
     }
+}
+
+/// The most residual blocks, and filters, a net may have: beyond the
+/// largest Go nets trained (KataGo's 40 blocks, Leela Zero's 40×256), and
+/// short of sizes whose weights alone would fail to allocate and abort.
+const MAX_BLOCKS: usize = 100;
+const MAX_FILTERS: usize = 1024;
+
+/// Refuses `n` `what` (blocks or filters) above `max` in net `name`.
+fn check_size(name: &str, n: usize, what: &str, max: usize) -> anyhow::Result<()> {
+    if n > max {
+        bail!("net {name:?}: {n} {what}, at most {max}");
+    }
+    Ok(())
 }
 
 /// A net with its tensors.

@@ -113,6 +113,17 @@ fn arch_names_parse() {
     for bad in ["resnet", "resnet-policy:6", "resnet-value:ax3", "resnet-value:2x0", "big"] {
         assert!(bad.parse::<Arch>().is_err(), "{bad}");
     }
+    // Sizes whose weights alone once failed to allocate and aborted the
+    // process, 360 GB for 2×100,000, are refused by name.
+    assert_eq!("resnet-policy:40x256".parse::<Arch>().unwrap().to_string(), "resnet-policy:40x256");
+    for (bad, says) in [
+        ("resnet-policy:2x100000", "100000 filters, at most 1024"),
+        ("resnet-value:99999999x64", "99999999 blocks, at most 100"),
+        ("policy-value-tower:100000", "100000 blocks, at most 100"),
+    ] {
+        let err = bad.parse::<Arch>().unwrap_err().to_string();
+        assert!(err.contains(bad) && err.contains(says), "{err}");
+    }
 }
 
 #[test]

@@ -117,10 +117,11 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     crate::atomic::create_folder(&options.out, "a self-play run (--out) is a folder of games")?;
     let _lock = Lock::folder(&options.out)?;
     ready_folder(options)?;
-    let games_dir = options.out.join(GAMES);
-    std::fs::create_dir_all(&games_dir).with_context(|| format!("creating {}", games_dir.display()))?;
+    // The run's description first: a folder it is not in holds no run.
     let identity = serde_json::to_string_pretty(&RunIdentity::of(options))?;
     write_atomic(&options.out.join(IDENTITY), identity.as_bytes())?;
+    let games_dir = options.out.join(GAMES);
+    std::fs::create_dir_all(&games_dir).with_context(|| format!("creating {}", games_dir.display()))?;
 
     let pending: Vec<usize> = (0..options.games).filter(|&i| !game_path(&options.out, i).is_file()).collect();
     let progress = Progress::new("selfplay", options.games as u64, "games");
@@ -175,6 +176,15 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
     // Its lock file is this run's own.
     let holds_anything =
         std::fs::read_dir(out).map(|d| d.flatten().any(|e| e.file_name() != crate::lock::FOLDER_LOCK)).unwrap_or(false);
+    // --force once removed games/ and dataset/ of a folder that held no
+    // run at all, whatever the user kept there.
+    if holds_anything && !out.join(IDENTITY).is_file() {
+        bail!(
+            "{} is not empty and holds no self-play run ({IDENTITY} is missing): give an empty or new --out \
+             (--force replaces a self-play run only)",
+            out.display()
+        );
+    }
     if holds_anything && !options.resume && !options.force {
         bail!(
             "{} is not empty: --resume to finish the run it holds, --force to replace it, or another --out",
@@ -228,8 +238,6 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
                     last + 1
                 );
             }
-        } else if holds_anything {
-            bail!("{} holds no self-play run ({IDENTITY} is missing): nothing to resume", out.display());
         }
         // A kill mid-write leaves a temporary file, never a game record.
         if let Ok(entries) = std::fs::read_dir(out.join(GAMES)) {

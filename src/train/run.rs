@@ -142,8 +142,12 @@ pub fn train(
         if start == Start::Overwrite {
             run_folder::remove_old_run(out)?;
         }
-        write_atomic(&run_folder::config_path(out), saved_config.to_toml()?.as_bytes())?;
         history = metrics::read(&out.join(metrics::FILE), state.epoch + 1)?;
+        // Not for a run with nothing left to do: its config.toml would name
+        // fewer epochs than its checkpoint holds.
+        if state.epoch < config.epochs {
+            write_atomic(&run_folder::config_path(out), saved_config.to_toml()?.as_bytes())?;
+        }
     }
     if state.epoch >= config.epochs {
         return Ok(Summary { epochs: history, already_done: true });
@@ -200,6 +204,16 @@ pub fn train(
                 .settle_batch_norms(inputs.map(|batch| Ok(batch_tensors(&model, &batch?, dataset.board_size())?.0)))?;
         }
         let validation = evaluate(&model, &dataset, Split::Validation, 500, config.validation_positions)?;
+        // Before anything of the epoch is written: its net would be scored
+        // as a NaN (which metrics.jsonl cannot hold) and could become best.
+        if !validation.loss.is_finite() {
+            bail!(
+                "the validation loss became {} after epoch {}: lower the learning rate (nothing of this epoch was \
+                 saved: --resume trains it again from the last checkpoint)",
+                validation.loss,
+                epoch + 1
+            );
+        }
         let metrics = EpochMetrics {
             epoch: epoch + 1,
             step: state.step,

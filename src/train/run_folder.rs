@@ -217,7 +217,39 @@ fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {
             config.batch
         );
     }
+    let changed = changed_settings(&saved, config)?;
+    if !changed.is_empty() {
+        eprintln!("note: {}: resuming with settings changed: {}", saved_path.display(), changed.join("; "));
+    }
     Ok(())
+}
+
+/// Each setting of `now` that differs from `saved`, as `key was → now`
+/// (the run's folder aside, which a copied run changes).
+fn changed_settings(saved: &TrainConfig, now: &TrainConfig) -> Result<Vec<String>> {
+    fn flatten(prefix: &str, value: &toml::Value, into: &mut Vec<(String, String)>) {
+        match value {
+            toml::Value::Table(table) => {
+                for (key, v) in table {
+                    let key = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                    flatten(&key, v, into);
+                }
+            }
+            other => into.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    let settings = |config: &TrainConfig| -> Result<Vec<(String, String)>> {
+        let mut all = Vec::new();
+        flatten("", &toml::Value::Table(toml::from_str(&config.to_toml()?)?), &mut all);
+        Ok(all)
+    };
+    let (before, after) = (settings(saved)?, settings(now)?);
+    let was = |key: &str| before.iter().find(|(k, _)| k == key).map_or("unset".to_string(), |(_, v)| v.clone());
+    Ok(after
+        .iter()
+        .filter(|(key, value)| key != "out" && was(key) != *value)
+        .map(|(key, value)| format!("{key} {} → {value}", was(key)))
+        .collect())
 }
 
 /// Refuses to resume, on `dataset`, a run whose checkpoint (at `at`)

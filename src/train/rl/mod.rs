@@ -231,9 +231,11 @@ pub fn train_rl(
     let _lock = Lock::folder(out)?;
     let learner = match fresh {
         Some(learner) => {
+            // Read before --force clears the folder, which may hold it.
+            let start_bytes = source_bytes(start_policy)?;
             ready_folder(out, start)?;
             std::fs::create_dir_all(out.join("pool"))?;
-            write_atomic(&kept_start, &source_bytes(start_policy)?)?;
+            write_atomic(&kept_start, &start_bytes)?;
             learner
         }
         None if !kept_start.is_file() => {
@@ -242,7 +244,6 @@ pub fn train_rl(
         None => NetEval::load(&kept_start, &device, Output::MoveLogProbs).context("the run's start policy")?,
     };
     let learner = Arc::new(learner);
-    write_atomic(&out.join(CONFIG_FILE), serde_json::to_string_pretty(config)?.as_bytes())?;
     let model = learner.model();
     let mut optimizer = config.optimizer.build(model.parameters());
     let last = out.join("last");
@@ -263,6 +264,9 @@ pub fn train_rl(
     };
     let mut pool = Pool::open(&kept_start, &out.join("pool"), config.pool_every, state.step)?;
     let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
+    // Only once the run is known to go on with these settings: a resume
+    // refused for one of them leaves the run's own.
+    write_atomic(&out.join(CONFIG_FILE), serde_json::to_string_pretty(config)?.as_bytes())?;
     if state.step >= config.iterations {
         return Ok(RlSummary { metrics: all, already_done: true });
     }
@@ -382,7 +386,7 @@ fn play_match(
         Side::net("learner", learner.clone(), config.temperature),
         Side::net("opponent", opponent, config.temperature),
     ];
-    let finished = Mutex::new(Vec::with_capacity(games));
+    let finished = Mutex::new(Vec::new());
     let keep = |done: Finished| -> Result<()> {
         finished.lock().unwrap_or_else(|p| p.into_inner()).push(done);
         Ok(())

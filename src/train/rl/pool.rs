@@ -33,7 +33,11 @@ impl Pool {
         for iteration in (1..=done).filter(|i| i % every.max(1) == 0) {
             let path = snapshot_path(dir, iteration);
             if !path.is_file() {
-                bail!("{}: the pool's snapshot of iteration {iteration} is missing", path.display());
+                bail!(
+                    "{}: the pool's snapshot of iteration {iteration} is missing (a snapshot every {every} \
+                     iterations, --pool-every, would have written it: is that the run's own setting?)",
+                    path.display()
+                );
             }
             members.push((format!("iteration {iteration}"), path));
         }

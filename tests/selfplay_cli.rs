@@ -156,6 +156,12 @@ fn per_game_sampling_writes_every_position_and_k_labels() {
     let labelled: u64 = manifest.splits.values().map(|c| c.value_positions).sum();
     assert_eq!((positions, labelled), (4 * 30, 4 * 2));
     assert_eq!(manifest.planes, 15);
+    // Resumed for more games without --value-positions, the dataset would
+    // stay that of the first 4, silently.
+    let more = ["selfplay", "--games", "6", "--max-moves", "30", "--resume", "--policy", &policy, "--out", path(&out)];
+    let err = fails(&more);
+    assert!(err.contains("dataset") && err.contains("--value-positions"), "{err}");
+    assert!(!out.join("games/game-000004.sgf").exists(), "refused before playing");
 }
 
 #[test]

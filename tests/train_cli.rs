@@ -228,6 +228,12 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert_eq!(tactical["mixed"]["report"]["overall"]["positions"], mixed["positions"], "{tactical}");
     let no_mix = run(&[&value_eval[..], &["--mix-tactics"]].concat());
     assert!(!no_mix.status.success() && String::from_utf8_lossy(&no_mix.stderr).contains("give --mix"));
+    // The ownership baseline says how many positions it was fitted on:
+    // those asked for, not a whole batch of 256.
+    let fitted = ["eval", "--data", path(&data), "--value", path(&value), "--limit", "50", "--json"];
+    let out = run_ok(&[&fitted[..], &["--baseline-positions", "50"]].concat());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ownership_baseline"]["fitted_on"], 50, "{report}");
 
     play_with_the_trained_nets(dir.path(), &policy, &playout, &value);
 }

@@ -203,7 +203,7 @@ pub fn run(args: Args) -> Result<()> {
                 "net": role, "checkpoint": file.display().to_string(), "arch": model.arch().to_string(),
                 "features": model.features(), "split": args.split, "report": report,
                 "ownership_baseline": baseline.as_ref().map(|(f, r)| serde_json::json!({
-                    "slope": f.slope, "white": f.white, "bias": f.bias, "report": r})),
+                    "slope": f.slope, "white": f.white, "bias": f.bias, "fitted_on": f.fitted_on, "report": r})),
                 "mixed": mixed.as_ref().map(|r| serde_json::json!({
                     "mix": args.mix, "playouts": args.mix_playouts, "tactics": args.mix_tactics, "report": r})),
             });
@@ -213,7 +213,7 @@ pub fn run(args: Args) -> Result<()> {
             if let Some((fitted, r)) = &baseline {
                 let what = format!(
                     "ownership baseline (σ({:.4}·margin {:+.3}·white {:+.3}), fitted on {} train positions)",
-                    fitted.slope, fitted.white, fitted.bias, args.baseline_positions
+                    fitted.slope, fitted.white, fitted.bias, fitted.fitted_on
                 );
                 print_report(&what, "random playouts", args.split, r);
             }

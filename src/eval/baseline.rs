@@ -31,6 +31,9 @@ pub struct OwnershipBaseline {
     /// Added when White is to move.
     pub white: f64,
     pub bias: f64,
+    /// The train positions it was fitted on: the number asked for, or all
+    /// the split's value-labelled positions when they are fewer.
+    pub fitted_on: usize,
 }
 
 /// The position of record `row` of `batch`, rebuilt from its stone planes
@@ -103,6 +106,7 @@ impl OwnershipBaseline {
         if rows.is_empty() {
             bail!("{}: no value-labelled positions in the train split to fit the baseline on", dataset.dir().display());
         }
+        rows.truncate(positions);
         let mut w = [0.0f64; 3];
         for _ in 0..25 {
             // Gradient and Hessian of the mean log-likelihood, with a small
@@ -123,7 +127,7 @@ impl OwnershipBaseline {
             let step = solve3(h, g);
             w.iter_mut().zip(step).for_each(|(w, s)| *w += s);
         }
-        Ok(OwnershipBaseline { slope: w[0] / 100.0, white: w[1], bias: w[2] })
+        Ok(OwnershipBaseline { slope: w[0] / 100.0, white: w[1], bias: w[2], fitted_on: rows.len() })
     }
 
     /// The win probability of the side to move in each position of `batch`.

@@ -238,6 +238,15 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
                     last + 1
                 );
             }
+            // Resumed without --value-positions, the dataset of the games
+            // played before would stay, silently short of the new ones.
+            if options.dataset.is_none() && out.join(DATASET).join(crate::dataset::MANIFEST).is_file() {
+                bail!(
+                    "{} holds the positions of the games played so far: resume with the run's --value-positions \
+                     (and --features, --ownership) to make it again with every game, or remove it",
+                    out.join(DATASET).display()
+                );
+            }
         }
         // A kill mid-write leaves a temporary file, never a game record.
         if let Ok(entries) = std::fs::read_dir(out.join(GAMES)) {

@@ -151,9 +151,10 @@ impl std::str::FromStr for ValuePositions {
             "alphago" => ValuePositions::AlphaGo,
             // The mark is what alphago writes.
             "marked" => bail!("--value-positions marked: use alphago, whose games mark their position"),
-            _ => ValuePositions::Sampled(
-                s.parse().map_err(|e: String| anyhow::anyhow!("--value-positions: {e}, or alphago"))?,
-            ),
+            // Not the sampling's own message: it offers `marked`.
+            _ => ValuePositions::Sampled(s.parse().map_err(|_: String| {
+                anyhow::anyhow!("--value-positions {s}: use alphago, all, final or per-game:K (K ≥ 1)")
+            })?),
         })
     }
 }

@@ -34,6 +34,8 @@ const LEGACY_STEP_KEY: &str = "step";
 pub const BEST_FILE: &str = "best.safetensors";
 /// The weights in a checkpoint folder's `last/`.
 pub const LAST_FILE: &str = "last/weights.safetensors";
+/// The weights file of a checkpoint folder such as `last/`.
+pub const CHECKPOINT_WEIGHTS: &str = "weights.safetensors";
 
 /// What a tensor file says about itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -236,8 +238,8 @@ pub fn load_matching(path: &Path, model: &Model) -> Result<usize> {
     Ok(set)
 }
 
-/// The weights file `path` names: the file itself, or in a checkpoint
-/// folder its best weights, else its last.
+/// The weights file `path` names: the file itself, or in a run's folder
+/// its best weights, else its last; in a checkpoint folder its weights.
 pub fn resolve(path: &Path) -> Result<PathBuf> {
     if !path.exists() {
         bail!("{}: no such checkpoint folder or weights file", path.display());
@@ -246,7 +248,12 @@ pub fn resolve(path: &Path) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let best = path.join(BEST_FILE);
-    Ok(if best.exists() { best } else { path.join(LAST_FILE) })
+    if best.exists() {
+        return Ok(best);
+    }
+    // A checkpoint folder itself (`RUN/last`), not only its run's.
+    let own = path.join(CHECKPOINT_WEIGHTS);
+    Ok(if own.is_file() { own } else { path.join(LAST_FILE) })
 }
 
 /// Loads a net from `path` (a weights file, or a checkpoint folder: see
@@ -291,6 +298,20 @@ fn legacy_arch(file: &Path) -> Result<Arch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run's folder gives its best weights, else its last; a checkpoint
+    /// folder (`RUN/last`) its own, where `RUN/last/last/…` was named.
+    #[test]
+    fn folders_resolve_to_their_weights() {
+        let dir = tempfile::tempdir().unwrap();
+        let last = dir.path().join("last");
+        std::fs::create_dir_all(&last).unwrap();
+        std::fs::write(last.join(CHECKPOINT_WEIGHTS), b"").unwrap();
+        assert_eq!(resolve(dir.path()).unwrap(), dir.path().join(LAST_FILE));
+        assert_eq!(resolve(&last).unwrap(), last.join(CHECKPOINT_WEIGHTS));
+        std::fs::write(dir.path().join(BEST_FILE), b"").unwrap();
+        assert_eq!(resolve(dir.path()).unwrap(), dir.path().join(BEST_FILE));
+    }
 
     #[test]
     fn a_bare_weights_file_loads_as_its_net_and_features() {

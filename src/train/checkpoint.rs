@@ -31,7 +31,7 @@ use crate::nn::weights::{self, read_tensors, write_tensors, Meta};
 use crate::nn::{Arch, Model};
 
 /// File of the model's tensors in a checkpoint directory.
-pub const WEIGHTS_FILE: &str = "weights.safetensors";
+pub const WEIGHTS_FILE: &str = crate::nn::weights::CHECKPOINT_WEIGHTS;
 /// File of the optimizer's state.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// File of the training state.

@@ -226,6 +226,12 @@ fn force_replaces_a_run_only() {
         assert!(err.contains("holds no self-play run") && !err.contains("--force to"), "{extra:?}: {err}");
     }
     assert!(out.join("games/mine.sgf").is_file(), "the user's file is kept");
+    // A run killed while writing its description left only that
+    // description's temporary file: the folder is still free for it.
+    let killed = dir.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    std::fs::write(killed.join("selfplay.json.tmp"), "{").unwrap();
+    ok(&["selfplay", "--size", "9", "--agent", "random", "--games", "1", "--out", path(&killed)]);
 }
 
 #[test]

@@ -126,6 +126,20 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert_eq!(phases.len(), 3);
     let by_phase: u64 = phases.iter().map(|p| p[1]["positions"].as_u64().unwrap()).sum();
     assert_eq!(by_phase, overall["positions"].as_u64().unwrap());
+    // The first 20 test positions are the opening of one game: the later
+    // phases hold none and are left out, not scored 0.
+    let eval_first = |json: bool| {
+        let mut args = vec!["eval", "--data", path(&data), "--policy", path(&policy), "--device", &device];
+        args.extend(["--limit", "20"]);
+        args.extend(json.then_some("--json"));
+        run_ok(&args)
+    };
+    let report: serde_json::Value = serde_json::from_slice(&eval_first(true).stdout).unwrap();
+    let phases: Vec<&str> =
+        report["report"]["phases"].as_array().unwrap().iter().map(|p| p[0].as_str().unwrap()).collect();
+    assert_eq!(phases, ["moves 1-50"], "{report}");
+    let text = String::from_utf8(eval_first(false).stdout).unwrap();
+    assert!(text.contains("moves 1-50") && !text.contains("moves 151+"), "{text}");
 
     // Stopped after one epoch and resumed: the same weights as straight through.
     let straight = dir.path().join("straight");

@@ -160,10 +160,10 @@ pub const PHASES: [(&str, std::ops::Range<u16>); 3] =
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub overall: Scores,
-    /// One per [`PHASES`].
+    /// One per [`PHASES`] that holds positions.
     pub phases: Vec<(String, Scores)>,
     /// Value nets on inputs that show the colour to play: Black to move,
-    /// then White (empty otherwise).
+    /// then White, each where it holds positions (empty otherwise).
     pub sides: Vec<(String, Scores)>,
     /// Positions per second, net and decoding together.
     pub positions_per_second: f64,
@@ -260,13 +260,15 @@ fn report_by_phase(
     Ok(Report {
         positions_per_second: overall.positions as f64 / started.elapsed().as_secs_f64(),
         overall,
-        phases: PHASES.iter().zip(&phases).map(|((name, _), t)| (name.to_string(), t.scores())).collect(),
-        sides: if by_side {
-            side_names.iter().zip(&sides).map(|(n, t)| (n.to_string(), t.scores())).collect()
-        } else {
-            vec![]
-        },
+        phases: scored(PHASES.iter().map(|(name, _)| *name).zip(&phases)),
+        sides: if by_side { scored(side_names.into_iter().zip(&sides)) } else { vec![] },
     })
+}
+
+/// The scores of the named tallies that hold positions: an empty phase
+/// has no error or accuracy, and a 0 would read as one.
+fn scored<'a>(tallies: impl Iterator<Item = (&'a str, &'a Tally)>) -> Vec<(String, Scores)> {
+    tallies.filter(|(_, t)| t.positions > 0).map(|(name, t)| (name.to_string(), t.scores())).collect()
 }
 
 /// The net's predictions for `batch`, averaged over the symmetries or not.

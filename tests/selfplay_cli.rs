@@ -199,6 +199,19 @@ fn bad_settings_and_a_failed_write_are_named() {
     assert!(err.contains("--value-positions") && !err.contains("marked"), "{err}");
     let err = fails(&["selfplay", "--games", "2", "--value-positions", "alphago", "--agent", "random", "--out", o]);
     assert!(err.contains("--agent"), "{err}");
+    // Nets that cannot play the board size are refused before the run
+    // writes anything, not by each game failing once started.
+    let policy = format!("policy:policy={}", shipped("policy"));
+    let mcts = format!("mcts:iterations=8,policy={},value={}", shipped("policy"), shipped("value"));
+    for agent in [&policy, &mcts] {
+        let err =
+            fails(&["selfplay", "--games", "2", "--size", "9", "--agent", agent, "--opponent", "random", "--out", o]);
+        assert!(err.contains("cannot play on 9x9") && !err.contains("--resume"), "{err}");
+        assert!(!out.exists(), "{agent}: a refused run left {}", out.display());
+    }
+    let err = fails(&["selfplay", "--games", "2", "--agent", "no-such-engine --mode gtp", "--out", o]);
+    assert!(err.contains("cannot start engine `no-such-engine --mode gtp`"), "{err}");
+    assert!(!out.exists());
 
     // A record that cannot be written (here its temporary name is taken by
     // a folder, as a full disk would refuse it) stops the run, naming the

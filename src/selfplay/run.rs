@@ -114,6 +114,9 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     if options.games == 0 {
         bail!("--games must be at least 1");
     }
+    for side in sides {
+        side.check_board(&options.play.game, device)?;
+    }
     crate::atomic::create_folder(&options.out, "a self-play run (--out) is a folder of games")?;
     let _lock = Lock::folder(&options.out)?;
     ready_folder(options)?;

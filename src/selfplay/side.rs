@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
-use crate::eval::arena::{Player, PlayerSpec};
+use crate::eval::arena::{GameConfig, Player, PlayerSpec};
 use crate::gtp::GtpTimeouts;
+use crate::nn::BOARD;
 use crate::search::NetEval;
 
 /// One side of self-play games.
@@ -30,15 +31,12 @@ enum SideKind {
 
 impl Side {
     /// The side a player spec names, checked by building it once: a net
-    /// that does not load or an engine that does not start fails here, not
-    /// in every game.
+    /// that does not load fails here, not in every game. An engine is
+    /// started by [`Side::check_board`].
     pub fn build(spec: PlayerSpec, device: &Device, timeouts: GtpTimeouts) -> Result<Side> {
         let agent = match &spec {
             PlayerSpec::Agent(agent) => agent.build(device)?,
-            PlayerSpec::Gtp(command) => {
-                spec.build(device, 0, timeouts).with_context(|| format!("starting `{command}`"))?;
-                return Ok(Side { name: spec.label(), kind: SideKind::PerGame(spec, timeouts) });
-            }
+            PlayerSpec::Gtp(_) => return Ok(Side { name: spec.label(), kind: SideKind::PerGame(spec, timeouts) }),
         };
         let name = agent.name();
         Ok(match agent.into_move_net() {
@@ -51,6 +49,23 @@ impl Side {
     /// the policy agent plays it.
     pub fn net(name: impl Into<String>, net: Arc<NetEval>, temperature: f32) -> Side {
         Side { name: name.into(), kind: SideKind::Net { net, temperature } }
+    }
+
+    /// Fails unless the side plays on the board of `game`: checked before
+    /// a run writes anything, rather than by every game of it failing.
+    pub fn check_board(&self, game: &GameConfig, device: &Device) -> Result<()> {
+        let size = game.size;
+        match &self.kind {
+            SideKind::Net { net, .. } if size != BOARD => {
+                bail!("{} cannot play on {size}x{size}: the nets play on {BOARD}x{BOARD} only", net.source())
+            }
+            SideKind::Net { .. } => Ok(()),
+            // A player of its own, set up for a game: an engine that does
+            // not start or refuses the board size fails here.
+            SideKind::PerGame(..) => {
+                self.player(device, 0).expect("a per-game side has players")?.new_game(size, game.komi)
+            }
+        }
     }
 
     pub fn name(&self) -> &str {

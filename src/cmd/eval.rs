@@ -109,8 +109,9 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     device: String,
     /// Value nets: fit the ownership baseline (random-playout area margin
-    /// through a logistic) on this many train positions and score it on the
-    /// same positions as the net; 0 leaves it out.
+    /// through a logistic) on this many train positions, drawn across the
+    /// split with a fixed seed, and score it on the same positions as the
+    /// net; 0 leaves it out.
     #[arg(long, default_value_t = 4000, value_parser = count_flag::<usize>(BASELINE_POSITIONS))]
     baseline_positions: usize,
     /// Value nets: also score the net mixed with random playouts as MCTS

@@ -87,13 +87,13 @@ fn sigmoid(x: f64) -> f64 {
 }
 
 impl OwnershipBaseline {
-    /// Fits the logistic on the first `positions` value-labelled positions
-    /// of the training split (Newton's method on the log-likelihood).
+    /// Fits the logistic on `positions` value-labelled positions of the
+    /// training split, drawn as [`fitting_batches`] reads them (Newton's
+    /// method on the log-likelihood).
     pub fn fit(dataset: &Dataset, positions: usize) -> Result<OwnershipBaseline> {
         let size = dataset.board_size();
-        let options = BatchOptions { batch_size: 256, value_only: true, ..BatchOptions::default() };
         let mut rows: Vec<([f64; 3], f64)> = Vec::new();
-        for batch in dataset.batches(Split::Train, &options) {
+        for batch in fitting_batches(dataset) {
             let batch = batch?;
             for i in 0..batch.len {
                 let (margin, white) = inputs(&batch, i, size, rows.len() as u64)?;
@@ -141,6 +141,15 @@ impl OwnershipBaseline {
     }
 }
 
+/// The training split's value-labelled positions in a shuffled order of a
+/// fixed seed: the first few thousand come from blocks drawn across the
+/// split, where file order gives the first few games only (a dataset
+/// labelling every position has 2,000 in ten games).
+fn fitting_batches(dataset: &Dataset) -> impl Iterator<Item = Result<Batch>> + '_ {
+    let options = BatchOptions { batch_size: 256, value_only: true, shuffle: true, ..BatchOptions::default() };
+    dataset.batches(Split::Train, &options)
+}
+
 /// Solves the 3×3 system `a·x = b` (Gaussian elimination with pivoting).
 fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> [f64; 3] {
     for col in 0..3 {
@@ -170,6 +179,40 @@ fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> [f64; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The positions it fits on are drawn from across the split, not the
+    /// first games in file order (it once fitted on one or two games).
+    #[test]
+    fn fits_on_positions_of_many_games() {
+        use crate::dataset::testkit::{self, Layout, VALUE_PER_GAME};
+        use crate::features::{FeatureSet, PackedPlanes};
+        let Some(games) = testkit::kgs_games(30) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let records = testkit::write_dataset(dir.path(), &games, &Layout { block_records: 64, shard_records: 1000 });
+        let key =
+            |planes: &[f32], move_number: u16| (planes.iter().map(|&x| x == 1.0).collect::<Vec<_>>(), move_number);
+        // Each training position's game: a new one starts at move 0.
+        let mut game_of = std::collections::HashMap::new();
+        let mut game = 0usize;
+        let mut floats = vec![0f32; FeatureSet::Seed.planes() * 19 * 19];
+        for r in records.unwrap().iter().filter(|r| r.split == Split::Train) {
+            game += (r.move_number == 0) as usize;
+            PackedPlanes::from_words(19, FeatureSet::Seed.planes(), r.planes.clone()).unwrap().unpack_into(&mut floats);
+            game_of.insert(key(&floats, r.move_number), game);
+        }
+        let dataset = Dataset::open(dir.path()).unwrap();
+        // As many positions as two games label: file order gives two games.
+        let wanted = 2 * VALUE_PER_GAME;
+        let mut seen = std::collections::HashSet::new();
+        for batch in fitting_batches(&dataset).take(1) {
+            let batch = batch.unwrap();
+            let per = batch.planes.len() / batch.len;
+            for i in 0..wanted.min(batch.len) {
+                seen.insert(game_of[&key(&batch.planes[i * per..(i + 1) * per], batch.move_number[i])]);
+            }
+        }
+        assert!(seen.len() >= 6, "the first {wanted} positions are of {} of {game} games", seen.len());
+    }
 
     #[test]
     fn solves_a_small_system() {

@@ -258,7 +258,10 @@ impl GameRecord {
                     if self.komi.is_none() {
                         self.komi_in_hundredths = written.is_some_and(|k| fox_komi(k) != k);
                     }
-                    set_first(&mut self.komi, written.map(fox_komi))
+                    // A komi no game is played with (`KM[3e38]`) is no
+                    // komi: it was once scored in 39 digits.
+                    let meant = written.map(fox_komi).filter(|&k| crate::bounds::KOMI.real_value(k as f64).is_ok());
+                    set_first(&mut self.komi, meant)
                 }
                 "HA" => set_first(&mut self.handicap, value.parse().ok()),
                 "PL" => set_first(&mut self.player_to_move, Color::parse(value)),
@@ -608,6 +611,9 @@ pub(crate) mod tests {
         assert_eq!(komi("-100.00"), Some(-100.0));
         assert_eq!(komi("100"), Some(100.0));
         assert_eq!(komi("251"), Some(251.0));
+        for absurd in ["3e38", "1e30", "-1e30", "1000.5"] {
+            assert_eq!(komi(absurd), None, "{absurd}");
+        }
         assert!(parse_game("(;KM[750])").unwrap().komi_in_hundredths);
         assert!(!parse_game("(;KM[7.5])").unwrap().komi_in_hundredths);
     }

@@ -140,3 +140,30 @@ fn copy_folder(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A learning rate that blows the weights up stops the run, naming
+/// `--lr`, before a net of NaNs is saved (one once went on to be resumed
+/// and reviewed with).
+#[test]
+fn a_diverging_run_stops_before_saving_a_broken_net() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("diverged");
+    let quick = ["--games", "2", "--max-moves", "10", "--eval-every", "1", "--eval-games", "2", "--threads", "1"];
+    let err = fails(
+        &[&["train-rl", "--init", init(), "--out", path(&out), "--iterations", "3", "--lr", "1e30"][..], &quick]
+            .concat(),
+    );
+    assert!(err.contains("--lr") && err.contains("--resume"), "{err}");
+    for file in ["last/weights.safetensors", "best.safetensors"] {
+        let Ok(saved) = go_train::nn::weights::read_tensors(&out.join(file), &candle_core::Device::Cpu) else {
+            continue;
+        };
+        for (name, t) in saved.tensors {
+            let values = t.flatten_all().unwrap().to_dtype(candle_core::DType::F32).unwrap().to_vec1::<f32>().unwrap();
+            assert!(values.iter().all(|v| v.is_finite()), "{file}: {name} holds a non-finite value");
+        }
+    }
+    for m in metrics(&out) {
+        assert!(m["loss"].as_f64().unwrap().is_finite() && m["positions"].as_u64().unwrap() > 0, "{m}");
+    }
+}

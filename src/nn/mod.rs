@@ -440,6 +440,21 @@ impl Model {
     pub fn parameters(&self) -> Vec<(String, Var)> {
         self.tensors().into_iter().filter(|(name, _)| !is_statistic(name)).collect()
     }
+
+    /// Whether every trained weight is a finite number, read back as one
+    /// scalar: a NaN or an infinity anywhere makes the sum of their
+    /// absolute values non-finite.
+    pub fn weights_finite(&self) -> Result<bool> {
+        let mut total: Option<Tensor> = None;
+        for (_, var) in self.parameters() {
+            let part = var.as_tensor().abs()?.to_dtype(DType::F32)?.sum_all()?;
+            total = Some(match total {
+                Some(t) => (t + part)?,
+                None => part,
+            });
+        }
+        Ok(total.map_or(Ok(0.0), |t| t.to_scalar::<f32>())?.is_finite())
+    }
 }
 
 /// Whether the tensor `name` holds batch-norm statistics (updated by

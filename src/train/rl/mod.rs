@@ -293,7 +293,21 @@ pub fn train_rl(
         };
         let examples = Examples::of(&games, 0, features, &weighting)?;
         let (grads, loss, mean_log_p) = examples.gradient(model, config.chunk)?;
+        // Before anything of the iteration is written: a net of NaNs once
+        // went on to be saved, resumed and reviewed with.
+        let diverged = |what: String| {
+            anyhow::anyhow!(
+                "{what} at iteration {iteration}: lower --lr (nothing of this iteration was saved: --resume plays it \
+                 again from the last checkpoint)"
+            )
+        };
+        if !(loss.is_finite() && mean_log_p.is_finite()) {
+            return Err(diverged(format!("the loss became {loss}")));
+        }
         optimizer.step(&grads)?;
+        if !model.weights_finite()? {
+            return Err(diverged("the weights became infinite or NaN".into()));
+        }
         let train_seconds = started.elapsed().as_secs_f64() - play_seconds;
         if iteration % config.pool_every == 0 {
             pool.add(iteration, model)?;

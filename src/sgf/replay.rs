@@ -105,6 +105,12 @@ impl GameRecord {
                 apply_setup(&mut game, *moves_before, setup)?;
             }
             if i == n_moves {
+                // Stopped before a recorded move: its player is to move
+                // (White after a handicap setup without `PL`), as GnuGo's
+                // `loadsgf FILE N` answers.
+                if let Some(next) = self.moves.get(i) {
+                    game.set_to_move(next.color);
+                }
                 break;
             }
             let mv = self.moves[i];
@@ -192,6 +198,12 @@ mod tests {
         assert_eq!(before_third.board().stone_counts(), [2, 1]);
         assert_eq!(before_third.rules().komi, 0.5);
         assert_eq!(record.replay_until(Rules::CHINESE, 99).unwrap().move_count(), 3);
+        // A handicap game without `PL`: White plays first, and is to move
+        // before it (it once read "Black to move", as alternation has it).
+        let handicap = parse_game("(;SZ[9]HA[2]AB[cc][gg];W[ee];B[ce];W[ec])").unwrap();
+        assert_eq!(handicap.replay_until(Rules::CHINESE, 0).unwrap().to_move(), Color::White);
+        assert_eq!(handicap.replay_until(Rules::CHINESE, 1).unwrap().to_move(), Color::Black);
+        assert_eq!(handicap.replay_until(Rules::CHINESE, 3).unwrap().to_move(), Color::Black);
     }
 
     #[test]

@@ -93,6 +93,12 @@ fn a_move_past_the_end_a_device_and_links_are_said_so() {
     let out = go_train(&["show", "--json"]).arg(dir.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    // A broken link beside it is named and skipped; the game is shown.
+    std::os::unix::fs::symlink(dir.path().join("gone.sgf"), dir.path().join("broken.sgf")).unwrap();
+    let out = go_train(&["show", "--json"]).arg(dir.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("broken.sgf"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
 }
 
 /// The number of moves `show --json` finds in a game.

@@ -160,16 +160,20 @@ fn set_threads(threads: Option<usize>) -> Result<()> {
 
 /// The SGF files named by `paths`: files as given, folders searched for
 /// `*.sgf` in any case, following links (a folder of links to games is
-/// common; a loop is an error); sorted, each file once.
+/// common); sorted, each file once. An entry that cannot be read (a
+/// broken link, a link loop) is named and skipped: it once hid every
+/// other game of its folder.
 fn sgf_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     for path in paths {
         std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
     }
-    let files = go_train::dataset::filter::find_sgf_files(paths, true)
-        .files
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut files = Vec::new();
+    for found in go_train::dataset::filter::find_sgf_files(paths, true).files {
+        match found {
+            Ok(file) => files.push(file),
+            Err(e) => eprintln!("warning: skipped {e}"),
+        }
+    }
     if files.is_empty() {
         bail!("no SGF files in {}", joined(paths));
     }

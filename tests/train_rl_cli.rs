@@ -95,6 +95,13 @@ fn bad_settings_are_named() {
         let err = fails(&["train-rl", "--out", path(&out), &format!("{flag}={value}")]);
         assert!(err.contains(named), "{flag} {value}: {err}");
     }
+    // A negative number after its flag is the flag's value, refused by
+    // its range rather than taken for a flag of its own.
+    let err = fails(&["train-rl", "--out", path(&out), "--lr", "-1"]);
+    assert!(err.contains("learning rate -1"), "{err}");
+    // Nets train-rl does not play with are not taken and ignored.
+    let err = fails(&["train-rl", "--out", path(&out), "--value", "no/such/value.safetensors"]);
+    assert!(err.contains("--value"), "{err}");
     let err = fails(&["train-rl", "--out", path(&out), "--init", "no/such/policy.safetensors"]);
     assert!(err.contains("no/such/policy.safetensors"), "{err}");
     assert!(!out.exists(), "a refused run leaves nothing behind");
@@ -109,7 +116,10 @@ fn resume_and_force_keep_to_the_folder_given() {
     let dir = tempfile::tempdir().unwrap();
     let (first, copy) = (dir.path().join("first"), dir.path().join("copy"));
     let quick = ["--games", "2", "--max-moves", "16", "--eval-every", "0", "--threads", "1", "--pool-every", "2"];
-    ok(&[&["train-rl", "--init", init(), "--out", path(&first), "--iterations", "1"][..], &quick].concat());
+    ok(&[&["train-rl", "--init", init(), "--out", path(&first), "--iterations", "1", "--komi", "-7.5"][..], &quick]
+        .concat());
+    let settings: serde_json::Value = serde_json::from_slice(&std::fs::read(first.join("rl.json")).unwrap()).unwrap();
+    assert_eq!(settings["komi"], -7.5);
     let original = std::fs::read(first.join("last/state.json")).unwrap();
     copy_folder(&first, &copy);
     ok(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2"]);

@@ -36,7 +36,7 @@ use go_train::train::run::Start;
   go-train selfplay --games 400 --out matches/rl-vs-sl --agent policy:policy=checkpoints/rl/best.safetensors,temperature=1 --opponent policy:temperature=1")]
 pub struct Args {
     /// The policy to start from: a weights file or checkpoint folder
-    /// [default: --policy, else the shipped policy].
+    /// [default: the shipped policy].
     #[arg(long)]
     init: Option<PathBuf>,
     /// Checkpoint folder.
@@ -53,10 +53,10 @@ pub struct Args {
     #[arg(long)]
     pool_every: Option<u64>,
     /// Learning rate of SGD [default: 0.0003; AlphaGo's: 0.001].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     lr: Option<f64>,
     /// Momentum of SGD [default: 0.9; AlphaGo's: 0].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     momentum: Option<f64>,
     /// none (AlphaGo's) or mean (the iteration's mean outcome) [default:
     /// mean].
@@ -64,10 +64,10 @@ pub struct Args {
     baseline: Option<Baseline>,
     /// The share of the learner's moves each step learns from, each kept
     /// at random and weighing 1/share [default: 0.25; AlphaGo: 1, all].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     move_fraction: Option<f64>,
     /// Temperature both sides sample at [default: 1].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     temperature: Option<f32>,
     /// A match against the start policy every this many iterations, 0 for
     /// none [default: 10].
@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     eval_games: Option<usize>,
     /// Komi [default: 7.5].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     komi: Option<f32>,
     /// Moves after which a game is scored as it stands [default: 500].
     #[arg(long, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]
@@ -97,8 +97,6 @@ pub struct Args {
     /// Positions a backward pass [default: 256].
     #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     chunk: Option<usize>,
-    #[command(flatten)]
-    nets: super::nets::NetPaths,
     /// Continue the run in --out.
     #[arg(long, conflicts_with = "force")]
     resume: bool,
@@ -119,7 +117,7 @@ pub fn run(args: Args) -> Result<()> {
     // A resumed run plays from the copy of its start policy it keeps.
     let start_policy = match &args.init {
         Some(path) => Some(NetSource::File(path.clone())),
-        None => args.nets.defaults(go_train::nn::BOARD, None, true)?.policy,
+        None => super::nets::NetPaths::default().defaults(go_train::nn::BOARD, None, true)?.policy,
     };
     let mut config = match saved {
         // The folder given, wherever the run was started from.

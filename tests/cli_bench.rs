@@ -70,3 +70,26 @@ fn bench_prepare_refuses_a_folder_it_would_not_prepare() {
     }
     assert_eq!(std::fs::read_to_string(out.join("manifest.json")).unwrap(), "{}");
 }
+
+/// `bench search` times tree searches only (another kind was timed as
+/// the search its settings make, under its own name), and takes the
+/// position after the game's last move (`--every` the game's length once
+/// found "fewer than N moves").
+#[test]
+fn bench_search_refuses_other_agents_and_reaches_the_last_move() {
+    let Some(kgs) = common::collection("kgs-6d") else { return };
+    let game = kgs.join("kgs-19-2017-06-new/2017-06-01-13.sgf");
+    let shown = common::go_train(&["show", "--json"]).arg(&game).output().unwrap();
+    let moves = serde_json::from_slice::<serde_json::Value>(&shown.stdout).unwrap()["moves"].as_u64().unwrap();
+    let bench = |agent: &str, every: u64| {
+        let mut command = common::go_train(&["bench", "search", "--agent", agent, "--every", &every.to_string()]);
+        command.arg("--sgf").arg(&game).output().unwrap()
+    };
+    let out = bench("random", 150);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("agent random") && stderr.contains("mcts"), "{stderr}");
+    let out = bench("mcts:iterations=8", moves);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(": 1 positions"), "{stdout}");
+}

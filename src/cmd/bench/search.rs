@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
 use go_train::bounds::{count_flag, Domain};
-use go_train::search::AgentSpec;
+use go_train::search::{AgentKind, AgentSpec};
 
 use crate::cmd::nets::NetPaths;
 use crate::cmd::review::read_game;
@@ -41,7 +41,12 @@ const DEFAULT_AGENTS: [&str; 3] = ["mcts:preset=seed,selection=puct", "mcts:root
 pub fn run(args: SearchArgs) -> Result<()> {
     let record = read_game(&args.sgf, 0)?;
     let rules = record.rules();
-    let positions: Vec<_> = (args.every..record.moves.len())
+    if record.size != go_train::nn::BOARD {
+        let size = record.size;
+        bail!("{}: a {size}x{size} game, and the nets play on 19x19 only", args.sgf.display());
+    }
+    // The position after every `every`-th move, the last one's included.
+    let positions: Vec<_> = (args.every..=record.moves.len())
         .step_by(args.every)
         .map(|n| record.replay_until(rules, n).with_context(|| format!("{}: move {n}", args.sgf.display())))
         .collect::<Result<_>>()?;
@@ -58,6 +63,10 @@ pub fn run(args: SearchArgs) -> Result<()> {
         .iter()
         .map(|name| {
             let spec = name.parse::<AgentSpec>().with_context(|| format!("agent {name}"))?;
+            // Any other kind would be timed as the search its settings make.
+            if spec.kind != AgentKind::Mcts {
+                bail!("agent {name}: bench search times tree searches only (give mcts agents)");
+            }
             Ok((name.to_string(), spec.with_default_nets(&defaults)))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -41,8 +41,15 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
         f.write_all(bytes)?;
         f.sync_all()
     };
-    write().with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    // A failed write or rename takes its temporary file with it (a full
+    // disk's would stay full); a folder in its place is not its own.
+    let written = write().with_context(|| format!("cannot write {}", tmp.display())).and_then(|()| {
+        std::fs::rename(tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+    });
+    if written.is_err() && tmp.is_file() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    written?;
     sync_dir(dir)
 }
 
@@ -86,6 +93,21 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         assert!(!tmp_path(&path).exists());
         assert!(write_atomic(Path::new("/"), b"x").is_err(), "a folder is no file name");
+    }
+
+    /// A rename that fails (here onto a folder) leaves no temporary file
+    /// behind; a folder standing at the temporary name is left alone.
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        std::fs::create_dir_all(target.join("inside")).unwrap();
+        assert!(write_atomic(&target, b"x").is_err());
+        assert!(!tmp_path(&target).exists(), "the temporary file stayed");
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir_all(tmp_path(&blocked)).unwrap();
+        assert!(write_atomic(&blocked, b"x").is_err());
+        assert!(tmp_path(&blocked).is_dir());
     }
 
     /// `train-rl --out FILE` and the other runs said only "File exists".

@@ -116,6 +116,9 @@ fn bad_input_is_an_error_naming_the_file() {
         (vec!["--plot", copy], "--plot"),
         (vec!["--out", same.to_str().unwrap()], "--out"),
         (vec!["--out", other.to_str().unwrap(), "--plot", other.to_str().unwrap()], "both name"),
+        // A folder, found before the review rather than after it.
+        (vec!["--out", dir.path().join("sub").to_str().unwrap()], "a folder"),
+        (vec!["--out", other.to_str().unwrap(), "--plot", dir.path().join("sub").to_str().unwrap()], "a folder"),
     ] {
         std::fs::create_dir_all(dir.path().join("sub")).unwrap();
         let (ok, _, stderr) = outcome(&[&["review", copy][..], &flags].concat());
@@ -123,6 +126,9 @@ fn bad_input_is_an_error_naming_the_file() {
     }
     assert_eq!(std::fs::read(copy).unwrap(), before, "the game is untouched");
     assert!(!other.exists(), "nothing written");
+    // A plot that cannot be written is not said to be.
+    let (ok, stdout, stderr) = outcome(&["review", copy, "--out", other.to_str().unwrap(), "--plot", "/proc/no.png"]);
+    assert!(ok && stderr.contains("no plot") && !stdout.contains("no.png"), "{stdout}{stderr}");
     let (ok, _, stderr) = outcome(&["review", game.to_str().unwrap(), "--index", "5"]);
     assert!(!ok && stderr.contains("no game 5 (it holds 1)"), "{stderr}");
     let (ok, _, stderr) = outcome(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);

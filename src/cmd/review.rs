@@ -59,6 +59,10 @@ pub fn run(args: Args) -> Result<()> {
         if super::same_file(path, &args.game) {
             bail!("{flag} {}: that is the game under review; name another file", path.display());
         }
+        // Before the review's minutes, not after them.
+        if path.is_dir() {
+            bail!("{flag} {}: a folder; name a file", path.display());
+        }
     }
     if super::same_file(&sgf_path, &png_path) {
         bail!("--out and --plot both name {}: give each its own file", sgf_path.display());
@@ -83,12 +87,14 @@ pub fn run(args: Args) -> Result<()> {
     go_train::atomic::write_atomic(&sgf_path, write_annotated(&record, &comments).as_bytes())
         .with_context(|| format!("writing {}", sgf_path.display()))?;
     let swings = biggest_swings(&reviews, args.swings);
+    let mut plotted = false;
     if value.is_some() {
         let players =
             format!("{} (B) vs {} (W)", record.black.as_deref().unwrap_or("?"), record.white.as_deref().unwrap_or("?"));
         let title = format!("{players}, {}: Black's win probability", result_text(&record));
-        if let Err(e) = plot_win_rate(&reviews, &swings, &title, &png_path) {
-            eprintln!("warning: no plot: {e:#}");
+        match plot_win_rate(&reviews, &swings, &title, &png_path) {
+            Ok(()) => plotted = true,
+            Err(e) => eprintln!("warning: no plot: {e:#}"),
         }
     }
     if args.json {
@@ -101,7 +107,7 @@ pub fn run(args: Args) -> Result<()> {
     println!(
         "written: {}{}",
         sgf_path.display(),
-        if value.is_some() { format!(", {}", png_path.display()) } else { String::new() }
+        if plotted { format!(", {}", png_path.display()) } else { String::new() }
     );
     Ok(())
 }

@@ -220,7 +220,9 @@ impl Mcts {
         observe: &mut dyn FnMut(&Mcts) -> ControlFlow<()>,
     ) -> Result<SearchReport> {
         let start = Instant::now();
-        let limit = match (self.config.time_limit(), budget) {
+        // The configured time is a move's: an open-ended search (live
+        // analysis) runs until `observe` stops it, or for the budget given.
+        let limit = match (iterations.and(self.config.time_limit()), budget) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -965,6 +967,28 @@ mod tests {
         let mut mcts = Mcts::new(stones_config(300), None, None, None).unwrap();
         let report = mcts.search(&game, None).unwrap();
         assert_eq!(report.best, v("D6", 9), "{:?}", &report.children[..4]);
+    }
+
+    /// `--time` once cut GUI analysis off after the seconds of a move.
+    #[test]
+    fn an_open_ended_search_runs_past_the_time_of_a_move() {
+        let config = MctsConfig { time: Some(0.001), batch: 1, ..stones_config(1_000_000) };
+        let mut mcts = Mcts::new(config, None, None, None).unwrap();
+        let started = Instant::now();
+        let mut batches = 0;
+        mcts.search_observed(&Game::new(9, Rules::CHINESE), None, None, &mut |_| {
+            batches += 1;
+            if started.elapsed() > Duration::from_millis(50) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(50), "stopped after {batches} batches");
+        // A move's search keeps to it.
+        let report = mcts.search(&Game::new(7, Rules::CHINESE), None).unwrap();
+        assert!(report.iterations < 1_000_000, "{} iterations", report.iterations);
     }
 
     #[test]

@@ -288,9 +288,12 @@ fn a_long_search_reports_during_it_and_max_visits_caps_the_root() {
     // The same position again: the kept tree already has its 12 visits
     // (then `during` adds 288 to them).
     let again = after_q16("again", "");
+    // Then fewer than the kept tree's 300: a fresh search of 3 (the kept
+    // tree's 300 were once answered).
+    let fewer = after_q16("fewer", "").replace(r#""maxVisits":12"#, r#""maxVisits":3"#);
     let mut child = start();
     let mut stdin = child.stdin.take().unwrap();
-    for q in [&capped, &again, &during] {
+    for q in [&capped, &again, &during, &fewer] {
         writeln!(stdin, "{q}").unwrap();
     }
     drop(stdin);
@@ -309,6 +312,7 @@ fn a_long_search_reports_during_it_and_max_visits_caps_the_root() {
         assert!(visits(r) <= visits(last));
     }
     assert_eq!(visits(last), 300);
+    assert_eq!(visits(of("fewer")[0]), 3, "maxVisits caps a query after a larger one");
     for id in ["capped", "again"] {
         let r = of(id);
         assert_eq!(r.len(), 1, "no partial responses unless asked");

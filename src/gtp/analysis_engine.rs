@@ -391,9 +391,10 @@ impl AnalysisEngine {
             };
             self.search.restrict(analysis.filters.clone());
             // `maxVisits` caps the root's visits, those of a tree kept from
-            // an earlier query included, as KataGo's does.
+            // an earlier query included, as KataGo's does; a kept tree of
+            // more is not reused (a query of 3 once answered 200).
             let visits = analysis.visits.unwrap_or(self.search.config().iterations).max(1);
-            let visits = visits.saturating_sub(self.search.root_visits(game));
+            let visits = visits - self.search.root_visits_within(game, visits);
             let (policy_net, value_net) = self.search.nets();
             let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY);
             let mut facts = match raw {

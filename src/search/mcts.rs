@@ -292,11 +292,18 @@ impl Mcts {
         (self.root_policy.as_ref().or(self.policy.as_ref()), self.value.as_ref())
     }
 
-    /// The visits a search from `game` starts with: those of the subtree
-    /// kept from the last search (0 when none is kept).
-    pub fn root_visits(&mut self, game: &Game) -> u32 {
+    /// The visits a search from `game` starts with, at most `cap`: those
+    /// of the subtree kept from the last search, which is dropped when it
+    /// holds more (0 when none is kept). A capped search then answers no
+    /// more visits than asked, whatever searched before it.
+    pub fn root_visits_within(&mut self, game: &Game, cap: u32) -> u32 {
         self.reuse_or_reset(game);
-        self.tree.as_ref().map_or(0, |t| t.nodes[t.root as usize].visits)
+        let kept = self.tree.as_ref().map_or(0, |t| t.nodes[t.root as usize].visits);
+        if kept > cap {
+            self.tree = None;
+            return 0;
+        }
+        kept
     }
 
     /// Restricts the moves of later searches (none: every move again). A

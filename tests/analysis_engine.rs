@@ -248,6 +248,26 @@ fn terminate_acts_on_what_is_queued_or_searched_when_it_comes_and_nothing_after(
     assert_eq!(engine.next(1)[0]["field"], "turnNumbers");
 }
 
+/// Actions that come during a long search are answered during it, a
+/// queued query they stop too (they once waited for the search to end).
+#[test]
+fn actions_are_answered_while_a_search_runs() {
+    let mut engine = Live::start();
+    let long = r#"{"id":"long","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":1000000}"#;
+    engine.send(long);
+    engine.send(r#"{"id":"queued","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":3}"#);
+    engine.send(r#"{"id":"t","action":"terminate","terminateId":"queued"}"#);
+    engine.send(r#"{"id":"v","action":"query_version"}"#);
+    let during = engine.next(3);
+    let ids: Vec<&str> = during.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["t", "queued", "v"], "{during:?}");
+    assert_eq!(during[1]["noResults"], true);
+    engine.send(r#"{"id":"t2","action":"terminate","terminateId":"long"}"#);
+    let end = engine.next(2);
+    assert_eq!((&end[0]["id"], &end[1]["id"]), (&"t2".into(), &"long".into()), "{end:?}");
+    assert_eq!(end[1]["isDuringSearch"], false);
+}
+
 /// A query on the position after Black's Q16, with `extra` fields.
 fn after_q16(id: &str, extra: &str) -> String {
     format!(

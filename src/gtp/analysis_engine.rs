@@ -190,6 +190,13 @@ impl Terminate {
 /// The analysis engine over one search.
 pub struct AnalysisEngine {
     search: Mcts,
+    inbox: Inbox,
+}
+
+/// What has come in: filed apart from the search, so that lines are taken
+/// (actions answered, queries queued) while it runs.
+#[derive(Default)]
+struct Inbox {
     /// Queries read but not yet searched.
     queue: VecDeque<Queued>,
     /// The query being searched, while one is.
@@ -198,7 +205,7 @@ pub struct AnalysisEngine {
 
 impl AnalysisEngine {
     pub fn new(search: Mcts) -> AnalysisEngine {
-        AnalysisEngine { search, queue: VecDeque::new(), searching: None }
+        AnalysisEngine { search, inbox: Inbox::default() }
     }
 
     /// Answers queries from `input` on `output` until the input ends (the
@@ -207,12 +214,12 @@ impl AnalysisEngine {
         let lines = read_lines::<JsonId>(input, MAX_QUERY_BYTES);
         let mut input_open = true;
         loop {
-            let query = match self.next_query() {
+            let query = match self.inbox.next_query() {
                 Some(query) => query,
                 None if !input_open => return Ok(()),
                 None => {
                     match lines.recv() {
-                        Ok(incoming) => input_open = self.take(incoming, &mut output)?,
+                        Ok(incoming) => input_open = self.inbox.take(incoming, &mut output)?,
                         Err(_) => input_open = false,
                     }
                     continue;
@@ -223,7 +230,7 @@ impl AnalysisEngine {
             let answered = catch_unwind(AssertUnwindSafe(|| self.answer(&query, &mut output, &lines, &mut input_open)));
             // A terminate acts on what is searched or queued when it comes,
             // never on a query that comes later under the same id.
-            self.searching = None;
+            self.inbox.searching = None;
             match answered {
                 Ok(result) => result?,
                 Err(_) => {
@@ -235,6 +242,133 @@ impl AnalysisEngine {
         }
     }
 
+    /// Searches and answers every turn a query asks for.
+    fn answer(
+        &mut self,
+        queued: &Queued,
+        out: &mut impl Write,
+        lines: &Receiver<Incoming>,
+        input_open: &mut bool,
+    ) -> io::Result<()> {
+        // Parsed when it came, so it parses again.
+        let query: Value = serde_json::from_str(&queued.text).unwrap_or_default();
+        let (analysis, mut replay) = match read_query(&query) {
+            Ok(read) => read,
+            Err(e) => {
+                let mut error = Map::new();
+                error.insert("id".into(), query.get("id").cloned().unwrap_or(Value::Null));
+                if let Some(field) = e.field {
+                    error.insert("field".into(), field.into());
+                }
+                error.insert("error".into(), e.message.into());
+                return respond(out, Value::Object(error));
+            }
+        };
+        drop(query);
+        self.inbox.searching = Some(Searching {
+            id: analysis.id.clone(),
+            turns: analysis.analyze.iter().copied().collect(),
+            stopped: queued.stopped.clone(),
+        });
+        if !self.search.supports_size(analysis.size) {
+            let b = crate::nn::BOARD;
+            return respond(
+                out,
+                json!({"id": analysis.id, "field": "boardXSize", "error": format!("the nets play {b}x{b} only")}),
+            );
+        }
+        for &turn in &analysis.analyze {
+            // Lines that came during the last search: a terminate for this
+            // query must be seen before its next turn starts.
+            while *input_open {
+                match lines.try_recv() {
+                    Ok(incoming) => *input_open = self.inbox.take(incoming, out)?,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => *input_open = false,
+                }
+            }
+            if self.inbox.searching.as_ref().is_some_and(|s| s.stopped.contains(&turn)) {
+                respond(out, no_results(&analysis.id, turn))?;
+                continue;
+            }
+            let game = match replay.at(turn) {
+                Ok(game) => game,
+                Err((i, e)) => {
+                    // read_query played every move: this cannot fail.
+                    let message = format!("move {}: {e}", i + 1);
+                    respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": message}))?;
+                    continue;
+                }
+            };
+            self.search.restrict(analysis.filters.clone());
+            // `maxVisits` caps the root's visits, those of a tree kept from
+            // an earlier query included, as KataGo's does; a kept tree of
+            // more is not reused (a query of 3 once answered 200).
+            let visits = analysis.visits.unwrap_or(self.search.config().iterations).max(1);
+            let visits = visits - self.search.root_visits_within(game, visits);
+            let (policy_net, value_net) = self.search.nets();
+            let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY);
+            let mut facts = match raw {
+                Ok(raw) => TurnFacts::new(game, raw),
+                Err(e) => {
+                    respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": format!("{e:#}")}))?;
+                    continue;
+                }
+            };
+            // Lines that come during the search are taken at once: actions
+            // answered (a terminate or a version asked for once waited for
+            // the search to end), queries queued; a terminate of this turn
+            // stops it.
+            let inbox = &mut self.inbox;
+            let mut last_report = Instant::now();
+            let mut failed = None;
+            let mut stop = |search: &Mcts| {
+                if analysis.report_every.is_some_and(|every| last_report.elapsed() >= every) {
+                    last_report = Instant::now();
+                    if let Ok(partial) = response(search, &analysis, game, turn, true, &mut facts) {
+                        if let Err(e) = respond(out, partial) {
+                            failed = Some(e);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                }
+                while *input_open {
+                    match lines.try_recv() {
+                        Ok(incoming) => match inbox.take(incoming, out) {
+                            Ok(open) => *input_open = open,
+                            Err(e) => {
+                                failed = Some(e);
+                                return ControlFlow::Break(());
+                            }
+                        },
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => *input_open = false,
+                    }
+                }
+                match inbox.searching.as_ref().is_some_and(|s| s.stopped.contains(&turn)) {
+                    true => ControlFlow::Break(()),
+                    false => ControlFlow::Continue(()),
+                }
+            };
+            let searched = self.search.search_observed(game, analysis.max_time, Some(visits), &mut stop);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let response = match searched {
+                Ok(_) => response(&self.search, &analysis, game, turn, false, &mut facts),
+                Err(e) => Err(format!("{e:#}")),
+            };
+            match response {
+                Ok(value) => respond(out, value)?,
+                Err(message) => respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": message}))?,
+            }
+        }
+        self.search.restrict(Vec::new());
+        Ok(())
+    }
+}
+
+impl Inbox {
     /// The queued query to search next: the highest `priority` (0 when
     /// not given), the first to come among equals.
     fn next_query(&mut self) -> Option<Queued> {
@@ -328,126 +462,6 @@ impl AnalysisEngine {
                 respond(out, no_results(&analysis.id, turn))?;
             }
         }
-        Ok(())
-    }
-
-    /// Searches and answers every turn a query asks for.
-    fn answer(
-        &mut self,
-        queued: &Queued,
-        out: &mut impl Write,
-        lines: &Receiver<Incoming>,
-        input_open: &mut bool,
-    ) -> io::Result<()> {
-        // Parsed when it came, so it parses again.
-        let query: Value = serde_json::from_str(&queued.text).unwrap_or_default();
-        let (analysis, mut replay) = match read_query(&query) {
-            Ok(read) => read,
-            Err(e) => {
-                let mut error = Map::new();
-                error.insert("id".into(), query.get("id").cloned().unwrap_or(Value::Null));
-                if let Some(field) = e.field {
-                    error.insert("field".into(), field.into());
-                }
-                error.insert("error".into(), e.message.into());
-                return respond(out, Value::Object(error));
-            }
-        };
-        drop(query);
-        self.searching = Some(Searching {
-            id: analysis.id.clone(),
-            turns: analysis.analyze.iter().copied().collect(),
-            stopped: queued.stopped.clone(),
-        });
-        if !self.search.supports_size(analysis.size) {
-            let b = crate::nn::BOARD;
-            return respond(
-                out,
-                json!({"id": analysis.id, "field": "boardXSize", "error": format!("the nets play {b}x{b} only")}),
-            );
-        }
-        for &turn in &analysis.analyze {
-            // Lines that came during the last search: a terminate for this
-            // query must be seen before its next turn starts.
-            while *input_open {
-                match lines.try_recv() {
-                    Ok(incoming) => *input_open = self.take(incoming, out)?,
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => *input_open = false,
-                }
-            }
-            if self.searching.as_ref().is_some_and(|s| s.stopped.contains(&turn)) {
-                respond(out, no_results(&analysis.id, turn))?;
-                continue;
-            }
-            let game = match replay.at(turn) {
-                Ok(game) => game,
-                Err((i, e)) => {
-                    // read_query played every move: this cannot fail.
-                    let message = format!("move {}: {e}", i + 1);
-                    respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": message}))?;
-                    continue;
-                }
-            };
-            self.search.restrict(analysis.filters.clone());
-            // `maxVisits` caps the root's visits, those of a tree kept from
-            // an earlier query included, as KataGo's does; a kept tree of
-            // more is not reused (a query of 3 once answered 200).
-            let visits = analysis.visits.unwrap_or(self.search.config().iterations).max(1);
-            let visits = visits - self.search.root_visits_within(game, visits);
-            let (policy_net, value_net) = self.search.nets();
-            let raw = raw_output(game, policy_net.filter(|_| analysis.policy), value_net, Symmetry::IDENTITY);
-            let mut facts = match raw {
-                Ok(raw) => TurnFacts::new(game, raw),
-                Err(e) => {
-                    respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": format!("{e:#}")}))?;
-                    continue;
-                }
-            };
-            // A terminate of this turn arriving mid-search stops it; other
-            // lines wait.
-            let mut pending = Vec::new();
-            let mut last_report = Instant::now();
-            let mut write_failed = None;
-            let mut stop = |search: &Mcts| {
-                if analysis.report_every.is_some_and(|every| last_report.elapsed() >= every) {
-                    last_report = Instant::now();
-                    if let Ok(partial) = response(search, &analysis, game, turn, true, &mut facts) {
-                        if let Err(e) = respond(out, partial) {
-                            write_failed = Some(e);
-                            return ControlFlow::Break(());
-                        }
-                    }
-                }
-                while let Ok(incoming) = lines.try_recv() {
-                    let terminates = matches!(&incoming, Incoming::Line(l)
-                        if serde_json::from_slice::<Value>(l).ok().is_some_and(|q|
-                            q.get("action").and_then(Value::as_str) == Some("terminate")
-                                && Terminate::read(&q).is_ok_and(|t| t.stops(&analysis.id, turn))));
-                    pending.push(incoming);
-                    if terminates {
-                        return ControlFlow::Break(());
-                    }
-                }
-                ControlFlow::Continue(())
-            };
-            let searched = self.search.search_observed(game, analysis.max_time, Some(visits), &mut stop);
-            if let Some(e) = write_failed {
-                return Err(e);
-            }
-            for incoming in pending {
-                *input_open = self.take(incoming, out)? && *input_open;
-            }
-            let response = match searched {
-                Ok(_) => response(&self.search, &analysis, game, turn, false, &mut facts),
-                Err(e) => Err(format!("{e:#}")),
-            };
-            match response {
-                Ok(value) => respond(out, value)?,
-                Err(message) => respond(out, json!({"id": analysis.id, "turnNumber": turn, "error": message}))?,
-            }
-        }
-        self.search.restrict(Vec::new());
         Ok(())
     }
 }

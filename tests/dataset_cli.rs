@@ -184,6 +184,27 @@ fn what_prepare_writes_verifies_and_reads_back_whole() {
             assert_eq!(records as u64, expected, "{split}, value only: {value_only}");
         }
     }
+    // Prepared again with the same list and settings: up to date, unless
+    // a shard has gone (it once passed as up to date).
+    let list = dir.path().join("small.list");
+    let again = |extra: &[&str]| {
+        let args = [&["prepare", path(&list), "--value", "per-game:2", "--block-records", "300"][..], extra].concat();
+        run_on(&[&args[..], &["--shard-records", "3000", "--out"]].concat(), &data)
+    };
+    // A killed `--force` left its staging folder: the next run clears it.
+    std::fs::create_dir_all(data.join(".prepare-new")).unwrap();
+    std::fs::write(data.join(".prepare-new/train-00000.shard.tmp"), b"partial").unwrap();
+    let out = again(&[]);
+    assert!(out.status.success() && text(&out).contains("up to date"), "{}", text(&out));
+    assert!(!data.join(".prepare-new").exists());
+    let shard = data.join(&dataset.manifest().shards[1].file);
+    std::fs::remove_file(&shard).unwrap();
+    let out = again(&[]);
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains(shard.file_name().unwrap().to_str().unwrap()), "{said}");
+    assert!(said.contains("--force"), "{said}");
+    assert!(again(&["--force"]).status.success());
+    assert!(run_on(&["dataset", "verify"], &data).status.success());
 }
 
 /// Real games under file names with a line feed, a tab and a byte that is

@@ -178,6 +178,22 @@ pub fn prepare(
         // A part is done when its own part manifest is there (clear_part):
         // one lost after the merge is redone.
         if same && !options.force && options.part.is_none() {
+            // A quick look, not `dataset verify`: a shard gone or cut
+            // short once passed as "up to date".
+            let damaged = existing
+                .shards
+                .iter()
+                .find(|e| std::fs::metadata(out.join(&e.file)).map_or(true, |m| !m.is_file() || m.len() != e.bytes));
+            if let Some(entry) = damaged {
+                bail!(
+                    "{}: the dataset there is damaged ({} is missing or not its {} bytes); --force prepares it again",
+                    out.display(),
+                    entry.file,
+                    entry.bytes
+                );
+            }
+            // What a killed `--force` left of the dataset it was writing.
+            remove_if_present(&out.join(STAGING))?;
             return Ok((existing, true));
         }
         // Parts of a dataset prepared whole would start by removing its

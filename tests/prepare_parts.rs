@@ -141,6 +141,20 @@ fn parts_at_once_merge_into_the_one_process_dataset() {
     let redone = succeeded(prepare(&list, &parts, &["--part", "3/4"]));
     assert!(!redone.contains("up to date") && redone.contains("dataset manifest written"), "{redone}");
     assert_eq!(records(&parts), expected);
+
+    // A part manifest that cannot be read is named, and replaced with
+    // --force (it once blocked every part, --force or not).
+    std::fs::write(parts.join("part-0003-of-0004.json"), b"{").unwrap();
+    let refused = prepare(&list, &parts, &["--part", "3/4"]).output().unwrap();
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("part-0003-of-0004.json") && text(&refused).contains("--force"),
+        "{}",
+        text(&refused)
+    );
+    let redone = succeeded(prepare(&list, &parts, &["--part", "3/4", "--force"]));
+    assert!(redone.contains("dataset manifest written"), "{redone}");
+    assert_eq!(records(&parts), expected);
 }
 
 #[test]

@@ -168,13 +168,19 @@ pub fn is_part_manifest(name: &str) -> bool {
     numbers.split_once("-of-").is_some_and(|(i, n)| digits(i) && digits(n))
 }
 
-/// The part manifests in `dir`, by file name.
+/// The part manifests in `dir`, by file name; the first that cannot be
+/// read is the error.
 pub fn part_manifests(dir: &Path) -> Result<BTreeMap<PathBuf, PartManifest>> {
+    part_manifest_files(dir)?.into_iter().map(|(path, part)| Ok((path, part?))).collect()
+}
+
+/// The files in `dir` named as part manifests, each read or not.
+pub fn part_manifest_files(dir: &Path) -> Result<BTreeMap<PathBuf, Result<PartManifest>>> {
     let mut found = BTreeMap::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         if path.file_name().and_then(|n| n.to_str()).is_some_and(is_part_manifest) {
-            let part = PartManifest::read(&path)?;
+            let part = PartManifest::read(&path);
             found.insert(path, part);
         }
     }

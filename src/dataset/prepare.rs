@@ -37,7 +37,7 @@ use super::manifest::{
     Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, DROPPED_EXAMPLES, MANIFEST,
 };
 use super::ownership;
-use super::parts::{is_part_manifest, part_manifests, same_list, Part, PartManifest};
+use super::parts::{is_part_manifest, part_manifest_files, part_manifests, same_list, Part, PartManifest};
 use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
 use crate::atomic::remove_if_present;
@@ -198,7 +198,7 @@ pub fn prepare(
         }
         // Parts of a dataset prepared whole would start by removing its
         // manifest (and did): it is finished, and its parts are not there.
-        if same && !options.force && options.part.is_some() && part_manifests(out)?.is_empty() {
+        if same && !options.force && options.part.is_some() && part_manifest_files(out)?.is_empty() {
             bail!(
                 "{} holds this dataset already, prepared whole in one process: no part needs doing \
                  (--force prepares it again in parts)",
@@ -334,7 +334,19 @@ fn clear_part(
             && p.dataset.board_size == options.board_size
     };
     let mut stale = Vec::new();
-    for (path, found) in part_manifests(dir)? {
+    for (path, found) in part_manifest_files(dir)? {
+        // One that cannot be read (a kill mid-write of another program's)
+        // is replaced by --force, as a dataset's manifest is; it once
+        // blocked every part, --force or not.
+        let found = match found {
+            Ok(found) => found,
+            Err(e) if options.force => {
+                eprintln!("prepare: removing what --force names: {e:#}");
+                remove_if_there(&path)?;
+                continue;
+            }
+            Err(e) => bail!("{e:#}; --force replaces it"),
+        };
         if !ours(&found) {
             stale.push((path, found));
         } else if found.part == part.index && !options.force {

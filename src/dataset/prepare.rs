@@ -37,7 +37,7 @@ use super::manifest::{
     Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, DROPPED_EXAMPLES, MANIFEST,
 };
 use super::ownership;
-use super::parts::{is_part_manifest, part_manifest_files, part_manifests, same_list, Part, PartManifest};
+use super::parts::{is_part_manifest, part_manifest_files, same_list, Part, PartManifest};
 use super::shard::{tmp_path, Block, Layout, ShardWriter, NO_VALUE};
 use super::split::{game_key, Split, SplitFractions, ValueSampling};
 use crate::atomic::remove_if_present;

@@ -341,6 +341,11 @@ fn a_bad_config_names_the_file() {
         !out.status.success() && err.contains("policy-value-ownership.toml") && err.contains("ownership_weight"),
         "{err}"
     );
+    // A flag and a --set of the same setting: the flag once won silently,
+    // and the --set value was not even checked.
+    let out = run(&["train-policy", "--config", &config("policy"), "--epochs", "1", "--set", "epochs=1e30"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--epochs") && err.contains("--set epochs"), "{err}");
 }
 
 /// From a folder with no `configs/` the seed's settings are built in, and

@@ -106,14 +106,24 @@ pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(kind: Kind, args: Args) -> Result<()> {
-    let mut overrides = args.set;
     let quoted = |v: String| format!("{v:?}");
-    overrides.extend(args.data.map(|d| format!("data={}", quoted(d.display().to_string()))));
-    overrides.extend(args.out.map(|d| format!("out={}", quoted(d.display().to_string()))));
-    overrides.extend(args.device.map(|d| format!("device={}", quoted(d))));
-    overrides.extend(args.epochs.map(|e| format!("epochs={e}")));
-    overrides.extend(args.steps_per_epoch.map(|s| format!("steps_per_epoch={s}")));
-    overrides.extend(args.precision.map(|p| format!("precision={}", quoted(p.to_string()))));
+    let flags: Vec<(&str, &str, Option<String>)> = vec![
+        ("data", "--data", args.data.map(|d| quoted(d.display().to_string()))),
+        ("out", "--out", args.out.map(|d| quoted(d.display().to_string()))),
+        ("device", "--device", args.device.map(quoted)),
+        ("epochs", "--epochs", args.epochs.map(|e| e.to_string())),
+        ("steps_per_epoch", "--steps-per-epoch", args.steps_per_epoch.map(|s| s.to_string())),
+        ("precision", "--precision", args.precision.map(|p| quoted(p.to_string()))),
+    ];
+    let mut overrides = args.set;
+    for (key, flag, value) in flags {
+        let Some(value) = value else { continue };
+        // Both given: one would silently win over the other.
+        if overrides.iter().any(|o| o.split('=').next().is_some_and(|k| k.trim() == key)) {
+            bail!("{flag} and --set {key}=… both set {key}: give one");
+        }
+        overrides.push(format!("{key}={value}"));
+    }
     let config = match args.config {
         Some(path) => TrainConfig::load(&path, &overrides)?,
         None => {

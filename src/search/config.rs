@@ -324,7 +324,8 @@ search_settings! {
     /// Experimental: lost its match (docs/results/strength.md).
     root_policy_depth: u32 = "root-policy-depth", Domain::Count { min: 1, max: 8 }, seed 1, tuned 1;
     /// Seconds per move at most, on top of the iterations (a GTP clock may
-    /// shorten it); none: no limit.
+    /// shorten it; live analysis runs until the next command); none: no
+    /// limit.
     time: Option<f64> = "time", Domain::Or { word: "none", domain: &crate::bounds::SECONDS }, seed None, tuned None;
     /// Seeds every random choice.
     seed: u64 = "seed", crate::bounds::SEED, seed 0, tuned 0;

@@ -16,6 +16,12 @@ static ALLOCATOR: go_train::nn::instruments::CountingAlloc<mimalloc::MiMalloc> =
 fn main() {
     let cli = cmd::Cli::parse();
     if let Err(err) = cmd::run(cli) {
+        // A reader that stopped (`go-train show DIR | head`) wants no more
+        // output: that is no failure, as for ripgrep.
+        let io_kind = |e: &(dyn std::error::Error + 'static)| e.downcast_ref::<std::io::Error>().map(|e| e.kind());
+        if err.chain().any(|e| io_kind(e) == Some(std::io::ErrorKind::BrokenPipe)) {
+            std::process::exit(0);
+        }
         eprintln!("go-train: error: {err:#}");
         std::process::exit(1);
     }

@@ -108,6 +108,27 @@ fn go_train_moves(file: &std::path::Path) -> usize {
     v["moves"].as_u64().unwrap() as usize
 }
 
+/// `show DIR | head`: the reader stopping is no error (it once ended with
+/// "Broken pipe").
+#[test]
+fn a_reader_that_stops_early_is_no_error() {
+    use std::io::{BufRead, BufReader};
+    let Some(files) = common::sgf_files("kgs-6d") else { return };
+    let folder = files[0].parent().unwrap();
+    let mut child = go_train(&["show"])
+        .arg(folder)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains(".sgf"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("Broken pipe"), "{err}");
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let out = run(&["show", "no/such/game.sgf"]);

@@ -105,6 +105,11 @@ pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?} is not a positive number of seconds"))
 }
 
+/// Whether the override `key=value` sets `key`.
+fn sets_key(o: &str, key: &str) -> bool {
+    o.split('=').next().is_some_and(|k| k.trim() == key)
+}
+
 pub fn run(kind: Kind, args: Args) -> Result<()> {
     let quoted = |v: String| format!("{v:?}");
     let flags: Vec<(&str, &str, Option<String>)> = vec![
@@ -119,7 +124,7 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     for (key, flag, value) in flags {
         let Some(value) = value else { continue };
         // Both given: one would silently win over the other.
-        if overrides.iter().any(|o| o.split('=').next().is_some_and(|k| k.trim() == key)) {
+        if overrides.iter().any(|o| sets_key(o, key)) {
             bail!("{flag} and --set {key}=… both set {key}: give one");
         }
         overrides.push(format!("{key}={value}"));
@@ -131,8 +136,7 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
             // (which `train` checks are there when it resumes), the other
             // overrides applied to those: an Adam run's `optimizer.beta2`
             // is no setting of the built-in SGD config, and was refused.
-            let out_only: Vec<String> =
-                overrides.iter().filter(|o| o.split('=').next().is_some_and(|k| k.trim() == "out")).cloned().collect();
+            let out_only: Vec<String> = overrides.iter().filter(|o| sets_key(o, "out")).cloned().collect();
             let saved = config_path(&TrainConfig::built_in(kind.net(), &out_only)?.out);
             if (args.resume || args.resume_or_start) && saved.is_file() {
                 TrainConfig::load(&saved, &overrides)?

@@ -333,3 +333,39 @@ fn gtp_flags_reach_the_search_it_plays() {
     let described = tactical.answer("gomill-describe_engine");
     assert!(described.contains(" mix-playouts=4 mix-tactics=on "), "{described}");
 }
+
+/// The move a `genmove_analyze` form plays is the one `genmove` would:
+/// under an engine without a tree search of its own the agent chooses it,
+/// and the analysis search (if any) only streams lines.
+#[test]
+fn genmove_analyze_plays_the_agents_own_move() {
+    fn played(s: &Session) -> String {
+        loop {
+            let line = s.line();
+            if let Some(mv) = line.strip_prefix("play ") {
+                assert_eq!(s.line(), "", "play ends the answer");
+                return mv.to_string();
+            }
+            parse_line(&line, true, 19);
+        }
+    }
+    // The policy net alone: its choice here (C3) is not what a 30-iteration
+    // search on the same nets plays (F17).
+    let mut s = Session::start(&["--engine", "policy", "--iterations", "30"]);
+    for mv in ["b q16", "w d4", "b q3", "w d16", "b f3", "w c10"] {
+        assert_eq!(s.answer(&format!("play {mv}")), "= ");
+    }
+    let policy_choice = s.answer("reg_genmove b");
+    s.send("1 lz-genmove_analyze b 0");
+    assert_eq!(s.line(), "=1");
+    assert_eq!(format!("= {}", played(&s)), policy_choice);
+
+    // Random play has no search to analyze with: it still plays.
+    let mut s = Session::start(&["--engine", "random", "--size", "9"]);
+    s.send("2 kata-genmove_analyze b 10");
+    assert_eq!(s.line(), "=2");
+    let mv = played(&s);
+    let stones = s.answer("list_stones black");
+    assert_eq!(stones, format!("= {mv}"), "the move is on the board");
+    assert_eq!(s.answer("3 lz-analyze b 10"), "?3 this engine has no search to analyze with");
+}

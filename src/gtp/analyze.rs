@@ -12,7 +12,8 @@
 //! the next command (or an empty line) stops the search, which ends the
 //! answer with an empty line, and that command is then answered normally.
 //! The `genmove_analyze` forms search as `genmove` does, are not
-//! interrupted, play the move and end with `play VERTEX`.
+//! interrupted, play the move `genmove` would (an agent without a tree
+//! search chooses its own) and end with `play VERTEX`.
 
 use std::io::{self, Write};
 use std::ops::ControlFlow;
@@ -219,6 +220,10 @@ impl Engine {
         position.set_to_move(color);
         let size = position.size();
         let budget = if request.genmove { self.clock.budget(color, position.board()) } else { None };
+        // An agent without a tree search of its own (a net alone, random
+        // play) chooses the move a genmove form plays, as `genmove` would;
+        // the analysis search, where there is one, only streams lines.
+        let agent_chooses = request.genmove && self.agent.tree_search().is_none();
         let search = match self.search_mut() {
             Ok(search) if !crate::search::Agent::supports_size(search, size) => {
                 Err(format!("the nets play {b}x{b} only", b = crate::nn::BOARD))
@@ -226,7 +231,8 @@ impl Engine {
             other => other,
         };
         let search = match search {
-            Ok(search) => search,
+            Ok(search) => Some(search),
+            Err(_) if agent_chooses => None,
             Err(message) => {
                 out.write_all(format_answer(Some(id), &Err(message)).as_bytes())?;
                 out.flush()?;
@@ -235,50 +241,19 @@ impl Engine {
         };
         writeln!(out, "={id}")?;
         out.flush()?;
-        let ownership = request.ownership.then(|| ownership_for(&position, color));
-        let iterations = if request.genmove { Some(search.config().iterations) } else { None };
+        let started = Instant::now();
         let mut stopped_by = None;
-        let mut failed = None;
-        let mut last_line = Instant::now();
-        let started = last_line;
-        let mut observe = |mcts: &crate::search::Mcts| {
-            if !request.genmove {
-                match lines.try_recv() {
-                    Ok(incoming) => stopped_by = Some(incoming),
-                    Err(TryRecvError::Disconnected) => stopped_by = Some(Incoming::End),
-                    Err(TryRecvError::Empty) => {}
-                }
-                if stopped_by.is_some() {
-                    return ControlFlow::Break(());
-                }
-            }
-            if request.interval.is_some_and(|i| last_line.elapsed() >= i) {
-                last_line = Instant::now();
-                let line = mcts.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
-                if let Some(line) = line.filter(|l| !l.is_empty()) {
-                    if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
-                        failed = Some(e);
-                        return ControlFlow::Break(());
-                    }
-                }
-            }
-            ControlFlow::Continue(())
+        let searched = match search {
+            Some(search) => Some(stream_search(search, &position, budget, request, out, lines, &mut stopped_by)?),
+            None => None,
         };
-        let report = search.search_observed(&position, budget, iterations, &mut observe);
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        // The last word of the search, whenever lines were asked for or it
-        // ends a genmove.
-        if request.interval.is_some() || request.genmove {
-            let line = search.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
-            if let Some(line) = line.filter(|l| !l.is_empty()) {
-                out.write_all(line.as_bytes())?;
-            }
-        }
-        match report {
-            Ok(report) if request.genmove => {
-                let mv = report.best;
+        let chosen = match searched {
+            _ if agent_chooses => Some(self.agent.genmove(&position, budget)),
+            Some(report) => Some(report.map(|r| r.best)),
+            None => None,
+        };
+        match chosen {
+            Some(Ok(mv)) if request.genmove => {
                 if self.verbose {
                     eprintln!("analysis {color}: {} in {:.2}s", mv.to_gtp(size), started.elapsed().as_secs_f64());
                 }
@@ -287,9 +262,9 @@ impl Engine {
                     Err(message) => eprintln!("genmove_analyze: {message}"),
                 }
             }
-            Ok(_) => {}
+            Some(Ok(_)) | None => {}
             // The answer has begun with `=`: the failure can only be told on stderr.
-            Err(e) => eprintln!("analysis stopped: {e:#}"),
+            Some(Err(e)) => eprintln!("analysis stopped: {e:#}"),
         }
         // A search that ended on its own (a full tree, a finished game)
         // still answers until the next command, as GUIs expect.
@@ -301,6 +276,62 @@ impl Engine {
         // An empty line that stopped it gets no answer (`run` skips it).
         Ok(stopped_by)
     }
+}
+
+/// Runs `search` on `position`, streaming its analysis lines to `out`
+/// as `request` asks; an open-ended analysis stops at the next line of
+/// input, which goes to `stopped_by`. Returns the search's own result.
+fn stream_search(
+    search: &mut crate::search::Mcts,
+    position: &Game,
+    budget: Option<std::time::Duration>,
+    request: &AnalysisRequest,
+    out: &mut impl Write,
+    lines: &Receiver<Incoming>,
+    stopped_by: &mut Option<Incoming>,
+) -> io::Result<anyhow::Result<crate::search::mcts::SearchReport>> {
+    let size = position.size();
+    let color = position.to_move();
+    let ownership = request.ownership.then(|| ownership_for(position, color));
+    let iterations = if request.genmove { Some(search.config().iterations) } else { None };
+    let mut failed = None;
+    let mut last_line = Instant::now();
+    let mut observe = |mcts: &crate::search::Mcts| {
+        if !request.genmove {
+            match lines.try_recv() {
+                Ok(incoming) => *stopped_by = Some(incoming),
+                Err(TryRecvError::Disconnected) => *stopped_by = Some(Incoming::End),
+                Err(TryRecvError::Empty) => {}
+            }
+            if stopped_by.is_some() {
+                return ControlFlow::Break(());
+            }
+        }
+        if request.interval.is_some_and(|i| last_line.elapsed() >= i) {
+            last_line = Instant::now();
+            let line = mcts.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
+            if let Some(line) = line.filter(|l| !l.is_empty()) {
+                if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    };
+    let report = search.search_observed(position, budget, iterations, &mut observe);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // The last word of the search, whenever lines were asked for or it
+    // ends a genmove.
+    if request.interval.is_some() || request.genmove {
+        let line = search.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
+        if let Some(line) = line.filter(|l| !l.is_empty()) {
+            out.write_all(line.as_bytes())?;
+        }
+    }
+    Ok(report)
 }
 
 #[cfg(test)]

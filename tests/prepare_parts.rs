@@ -240,4 +240,20 @@ fn a_finished_dataset_survives_parts_and_a_failed_force() {
     assert_ne!(records(&out), before);
     assert!(!out.join(".prepare-new").exists());
     succeeded(common::go_train(&["dataset", "verify", path(&out)]));
+    // Parts forced into it replace it whole: none of its shards stays
+    // beside theirs (they once did, unlisted).
+    succeeded(prepare(&list, &out, &["--part", "1/2", "--force"]));
+    succeeded(prepare(&list, &out, &["--part", "2/2"]));
+    let shards: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".shard"))
+        .collect();
+    assert!(
+        !shards.is_empty()
+            && shards.iter().all(|name| name.contains("-p0001of0002-") || name.contains("-p0002of0002-")),
+        "{shards:?}"
+    );
+    assert_eq!(records(&out), before, "the parts hold the first dataset's records");
+    succeeded(common::go_train(&["dataset", "verify", path(&out)]));
 }

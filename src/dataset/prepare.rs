@@ -368,15 +368,32 @@ fn clear_part(
             remove_if_there(&dir.join(&shard.file))?;
         }
     }
+    // Shards without a part's tag are a dataset prepared whole, whose
+    // manifest is gone now: left, they would lie unlisted beside the parts'.
     let tag = part.shard_tag();
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if name.contains(&format!("{tag}-")) || name.trim_end_matches(".tmp") == part.manifest_name() {
+        if name.contains(&format!("{tag}-"))
+            || name.trim_end_matches(".tmp") == part.manifest_name()
+            || is_whole_dataset_shard(name)
+        {
             remove_if_there(&path)?;
         }
     }
     Ok(None)
+}
+
+/// Whether `name` is a shard (or its temporary file) of a dataset prepared
+/// whole: `SPLIT-NUMBER.shard`, with no part's tag between.
+fn is_whole_dataset_shard(name: &str) -> bool {
+    let stem = name.trim_end_matches(".tmp").strip_suffix(".shard").unwrap_or_default();
+    stem.split_once('-').is_some_and(|(split, number)| {
+        !split.is_empty()
+            && split.bytes().all(|b| b.is_ascii_lowercase())
+            && !number.is_empty()
+            && number.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// Removes a file, if it is there: another part may have removed it first.

@@ -20,7 +20,7 @@ $bin filter datasets/goban-original-games --out datasets/pro.list --min-year 0 -
 $bin prepare datasets/pro.list --out datasets/pro --force
 $bin dataset info datasets/pro
 $bin dataset verify datasets/pro
-first=$(sed -n 2p datasets/pro.list | cut -f1)
+first=datasets/$(sed -n 2p datasets/pro.list | cut -f1) # named from the list's folder
 $bin show --move 60 "$first"
 
 $bin train-policy --data datasets/pro --out checkpoints/quickstart-policy --force \

@@ -129,8 +129,13 @@ if [[ -z $list_in ]]; then
 fi
 [[ -r $list_in ]] || die2 "cannot read the list $list_in"
 # A list is a '#' header line, then `file<TAB>game index` per game: keep the
-# comment lines and the first N games.
-awk -v n="$games" '/^#/ { print; next } NF && k < n { print; k++ }' "$list_in" >"$list"
+# comment lines and the first N games. Names relative to the list's folder
+# (under the header that says so) are given that folder, for the copy lies
+# in another.
+from=$(dirname "$(realpath "$list_in")")
+awk -v n="$games" -v from="$from" '
+    /^#/ { if (index($0, "relative to this list'"'"'s folder")) rel = 1; print; next }
+    NF && k < n { if (rel && substr($0, 1, 1) != "/") $0 = from "/" $0; print; k++ }' "$list_in" >"$list"
 listed=$(grep -cv '^#' "$list" || true)
 ((listed > 0)) || die2 "no games in $list_in"
 info "list: $list ($listed games)"

@@ -142,7 +142,7 @@ fn prepared(dir: &Path) -> Option<std::path::PathBuf> {
     };
     run(&["filter", path(&games), "--out"], &all);
     let small = GameList(GameList::read(&all).unwrap().0.into_iter().take(200).collect());
-    std::fs::write(&list, small.to_text()).unwrap();
+    std::fs::write(&list, small.to_text(&list)).unwrap();
     run(
         &[
             "prepare",
@@ -414,4 +414,44 @@ fn each_game_is_listed_once_and_no_unreadable_manifest_is_replaced() {
     assert!(text(&out).contains(&format!("dropped: 1 (unreadable file)  e.g. {missing}")), "{}", text(&out));
     let manifest = Manifest::read(&data).unwrap();
     assert!(manifest.dropped_examples["unreadable file"][0].starts_with(&missing), "{:?}", manifest.dropped_examples);
+}
+
+/// A list reads the same from any working folder: `filter` run in one
+/// folder, `prepare` of its list from another (the list's relative paths
+/// were once read from the working folder of whoever read it).
+#[test]
+fn a_list_reads_the_same_from_any_working_folder() {
+    let Some(kgs) = common::collection("kgs-6d") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let games = dir.path().join("games");
+    std::fs::create_dir_all(&games).unwrap();
+    let sources = walkdir::WalkDir::new(kgs.join("KGS2001")).sort_by_file_name().into_iter().filter_map(Result::ok);
+    for (i, source) in sources.filter(|e| e.path().extension().is_some_and(|x| x == "sgf")).take(12).enumerate() {
+        std::fs::copy(source.path(), games.join(format!("g{i}.sgf"))).unwrap();
+    }
+    let lists = dir.path().join("lists");
+    std::fs::create_dir(&lists).unwrap();
+    let filter = |cwd: &Path, list: &str, root: &str| {
+        let out =
+            common::go_train(&["filter", "--min-year", "0", "--any-komi", "--allow-handicap", root, "--out", list])
+                .current_dir(cwd)
+                .output()
+                .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    // A list beside its games, and one in another folder, both written
+    // with relative names from the folder above.
+    filter(dir.path(), "games/here.list", "games");
+    filter(dir.path(), "lists/there.list", "games");
+    for (list, cwd) in [("games/here.list", &lists), ("lists/there.list", &games)] {
+        let list = dir.path().join(list);
+        let data = dir.path().join(format!("data-{}", list.file_stem().unwrap().to_string_lossy()));
+        let out = common::go_train(&["prepare", path(&list), "--out", path(&data)]).current_dir(cwd).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let manifest = Manifest::read(&data).unwrap();
+        let prepared: u64 = manifest.splits.values().map(|c| c.games).sum();
+        assert_eq!((prepared, manifest.dropped.len()), (12, 0), "{}", text(&out));
+    }
+    let here = std::fs::read_to_string(dir.path().join("games/here.list")).unwrap();
+    assert!(here.lines().nth(1).is_some_and(|l| l.starts_with("g0.sgf\t")), "{here}");
 }

@@ -25,7 +25,7 @@ fn small_list(dir: &Path, n: usize) -> Option<PathBuf> {
     let list = GameList::read(&all).unwrap();
     let small = GameList(list.0.into_iter().take(n).collect());
     let out = dir.join("small.list");
-    std::fs::write(&out, small.to_text()).unwrap();
+    std::fs::write(&out, small.to_text(&out)).unwrap();
     Some(out)
 }
 
@@ -194,7 +194,7 @@ fn output_is_byte_identical_whatever_the_threads_and_duplicates_share_a_split() 
         std::fs::copy(&g.file, &copy).unwrap();
         games.0.push(go_train::dataset::filter::GameRef { file: copy, index: g.index });
     }
-    std::fs::write(&list, games.to_text()).unwrap();
+    std::fs::write(&list, games.to_text(&list)).unwrap();
     let (one, two) = (dir.path().join("one"), dir.path().join("two"));
     run_ok(&["prepare", path(&list), "--out", path(&one), "--threads", "1", "--block-records", "256"]);
     run_ok(&["prepare", path(&list), "--out", path(&two), "--threads", "2", "--block-records", "256"]);

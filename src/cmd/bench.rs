@@ -237,7 +237,7 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>, features: 
         bail!("--data {}: no SGF file there (a folder of *.sgf files, searched recursively)", data.display());
     }
     let (games, report) = filter(&files, &all, &Progress::new("filter", files.len() as u64, "files"));
-    std::fs::write(&list, games.to_text()).with_context(|| format!("writing {}", list.display()))?;
+    std::fs::write(&list, games.to_text(&list)).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();
     let options = PrepareOptions { force: !keep, features, ..PrepareOptions::default() };
     let (manifest, _) =

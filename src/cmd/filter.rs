@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<()> {
     let progress = Progress::new("filter", files.len() as u64, "files");
     let started = std::time::Instant::now();
     let (list, report) = filter(&files, &criteria, &progress);
-    write_atomic(&args.out, list.to_text().as_bytes())?;
+    write_atomic(&args.out, list.to_text(&args.out).as_bytes())?;
     let json = serde_json::json!({"criteria": criteria, "report": report});
     write_atomic(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;
 

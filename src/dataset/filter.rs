@@ -163,22 +163,37 @@ pub struct GameRef {
 }
 
 /// The list `filter` writes and `prepare` reads: one game per line,
-/// `path<TAB>index`, sorted, after a comment line. In paths, a backslash,
-/// tab, line feed or carriage return is written `\\`, `\t`, `\n`, `\r`,
-/// and a byte that is not UTF-8 `\xHH`, so that any file name survives
-/// the round trip (lists written before escapes, under the old first line,
-/// are read as they are).
+/// `path<TAB>index`, sorted, after a comment line. A file under the
+/// list's folder is named by its path from there, any other by its
+/// absolute path, so the list reads the same from any working folder and
+/// moves with the games beside it (as a playlist does). In paths, a
+/// backslash, tab, line feed or carriage return is written `\\`, `\t`,
+/// `\n`, `\r`, and a byte that is not UTF-8 `\xHH`, so that any file name
+/// survives the round trip. Lists under the two older first lines are
+/// read as they were written: relative paths from the working folder,
+/// and under the oldest, without escapes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GameList(pub Vec<GameRef>);
 
-const LIST_HEADER: &str = r"# go-train game list: file<TAB>game index in file (file names escaped: \\ \t \n \r \xHH)";
+const LIST_HEADER: &str = r"# go-train game list: file<TAB>game index in file (file names escaped: \\ \t \n \r \xHH; relative to this list's folder)";
+const CWD_LIST_HEADER: &str =
+    r"# go-train game list: file<TAB>game index in file (file names escaped: \\ \t \n \r \xHH)";
 const OLD_LIST_HEADER: &str = "# go-train game list: file<TAB>game index in file";
 
 impl GameList {
-    pub fn to_text(&self) -> String {
+    /// The list as written to `list_path` (see [`GameList`]).
+    pub fn to_text(&self, list_path: &Path) -> String {
+        let folder = std::fs::canonicalize(list_folder(list_path)).ok();
         let mut out = format!("{LIST_HEADER}\n");
+        // A collection's games follow each other: its path is worked out once.
+        let mut last: Option<(&Path, String)> = None;
         for g in &self.0 {
-            out.push_str(&format!("{}\t{}\n", escape_path(&g.file), g.index));
+            let written = match &last {
+                Some((file, written)) if *file == g.file.as_path() => written.clone(),
+                _ => escape_path(&listed_path(&g.file, folder.as_deref())),
+            };
+            out.push_str(&format!("{written}\t{}\n", g.index));
+            last = Some((&g.file, written));
         }
         out
     }
@@ -188,6 +203,8 @@ impl GameList {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
         let escaped = !text.starts_with(&format!("{OLD_LIST_HEADER}\n"));
+        let from_list = text.starts_with(&format!("{LIST_HEADER}\n"));
+        let folder = list_folder(path);
         let mut games = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.starts_with('#') || line.trim().is_empty() {
@@ -197,9 +214,35 @@ impl GameList {
             let (file, index) =
                 line.rsplit_once('\t').and_then(|(f, i)| Some((f, i.trim().parse().ok()?))).with_context(bad)?;
             let file = if escaped { unescape_path(file).with_context(bad)? } else { PathBuf::from(file) };
+            let file =
+                if from_list && file.is_relative() && folder != Path::new(".") { folder.join(file) } else { file };
             games.push(GameRef { file, index });
         }
         Ok(GameList(games))
+    }
+}
+
+/// The folder a list at `path` lies in (`.` for a bare file name).
+fn list_folder(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// How a list in `folder` (resolved, when it exists) names `file`: by its
+/// path from there when under it, else by its absolute path. The file's
+/// folder is resolved (links, `..`) where it exists, so `..` never has to
+/// be written; the file itself is kept as named, a link included.
+fn listed_path(file: &Path, folder: Option<&Path>) -> PathBuf {
+    let resolved = match (file.parent(), file.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+            std::fs::canonicalize(parent).ok().map(|p| p.join(name))
+        }
+        _ => None,
+    };
+    let absolute = resolved.or_else(|| std::path::absolute(file).ok()).unwrap_or_else(|| file.to_path_buf());
+    match folder.and_then(|f| absolute.strip_prefix(f).ok()) {
+        Some(relative) if !relative.as_os_str().is_empty() => relative.to_path_buf(),
+        _ => absolute,
     }
 }
 
@@ -437,11 +480,12 @@ mod tests {
             PathBuf::from("名人戦/第1局.sgf"),
             PathBuf::from("#misc/a.sgf"),
         ];
-        let list =
-            GameList(odd.iter().enumerate().map(|(index, file)| GameRef { file: file.clone(), index }).collect());
         let dir = tempfile::tempdir().unwrap();
+        let list = GameList(
+            odd.iter().enumerate().map(|(index, file)| GameRef { file: dir.path().join(file), index }).collect(),
+        );
         let path = dir.path().join("games.txt");
-        std::fs::write(&path, list.to_text()).unwrap();
+        std::fs::write(&path, list.to_text(&path)).unwrap();
         assert_eq!(GameList::read(&path).unwrap(), list);
         // A list written before escapes reads as it is.
         std::fs::write(&path, format!("{OLD_LIST_HEADER}\nC:\\games\\a.sgf\t2\n")).unwrap();
@@ -478,14 +522,36 @@ mod tests {
         assert!(found.repeats >= 1);
     }
 
+    /// A list names the games under its folder from there and any other by
+    /// its absolute path, so it reads the same from any working folder
+    /// (relative paths were once the working folder's, and were read as
+    /// that of whoever read the list).
     #[test]
-    fn lists_round_trip() {
-        let list =
-            GameList(vec![GameRef { file: "a b/c.sgf".into(), index: 0 }, GameRef { file: "d.sgf".into(), index: 3 }]);
+    fn lists_round_trip_and_name_files_from_their_folder() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("games.txt");
-        std::fs::write(&path, list.to_text()).unwrap();
-        assert_eq!(GameList::read(&path).unwrap(), list);
+        let folder = dir.path().join("lists");
+        std::fs::create_dir_all(folder.join("a b")).unwrap();
+        std::fs::write(folder.join("a b/c.sgf"), "(;)").unwrap();
+        let elsewhere = dir.path().join("elsewhere.sgf");
+        std::fs::write(&elsewhere, "(;)").unwrap();
+        // The list's own folder named with a detour: the paths still read from it.
+        let path = folder.join("../lists/games.txt");
+        let list = GameList(vec![
+            GameRef { file: folder.join("a b/c.sgf"), index: 0 },
+            GameRef { file: folder.join("a b/../../elsewhere.sgf"), index: 1 },
+            GameRef { file: folder.join("d.sgf"), index: 3 },
+        ]);
+        let text = list.to_text(&path);
+        std::fs::write(&path, &text).unwrap();
+        let written: Vec<&str> = text.lines().skip(1).collect();
+        let real = elsewhere.canonicalize().unwrap();
+        assert_eq!(written, ["a b/c.sgf\t0", &format!("{}\t1", real.display()), "d.sgf\t3"]);
+        let read = GameList::read(&path).unwrap();
+        let read_files: Vec<PathBuf> = read.0.iter().map(|g| g.file.clone()).collect();
+        assert_eq!(read_files, [folder.join("../lists/a b/c.sgf"), real, folder.join("../lists/d.sgf")]);
+        // Lists written before: relative paths from the working folder.
+        std::fs::write(&path, format!("{CWD_LIST_HEADER}\na b/c.sgf\t0\n")).unwrap();
+        assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("a b/c.sgf"));
         std::fs::write(&path, "x.sgf 3\n").unwrap();
         let err = GameList::read(&path).unwrap_err().to_string();
         assert!(err.contains("games.txt:1"), "{err}");

@@ -145,7 +145,7 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
 
     let list = GameList((0..options.games).map(|i| GameRef { file: game_path(&options.out, i), index: 0 }).collect());
     let list_path = options.out.join(LIST);
-    write_atomic(&list_path, list.to_text().as_bytes())?;
+    write_atomic(&list_path, list.to_text(&list_path).as_bytes())?;
     let dataset = match &options.dataset {
         None => None,
         Some(prepare_options) => {

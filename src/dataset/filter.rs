@@ -176,6 +176,8 @@ pub struct GameRef {
 pub struct GameList(pub Vec<GameRef>);
 
 const LIST_HEADER: &str = r"# go-train game list: file<TAB>game index in file (file names escaped: \\ \t \n \r \xHH; relative to this list's folder)";
+/// The first line before paths were the list's folder's (read as [`OLD_LIST_HEADER`]'s are, from the working folder).
+#[cfg(test)]
 const CWD_LIST_HEADER: &str =
     r"# go-train game list: file<TAB>game index in file (file names escaped: \\ \t \n \r \xHH)";
 const OLD_LIST_HEADER: &str = "# go-train game list: file<TAB>game index in file";

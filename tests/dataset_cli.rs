@@ -455,3 +455,73 @@ fn a_list_reads_the_same_from_any_working_folder() {
     let here = std::fs::read_to_string(dir.path().join("games/here.list")).unwrap();
     assert!(here.lines().nth(1).is_some_and(|l| l.starts_with("g0.sgf\t")), "{here}");
 }
+
+/// Runs `cmd` to its end: its output and its peak resident memory in bytes
+/// (the kernel's count for the reaped child).
+fn run_measured(mut cmd: std::process::Command) -> (Output, u64) {
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    // The pipes are read on threads, or a full pipe would stall the child.
+    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            pipe.read_to_end(&mut bytes).unwrap();
+            bytes
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.unwrap()));
+    let stderr = read_all(Box::new(child.stderr.unwrap()));
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    use std::os::unix::process::ExitStatusExt;
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    (output, usage.ru_maxrss as u64 * 1024)
+}
+
+/// A file of two million empty game trees (`(;)`, 6 MB): `filter` and
+/// `prepare` hold what they keep of it, not all of it (each held every
+/// game's record, and filter every rejection's text: a gigabyte).
+#[test]
+fn a_file_of_millions_of_empty_games_takes_little_memory() {
+    let Some(kgs) = common::sgf_files("kgs-6d") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let games = dir.path().join("games");
+    std::fs::create_dir(&games).unwrap();
+    let trees = 2_000_000;
+    std::fs::write(games.join("empty.sgf"), "(;)".repeat(trees)).unwrap();
+    std::fs::copy(&kgs[0], games.join("real.sgf")).unwrap();
+    let list = dir.path().join("all.list");
+    let mut filter = common::go_train(&["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--out"]);
+    filter.arg(&list).arg(&games);
+    let (out, peak) = run_measured(filter);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(peak < 200 << 20, "filter's peak resident memory {} MiB", peak >> 20);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("all.list.report.json")).unwrap()).unwrap();
+    assert_eq!(report["report"]["games"], trees as u64 + 1, "{report}");
+    assert_eq!(report["report"]["rejected"]["too short"], trees as u64, "{report}");
+    assert_eq!(report["report"]["examples"]["too short"].as_array().unwrap().len(), 5, "{report}");
+
+    // A list naming two of them, and the real game.
+    let header = std::fs::read_to_string(&list).unwrap().lines().next().unwrap().to_string();
+    let named = dir.path().join("named.list");
+    std::fs::write(
+        &named,
+        format!("{header}\ngames/empty.sgf\t0\ngames/empty.sgf\t{}\ngames/real.sgf\t0\n", trees - 1),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let mut prepare = common::go_train(&["prepare", path(&named), "--split", "1,0,0", "--out", path(&data)]);
+    prepare.current_dir(dir.path());
+    let (out, peak) = run_measured(prepare);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(peak < 200 << 20, "prepare's peak resident memory {} MiB", peak >> 20);
+    let manifest = Manifest::read(&data).unwrap();
+    assert_eq!((manifest.splits[&Split::Train].games, manifest.dropped["no moves"]), (1, 2), "{}", text(&out));
+}

@@ -42,12 +42,13 @@ pub struct Args {
     /// Keep only games whose result (RE) names a winner or a draw.
     #[arg(long)]
     require_result: bool,
-    /// Fewest moves a game must have.
-    #[arg(long, default_value_t = 0)]
+    /// Fewest moves a game must have (0 keeps records without moves, which
+    /// `prepare` drops).
+    #[arg(long, default_value_t = Criteria::default().min_moves)]
     min_moves: usize,
     /// Most moves a game may have (a game of endless passes is no game);
     /// at least --min-moves.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = Criteria::default().max_moves)]
     max_moves: usize,
     /// Lowest komi kept.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = super::finite_f32)]

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::progress::Progress;
-use crate::sgf::{read_file, written_value, GameRecord, GameResult, Property};
+use crate::sgf::{written_value, GameRecord, GameResult, Property};
 
 /// What a game must be to be kept.
 #[derive(Clone, Debug, Serialize)]
@@ -42,7 +42,8 @@ impl Default for Criteria {
             min_year: Some(2000),
             allow_handicap: false,
             require_result: false,
-            min_moves: 0,
+            // A record without moves has no position to learn from.
+            min_moves: 1,
             max_moves: 1000,
             komi: Some((5.0, 8.0)),
         }
@@ -378,60 +379,86 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> SgfFiles {
 /// keeps those that meet `criteria`. The list is sorted, so the same tree
 /// gives the same list.
 pub fn filter(files: &[Result<PathBuf, String>], criteria: &Criteria, progress: &Progress) -> (GameList, FilterReport) {
-    /// The game if kept, else why not; whether its komi was in hundredths.
-    type Outcome = (Option<GameRef>, Option<(Rejection, String)>, bool);
-    let outcomes: Vec<Vec<Outcome>> = files
+    let tallies: Vec<(Vec<GameRef>, FilterReport)> = files
         .par_iter()
         .map(|file| {
-            let out = match file {
-                Err(e) => vec![(None, Some((Rejection::Unreadable, e.clone())), false)],
-                Ok(path) => match read_file(path) {
-                    Err(e) => vec![(None, Some((Rejection::Unreadable, format!("{}: {e}", path.display()))), false)],
-                    Ok(games) => games
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, game)| {
-                            let at = GameRef { file: path.clone(), index };
-                            let hundredths = game.as_ref().is_ok_and(|r| r.komi_in_hundredths);
-                            let verdict = match game {
-                                Err(e) => Err((Rejection::Unparsable, e.to_string())),
-                                Ok(record) => criteria.judge(&record),
-                            };
-                            match verdict {
-                                Ok(()) => (Some(at), None, hundredths),
-                                Err((r, detail)) => {
-                                    (None, Some((r, format!("{}#{index}: {detail}", path.display()))), hundredths)
-                                }
-                            }
-                        })
-                        .collect(),
-                },
+            let tally = match file {
+                Err(e) => unreadable(e.clone()),
+                Ok(path) => filter_file(path, criteria),
             };
             progress.inc(1);
-            out
+            tally
         })
         .collect();
     progress.finish();
 
     let mut report = FilterReport { files: files.len() as u64, ..FilterReport::default() };
     let mut kept = Vec::new();
-    for (game, rejection, hundredths) in outcomes.into_iter().flatten() {
-        report.games += 1;
-        report.komi_in_hundredths += hundredths as u64;
-        if let Some(g) = game {
-            kept.push(g);
-        }
-        if let Some((reason, detail)) = rejection {
-            *report.rejected.entry(reason.name()).or_default() += 1;
-            let examples = report.examples.entry(reason.name()).or_default();
-            if examples.len() < EXAMPLES_PER_REASON {
-                examples.push(detail);
-            }
-        }
+    for (games, tally) in tallies {
+        kept.extend(games);
+        report.add(tally);
     }
     kept.sort();
     report.kept = kept.len() as u64;
     (GameList(kept), report)
+}
+
+/// The games of one file that meet `criteria`, and its tally: judged as
+/// each is read, so that what is held grows with the games kept, not with
+/// the games in the file (a file of millions of empty games once took
+/// gigabytes).
+fn filter_file(path: &Path, criteria: &Criteria) -> (Vec<GameRef>, FilterReport) {
+    let mut kept = Vec::new();
+    let mut tally = FilterReport::default();
+    let read = crate::sgf::visit_file(path, |index, game| {
+        tally.games += 1;
+        tally.komi_in_hundredths += u64::from(game.as_ref().is_ok_and(|r| r.komi_in_hundredths));
+        let verdict = match game {
+            Err(e) => Err((Rejection::Unparsable, e.to_string())),
+            Ok(record) => criteria.judge(&record),
+        };
+        match verdict {
+            Ok(()) => kept.push(GameRef { file: path.to_path_buf(), index }),
+            Err((reason, detail)) => tally.reject(reason, || format!("{}#{index}: {detail}", path.display())),
+        }
+    });
+    match read {
+        Ok(()) => (kept, tally),
+        Err(e) => unreadable(format!("{}: {e}", path.display())),
+    }
+}
+
+/// The tally of a file that cannot be read: one game, rejected.
+fn unreadable(detail: String) -> (Vec<GameRef>, FilterReport) {
+    let mut tally = FilterReport { games: 1, ..FilterReport::default() };
+    tally.reject(Rejection::Unreadable, || detail);
+    (Vec::new(), tally)
+}
+
+impl FilterReport {
+    /// Counts a rejection, keeping its detail while the reason has fewer
+    /// than [`EXAMPLES_PER_REASON`] examples.
+    fn reject(&mut self, reason: Rejection, detail: impl FnOnce() -> String) {
+        *self.rejected.entry(reason.name()).or_default() += 1;
+        let examples = self.examples.entry(reason.name()).or_default();
+        if examples.len() < EXAMPLES_PER_REASON {
+            examples.push(detail());
+        }
+    }
+
+    /// Adds the tally of a later file (its examples after ours).
+    fn add(&mut self, later: FilterReport) {
+        self.games += later.games;
+        self.komi_in_hundredths += later.komi_in_hundredths;
+        for (reason, count) in later.rejected {
+            *self.rejected.entry(reason).or_default() += count;
+        }
+        for (reason, details) in later.examples {
+            let examples = self.examples.entry(reason).or_default();
+            let room = EXAMPLES_PER_REASON.saturating_sub(examples.len());
+            examples.extend(details.into_iter().take(room));
+        }
+    }
 }
 
 #[cfg(test)]

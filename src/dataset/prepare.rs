@@ -26,7 +26,7 @@
 //! A list of which no game is kept writes no dataset: `prepare` fails,
 //! counting why the games were dropped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -45,7 +45,7 @@ use crate::features::{FeatureSet, PackedPlanes};
 use crate::go::Rules;
 use crate::lock::Lock;
 use crate::progress::Progress;
-use crate::sgf::{read_file, GameRecord, ParsedGame};
+use crate::sgf::{visit_file, GameRecord, ParsedGame};
 
 /// Settings of `prepare` (all recorded in the manifest).
 #[derive(Clone, Debug)]
@@ -233,7 +233,7 @@ pub fn prepare(
     let mut writer = DatasetWriter::new(if options.part.is_none() { &staging } else { out }, options);
     let chunks: Vec<&[GameRef]> = games.chunks(CHUNK_GAMES).collect();
     let window = 4 * rayon::current_num_threads();
-    let mut files = ParsedFiles::default();
+    let mut files = ParsedFiles::new(games);
     for group in chunks.chunks(window) {
         files.load(group.iter().flat_map(|chunk| chunk.iter()));
         let outcomes: Vec<Vec<GameOutcome>> = group
@@ -410,15 +410,32 @@ fn remove_if_there(path: &Path) -> Result<()> {
 /// once, in parallel with the others, and kept for the next group: a
 /// collection (tygem's monthly files hold 3,200 games, 4.5 MB) spans many
 /// chunks, and parsing it once per chunk made `prepare` take minutes per
-/// file.
-#[derive(Default)]
+/// file. Of a file only the games the list names are kept: a file of
+/// millions of empty games (`(;)`) took gigabytes held whole.
 struct ParsedFiles {
-    files: HashMap<PathBuf, Result<Vec<ParsedGame>, String>>,
+    /// The games of each file the list names.
+    listed: HashMap<PathBuf, HashSet<usize>>,
+    files: HashMap<PathBuf, Result<ParsedFile, String>>,
     /// Files parsed so far (what the tests count).
     parses: usize,
 }
 
+/// The listed games of a file, and how many it holds.
+struct ParsedFile {
+    games: HashMap<usize, ParsedGame>,
+    trees: usize,
+}
+
 impl ParsedFiles {
+    /// Ready to read the games of `list`.
+    fn new(list: &[GameRef]) -> ParsedFiles {
+        let mut listed: HashMap<PathBuf, HashSet<usize>> = HashMap::new();
+        for g in list {
+            listed.entry(g.file.clone()).or_default().insert(g.index);
+        }
+        ParsedFiles { listed, files: HashMap::new(), parses: 0 }
+    }
+
     /// Keeps the files `games` need (parsing those not yet held) and drops
     /// the others.
     fn load<'a>(&mut self, games: impl Iterator<Item = &'a GameRef>) {
@@ -433,14 +450,27 @@ impl ParsedFiles {
                 None => {}
             }
         }
-        let parsed: Vec<_> =
-            missing.par_iter().map(|&path| (path.clone(), read_file(path).map_err(|e| e.to_string()))).collect();
+        let listed = &self.listed;
+        let parsed: Vec<_> = missing
+            .par_iter()
+            .map(|&path| {
+                let wanted = listed.get(path);
+                let mut file = ParsedFile { games: HashMap::new(), trees: 0 };
+                let read = visit_file(path, |index, game| {
+                    file.trees += 1;
+                    if wanted.is_some_and(|w| w.contains(&index)) {
+                        file.games.insert(index, game);
+                    }
+                });
+                (path.clone(), read.map(|()| file).map_err(|e| e.to_string()))
+            })
+            .collect();
         self.parses += parsed.len();
         kept.extend(parsed);
         self.files = kept;
     }
 
-    fn get(&self, path: &Path) -> Option<&Result<Vec<ParsedGame>, String>> {
+    fn get(&self, path: &Path) -> Option<&Result<ParsedFile, String>> {
         self.files.get(path)
     }
 }
@@ -454,8 +484,8 @@ fn encode_chunk(games: &[GameRef], files: &ParsedFiles, rules: Rules, options: &
             let outcome = match files.get(&g.file) {
                 Some(Err(e)) => GameOutcome::Dropped("unreadable file", e.clone()),
                 None => GameOutcome::Dropped("unreadable file", String::new()),
-                Some(Ok(parsed)) => match parsed.get(g.index) {
-                    None => GameOutcome::Dropped("game not in file", format!("the file holds {}", parsed.len())),
+                Some(Ok(parsed)) => match parsed.games.get(&g.index) {
+                    None => GameOutcome::Dropped("game not in file", format!("the file holds {}", parsed.trees)),
                     Some(Err(e)) => GameOutcome::Dropped("unparsable game", e.to_string()),
                     Some(Ok(record)) => encode_game(record, rules, options, &mut planes),
                 },
@@ -668,11 +698,16 @@ mod tests {
         std::fs::write(&a, "(;SZ[9];B[aa])(;SZ[9];B[bb])(;SZ[9];B[cc])(;SZ[9];B[dd])").unwrap();
         std::fs::write(&b, "(;SZ[9];W[ee])").unwrap();
         let game = |file: &Path, index| GameRef { file: file.to_path_buf(), index };
-        let mut files = ParsedFiles::default();
-        files.load([game(&a, 0), game(&a, 1)].iter());
-        files.load([game(&a, 2), game(&a, 3), game(&b, 0)].iter());
+        let list = [game(&a, 0), game(&a, 1), game(&a, 3), game(&b, 0)];
+        let mut files = ParsedFiles::new(&list);
+        files.load(list[..2].iter());
+        files.load(list[2..].iter());
         assert_eq!(files.parses, 2, "a is kept from the first group, b parsed once");
-        assert_eq!(files.get(&a).unwrap().as_ref().unwrap().len(), 4);
+        let parsed = files.get(&a).unwrap().as_ref().unwrap();
+        assert_eq!(parsed.trees, 4);
+        let mut held: Vec<usize> = parsed.games.keys().copied().collect();
+        held.sort();
+        assert_eq!(held, [0, 1, 3], "only the games listed are held");
         files.load([game(&b, 0)].iter());
         assert_eq!(files.parses, 2);
         assert!(files.get(&a).is_none(), "a is no longer needed");

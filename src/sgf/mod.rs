@@ -9,7 +9,8 @@
 //! A file is read with [`read_file`] or [`parse_bytes`]: every game tree in
 //! it becomes a [`ParsedGame`], a [`GameRecord`] or the [`GameError`] that
 //! says why not (a bad move value, a board size, a malformed tree), so that
-//! one bad game does not lose the others. Only the main line is kept. A
+//! one bad game does not lose the others ([`visit_file`] hands them over
+//! one at a time, for readers that keep few). Only the main line is kept. A
 //! record is checked against the rules only when replayed
 //! ([`GameRecord::replay`], [`GameRecord::replay_with`]), which names the
 //! first illegal move.
@@ -25,7 +26,8 @@ mod write;
 
 pub use date::GameDate;
 pub use read::{
-    parse_bytes, parse_game, parse_str, read_file, read_file_up_to_damage, ParsedGame, PartialGame, SgfError,
+    parse_bytes, parse_game, parse_str, read_file, read_file_up_to_damage, visit_file, visit_str, ParsedGame,
+    PartialGame, SgfError,
 };
 pub use record::{fox_komi, written_value, GameError, GameRecord, Setup};
 pub use replay::{ReplayError, RECORD_DEFAULT_RULES};

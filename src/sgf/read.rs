@@ -54,6 +54,13 @@ pub fn read_file(path: &Path) -> Result<Vec<ParsedGame>, SgfError> {
     parse_bytes(&read_at_most(path, MAX_FILE_BYTES)?)
 }
 
+/// Reads an SGF file game by game (see [`visit_str`]): what a reader that
+/// keeps a few of the games uses, for a file of millions of empty games
+/// (`(;)`, three bytes each) took gigabytes read whole.
+pub fn visit_file(path: &Path, visit: impl FnMut(usize, ParsedGame)) -> Result<(), SgfError> {
+    visit_str(&decode(&read_at_most(path, MAX_FILE_BYTES)?), visit)
+}
+
 /// The bytes of `path`, refused past `limit`.
 fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
@@ -89,13 +96,22 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<ParsedGame>, SgfError> {
 
 /// [`parse_bytes`] for text already decoded.
 pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
-    // Each tree becomes a record as soon as it is read, so that only one
-    // game's nodes are held at a time.
     let mut records = Vec::new();
+    visit_str(text, |_, game| records.push(game))?;
+    Ok(records)
+}
+
+/// Calls `visit` with each game tree of `text` (its index in the file, and
+/// the record or why not) as soon as it is read, so that only one game's
+/// nodes are held at a time. The errors are [`parse_bytes`]'s, told once
+/// every game has been visited: a caller drops what it kept of them.
+pub fn visit_str(text: &str, mut visit: impl FnMut(usize, ParsedGame)) -> Result<(), SgfError> {
     let mut first_error = None;
     let mut any_whole = false;
+    let mut trees = 0;
     for (index, tree) in game_trees(text).enumerate() {
-        records.push(match whole_tree(&tree) {
+        trees += 1;
+        let game = match whole_tree(&tree) {
             Ok(root) => {
                 any_whole = true;
                 GameRecord::from_tree(index, &root)
@@ -108,12 +124,13 @@ pub fn parse_str(text: &str) -> Result<Vec<ParsedGame>, SgfError> {
                 any_whole = true;
                 Err(e)
             }
-        });
+        };
+        visit(index, game);
     }
     match first_error {
-        _ if records.is_empty() => Err(SgfError::NotSgf),
+        _ if trees == 0 => Err(SgfError::NotSgf),
         Some(first) if !any_whole => Err(SgfError::Malformed(first)),
-        _ => Ok(records),
+        _ => Ok(()),
     }
 }
 

@@ -458,6 +458,7 @@ fn a_list_reads_the_same_from_any_working_folder() {
 
 /// Runs `cmd` to its end: its output and its peak resident memory in bytes
 /// (the kernel's count for the reaped child).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which also reads its memory
 fn run_measured(mut cmd: std::process::Command) -> (Output, u64) {
     let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let pid = child.id() as libc::pid_t;

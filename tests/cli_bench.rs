@@ -54,8 +54,13 @@ fn bench_prepare_refuses_a_folder_it_would_not_prepare() {
     std::fs::create_dir(&empty).unwrap();
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("manifest.json"), "{}").unwrap();
+    // A record that fails the benchmark's criteria (no moves): named as
+    // the data's, not the scratch list's (gone by the time it is read).
+    let one = dir.path().join("one.sgf");
+    std::fs::write(&one, "(;SZ[19])").unwrap();
     let cases = [
         (&empty, None, format!("--data {}: no SGF file there", empty.display())),
+        (&one, None, format!("--data {}: none of its 1 games can be prepared (1 too short)", one.display())),
         (&empty, Some(&out), format!("--out {}: not empty", out.display())),
     ];
     for (data, out_dir, says) in cases {
@@ -92,4 +97,14 @@ fn bench_search_refuses_other_agents_and_reaches_the_last_move() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains(": 1 positions"), "{stdout}");
+}
+
+/// However short the time, `bench playouts` plays some: a run of none
+/// printed NaN moves a playout.
+#[test]
+fn bench_playouts_plays_at_least_one_batch() {
+    let out = common::run_ok(&["bench", "playouts", "--size", "9", "--seconds", "1e-9"]);
+    let text = common::text(&out);
+    let played: u64 = text.lines().find_map(|l| l.strip_prefix("playouts:")).unwrap().trim().parse().unwrap();
+    assert!(played >= 1 && !text.contains("NaN"), "{text}");
 }

@@ -191,7 +191,8 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
         Some(n) => games >= n,
         None => start.elapsed() >= budget,
     };
-    while !done(games) {
+    // At least one batch, whatever the budget: a run of none reported NaN.
+    loop {
         // Check the clock once per batch: Instant::now costs ~20 ns.
         for _ in 0..64 {
             if count.is_some_and(|n| games >= n) {
@@ -202,6 +203,9 @@ fn playouts(size: usize, seconds: f64, seed: u64, count: Option<u64>) -> Result<
             games += 1;
             moves += stats.moves as u64;
             limited += stats.hit_limit as u64;
+        }
+        if done(games) {
+            break;
         }
     }
     let secs = start.elapsed().as_secs_f64();
@@ -237,6 +241,11 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>, features: 
         bail!("--data {}: no SGF file there (a folder of *.sgf files, searched recursively)", data.display());
     }
     let (games, report) = filter(&files, &all, &Progress::new("filter", files.len() as u64, "files"));
+    // Said here: prepare would name the scratch list, gone when it is read.
+    if games.0.is_empty() {
+        let why: Vec<String> = report.rejected.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+        bail!("--data {}: none of its {} games can be prepared ({})", data.display(), report.games, why.join(", "));
+    }
     std::fs::write(&list, games.to_text(&list)).with_context(|| format!("writing {}", list.display()))?;
     let filtered = start.elapsed().as_secs_f64();
     let options = PrepareOptions { force: !keep, features, ..PrepareOptions::default() };

@@ -177,12 +177,18 @@ impl TrainConfig {
     /// of its range ([`TrainConfig::ranges`]), naming each.
     fn check(&self) -> Result<()> {
         self.arch()?;
-        let wrong: Vec<String> = self
+        let mut wrong: Vec<String> = self
             .ranges()
             .into_iter()
             .filter(|(_, value, range, _)| !range.contains(*value))
             .map(|(key, value, range, why)| format!("{key} = {value} is out of range: it must be {range} ({why})"))
             .collect();
+        // An empty path once went on to fail as ": no such folder".
+        for (key, path, what) in [("data", &self.data, "the dataset"), ("out", &self.out, "the run's folder")] {
+            if path.as_os_str().is_empty() {
+                wrong.push(format!("{key} is empty: it names {what}"));
+            }
+        }
         if !wrong.is_empty() {
             bail!("{}", wrong.join("; "));
         }
@@ -452,6 +458,10 @@ mod tests {
         let two = TrainConfig::parse("job.toml", POLICY, &["batch=0".into(), "optimizer.lr=-1".into()]).unwrap_err();
         let err = format!("{two:#}");
         assert!(err.contains("batch") && err.contains("optimizer.lr"), "every bad setting is named: {err}");
+        for (set, what) in [("out=", "out is empty: it names the run's folder"), ("data=''", "data is empty")] {
+            let err = format!("{:#}", TrainConfig::parse("job.toml", POLICY, &[set.into()]).unwrap_err());
+            assert!(err.contains("job.toml") && err.contains(what), "{set}: {err}");
+        }
         for edge in ["schedule.gamma=1", "schedule.step_size=0", "optimizer.momentum=0", "optimizer.weight_decay=0"] {
             assert!(TrainConfig::parse("job.toml", POLICY, &[edge.into()]).is_ok(), "{edge} means something");
         }

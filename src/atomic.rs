@@ -35,7 +35,10 @@ pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
 fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| match file_in_the_way(path) {
+        Some(file) => format!("cannot write {}: {} is a file, not a folder", path.display(), file.display()),
+        None => format!("creating {}", dir.display()),
+    })?;
     let write = || -> std::io::Result<()> {
         let mut f = File::create(tmp)?;
         f.write_all(bytes)?;
@@ -51,6 +54,12 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     }
     written?;
     sync_dir(dir)
+}
+
+/// The file that stands where a folder of `path` would have to be made
+/// (`a.sgf` of `a.sgf/x.list`), if any: what a write there fails on.
+pub fn file_in_the_way(path: &Path) -> Option<&Path> {
+    path.parent()?.ancestors().find(|a| !a.as_os_str().is_empty() && a.is_file())
 }
 
 /// Removes the file or folder (with all it holds) at `path`, if there is
@@ -121,6 +130,12 @@ mod tests {
         create_folder(&folder, "a run is a folder").unwrap();
         create_folder(&folder, "a run is a folder").unwrap();
         assert!(folder.is_dir());
+        // A file where a written file's folder would be is named.
+        let inside = file.join("deeper/list.txt");
+        assert_eq!(file_in_the_way(&inside), Some(file.as_path()));
+        let err = format!("{:#}", write_atomic(&inside, b"y").unwrap_err());
+        assert!(err.starts_with(&format!("cannot write {}: {} is a file", inside.display(), file.display())), "{err}");
+        assert_eq!(file_in_the_way(&folder.join("x")), None);
     }
 
     #[test]

@@ -351,7 +351,13 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     let before = std::fs::read(&game).unwrap();
     let (list, folder) = (dir.path().join("games.list"), dir.path().join("folder"));
     std::fs::create_dir(&folder).unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let (in_game, report_in_game) = (game.join("x.list"), game.join("x.json"));
+    let file_in_the_way = format!("{} is a file, not a folder", game.display());
+    let cases: [(&[&str], &str); 7] = [
+        (&["filter", path(&game), "--out", path(&in_game)], &file_in_the_way),
+        // Found before the list is replaced (it once was, and then the
+        // report failed).
+        (&["filter", path(&game), "--out", path(&list), "--report", path(&report_in_game)], &file_in_the_way),
         (&["filter", path(&game), "--out", path(&game)], "that is a game being read"),
         (&["filter", path(dir.path()), "--out", path(&list), "--report", path(&game)], "that is a game being read"),
         (&["filter", path(&game), "--out", path(&list), "--report", path(&list)], "both name"),
@@ -364,6 +370,7 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
         assert!(!out.status.success() && text(&out).contains(says), "{args:?}: {}", text(&out));
     }
     assert_eq!(std::fs::read(&game).unwrap(), before, "the game is untouched");
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), format!("{}\t0\n", game.display()), "the list too");
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "nothing left in the folder");
 }
 

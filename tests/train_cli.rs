@@ -171,7 +171,8 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     let segmented = dir.path().join("segmented");
     let out = train(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--stop-after", "0.001"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stopping after epoch 1 of 3"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("stopping after epoch 1 of 3") && said.contains("--stop-after 0.001 s"), "{said}");
     assert_eq!(metrics(&segmented).len(), 1);
     assert!(train(&segmented, "policy", &["--epochs", "3", "--steps-per-epoch", "5", "--resume"]).status.success());
     assert_eq!(metrics(&segmented).len(), 3);

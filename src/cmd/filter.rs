@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use go_train::atomic::write_atomic;
+use go_train::atomic::{file_in_the_way, write_atomic};
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
 use go_train::progress::Progress;
 
@@ -84,9 +84,13 @@ pub fn run(args: Args) -> Result<()> {
     if super::same_file(&args.out, &report_path) {
         bail!("--out and --report both name {}: give each its own file", args.out.display());
     }
+    // Found before the games are read, not after.
     for (flag, path) in [("--out", &args.out), ("--report", &report_path)] {
         if path.is_dir() {
             bail!("{flag} {}: a folder; give the file to write", path.display());
+        }
+        if let Some(file) = file_in_the_way(path) {
+            bail!("{flag} {}: {} is a file, not a folder", path.display(), file.display());
         }
     }
     let criteria = Criteria {
@@ -119,9 +123,11 @@ pub fn run(args: Args) -> Result<()> {
     let progress = Progress::new("filter", files.len() as u64, "files");
     let started = std::time::Instant::now();
     let (list, report) = filter(&files, &criteria, &progress);
-    write_atomic(&args.out, list.to_text(&args.out).as_bytes())?;
+    // The report first: a list it could not follow would replace the
+    // last one with nothing to say how it was made.
     let json = serde_json::json!({"criteria": criteria, "report": report});
     write_atomic(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;
+    write_atomic(&args.out, list.to_text(&args.out).as_bytes())?;
 
     eprintln!(
         "filter: {} files, {} games in {:.1} s: kept {}, rejected {}",

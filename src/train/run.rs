@@ -245,7 +245,8 @@ pub fn train(
                         "stopping after epoch {} of {}: another would pass --stop-after {} s; continue with --resume",
                         state.epoch,
                         config.epochs,
-                        limit.as_secs()
+                        // Whole seconds said "0 s" for --stop-after 0.1.
+                        limit.as_secs_f64()
                     );
                     return Ok(Summary { epochs: history, already_done: false });
                 }

@@ -117,7 +117,15 @@ impl Criteria {
         }
         let handicap = record.handicap.unwrap_or(0) >= 2 || !record.setup.is_empty() || !record.later_setup.is_empty();
         if handicap && !self.allow_handicap {
-            return reject(Rejection::Handicap, format!("HA {}", record.handicap.unwrap_or(0)));
+            let stones = |setup: &crate::sgf::Setup| setup.iter().filter(|(_, c)| c.is_some()).count();
+            let detail = match (record.handicap, record.later_setup.first()) {
+                (Some(n), _) if n >= 2 => format!("HA {n}"),
+                // Stones set up without HA (it once said "HA 0").
+                _ if !record.setup.is_empty() => format!("{} setup stones, no HA", stones(&record.setup)),
+                (_, Some((moves, setup))) => format!("{} stones set up after move {moves}", stones(setup)),
+                _ => String::new(),
+            };
+            return reject(Rejection::Handicap, detail);
         }
         if let Some(min) = self.min_year {
             match &record.date {
@@ -475,6 +483,9 @@ mod tests {
         let reason = |props: &str| c.judge(&game(props)).unwrap_err().0;
         assert_eq!(reason("SZ[13]KM[6.5]DT[2005]"), Rejection::WrongSize);
         assert_eq!(reason("SZ[19]KM[0.5]HA[2]AB[dd][pp]DT[2005]"), Rejection::Handicap);
+        let detail = |props: &str| c.judge(&game(props)).unwrap_err().1;
+        assert_eq!(detail("SZ[19]KM[0.5]HA[2]AB[dd][pp]DT[2005]"), "HA 2");
+        assert_eq!(detail("SZ[19]KM[6.5]AB[dd][pp]DT[2005]"), "2 setup stones, no HA");
         assert_eq!(reason("SZ[19]KM[6.5]"), Rejection::NoDate);
         assert_eq!(reason("SZ[19]KM[6.5]DT[1999-12-31]"), Rejection::TooOld);
         assert_eq!(reason("SZ[19]KM[0.5]DT[2005]"), Rejection::KomiOutOfRange);

@@ -137,6 +137,20 @@ fn resume_and_force_keep_to_the_folder_given() {
     ok(&[&["train-rl", "--init", path(&kept), "--out", path(&first), "--force", "--iterations", "1"][..], &quick]
         .concat());
     assert_eq!(std::fs::read(&kept).unwrap(), start);
+
+    // Neither kind of trainer takes the other's run, even with --force
+    // (train-rl once called a train-policy run its own, and deleted it).
+    let err = fails(&["train-playout", "--data", path(&dir.path().join("none")), "--out", path(&first), "--force"]);
+    assert!(err.contains("holds a train-rl run") && err.contains("another --out"), "{err}");
+    assert!(first.join("rl.json").is_file() && first.join("last/state.json").is_file(), "the run is untouched");
+    let supervised = dir.path().join("supervised");
+    std::fs::create_dir_all(supervised.join("last")).unwrap();
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/policy.toml"), supervised.join("config.toml")).unwrap();
+    for force in [&[][..], &["--force"]] {
+        let err = fails(&[&["train-rl", "--init", init(), "--out", path(&supervised)][..], force, &quick].concat());
+        assert!(err.contains("not of train-rl") && err.contains("another --out"), "{force:?}: {err}");
+    }
+    assert!(supervised.join("config.toml").is_file() && supervised.join("last").is_dir(), "the run is untouched");
 }
 
 fn copy_folder(from: &Path, to: &Path) {

@@ -94,6 +94,15 @@ pub fn begin(out: &Path, start: Start, config: &TrainConfig) -> Result<(Lock, Pl
 /// naming what is in the way or missing. Reads, writes nothing; call it
 /// holding the folder's lock, after [`checkpoint::recover`].
 pub fn plan(out: &Path, start: Start, config: &TrainConfig) -> Result<Plan> {
+    // Not even --force replaces another trainer's run (the two share
+    // `last/` and the metrics' names).
+    if out.join(super::rl::CONFIG_FILE).exists() {
+        bail!(
+            "{} holds a train-rl run ({}): this trainer neither continues nor replaces it; name another --out",
+            out.display(),
+            super::rl::CONFIG_FILE
+        );
+    }
     let found = present(out)?;
     match start {
         // Removed once the new run is ready to write ([`remove_old_run`]).

@@ -373,6 +373,16 @@ fn source_bytes(source: &NetSource) -> Result<Vec<u8>> {
 /// Refuses a folder with a run in it unless resuming or replacing; with
 /// [`Start::Overwrite`], removes the run's files.
 fn ready_folder(out: &Path, start: Start) -> Result<()> {
+    // Not even --force replaces a supervised trainer's run: it was once
+    // called "a train-rl run", and --force deleted it.
+    let supervised = super::run_folder::CONFIG_FILE;
+    if out.join(supervised).exists() && !out.join(CONFIG_FILE).exists() {
+        bail!(
+            "{} holds a run of train-policy, train-playout or train-value ({supervised}), not of train-rl: \
+             name another --out",
+            out.display()
+        );
+    }
     let ours = ["last", "last.new", "last.old", "pool", "best.safetensors", CONFIG_FILE, "metrics.jsonl"];
     let holds_a_run = ours.iter().any(|name| out.join(name).exists());
     match start {

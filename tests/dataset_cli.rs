@@ -207,26 +207,32 @@ fn what_prepare_writes_verifies_and_reads_back_whole() {
     assert!(run_on(&["dataset", "verify"], &data).status.success());
 }
 
+/// The first `n` game files of kgs-6d's KGS2001 folder, by name; `None`
+/// (skipped) without the game records.
+fn kgs_2001_files(n: usize) -> Option<Vec<std::path::PathBuf>> {
+    let kgs = common::collection("kgs-6d")?;
+    let files = walkdir::WalkDir::new(kgs.join("KGS2001")).sort_by_file_name().into_iter().filter_map(Result::ok);
+    Some(files.filter(|e| e.path().extension().is_some_and(|x| x == "sgf")).take(n).map(|e| e.into_path()).collect())
+}
+
 /// Real games under file names with a line feed, a tab and a byte that is
 /// not UTF-8 go through `filter` and `prepare` like any other: the list
 /// escapes them, so no name breaks it or is lost.
 #[test]
 fn odd_file_names_go_through_filter_and_prepare() {
     use std::os::unix::ffi::OsStrExt;
-    let Some(kgs) = common::collection("kgs-6d") else { return };
+    let Some(sources) = kgs_2001_files(40) else { return };
     let dir = tempfile::tempdir().unwrap();
     let games = dir.path().join("games");
     std::fs::create_dir_all(&games).unwrap();
     let names: [&[u8]; 3] = [b"new\nline.sgf", b"tab\there.sgf", b"latin1-\xe9t\xe9.sgf"];
-    let sources = walkdir::WalkDir::new(kgs.join("KGS2001")).sort_by_file_name().into_iter().filter_map(Result::ok);
-    let sources: Vec<_> = sources.filter(|e| e.path().extension().is_some_and(|x| x == "sgf")).take(40).collect();
     let mut copied = 0;
     for (i, source) in sources.iter().enumerate() {
         let name = match names.get(i) {
             Some(n) => std::ffi::OsStr::from_bytes(n).to_owned(),
             None => format!("plain{i}.sgf").into(),
         };
-        std::fs::copy(source.path(), games.join(name)).unwrap();
+        std::fs::copy(source, games.join(name)).unwrap();
         copied += 1;
     }
     let list = dir.path().join("games.list");
@@ -428,13 +434,12 @@ fn each_game_is_listed_once_and_no_unreadable_manifest_is_replaced() {
 /// were once read from the working folder of whoever read it).
 #[test]
 fn a_list_reads_the_same_from_any_working_folder() {
-    let Some(kgs) = common::collection("kgs-6d") else { return };
+    let Some(sources) = kgs_2001_files(12) else { return };
     let dir = tempfile::tempdir().unwrap();
     let games = dir.path().join("games");
     std::fs::create_dir_all(&games).unwrap();
-    let sources = walkdir::WalkDir::new(kgs.join("KGS2001")).sort_by_file_name().into_iter().filter_map(Result::ok);
-    for (i, source) in sources.filter(|e| e.path().extension().is_some_and(|x| x == "sgf")).take(12).enumerate() {
-        std::fs::copy(source.path(), games.join(format!("g{i}.sgf"))).unwrap();
+    for (i, source) in sources.iter().enumerate() {
+        std::fs::copy(source, games.join(format!("g{i}.sgf"))).unwrap();
     }
     let lists = dir.path().join("lists");
     std::fs::create_dir(&lists).unwrap();

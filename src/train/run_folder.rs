@@ -39,6 +39,9 @@ pub enum Start {
 
 /// The run's settings, beside its checkpoints.
 pub const CONFIG_FILE: &str = "config.toml";
+/// What marks a folder as train-rl's run (its settings): named here, for
+/// each kind of trainer refuses the other's folder.
+pub const RL_CONFIG_FILE: &str = "rl.json";
 /// The checkpoint after the last finished epoch.
 pub const LAST_DIR: &str = "last";
 
@@ -96,11 +99,11 @@ pub fn begin(out: &Path, start: Start, config: &TrainConfig) -> Result<(Lock, Pl
 pub fn plan(out: &Path, start: Start, config: &TrainConfig) -> Result<Plan> {
     // Not even --force replaces another trainer's run (the two share
     // `last/` and the metrics' names).
-    if out.join(super::rl::CONFIG_FILE).exists() {
+    if out.join(RL_CONFIG_FILE).exists() {
         bail!(
-            "{} holds a train-rl run ({}): this trainer neither continues nor replaces it; name another --out",
-            out.display(),
-            super::rl::CONFIG_FILE
+            "{} holds a train-rl run ({RL_CONFIG_FILE}): this trainer neither continues nor replaces it; name \
+             another --out",
+            out.display()
         );
     }
     let found = present(out)?;

@@ -179,7 +179,7 @@ fn all_moves() -> f64 {
 }
 
 /// The settings file in the checkpoint folder.
-pub const CONFIG_FILE: &str = "rl.json";
+pub const CONFIG_FILE: &str = super::run_folder::RL_CONFIG_FILE;
 
 /// Reads the settings a run saved in `out`.
 pub fn saved_config(out: &Path) -> Result<Option<RlConfig>> {

@@ -132,9 +132,18 @@ fi
 # comment lines and the first N games. Names relative to the list's folder
 # (under the header that says so) are given that folder, for the copy lies
 # in another.
-from=$(dirname "$(realpath "$list_in")")
-awk -v n="$games" -v from="$from" '
-    /^#/ { if (index($0, "relative to this list'"'"'s folder")) rel = 1; print; next }
+# The folder goes through the environment (awk -v reads escapes in it) and
+# is escaped as the list's names are: \\ \t \n \r.
+LIST_FROM=$(dirname "$(realpath "$list_in")") awk -v n="$games" '
+    BEGIN {
+        for (i = 1; i <= length(ENVIRON["LIST_FROM"]); i++) {
+            c = substr(ENVIRON["LIST_FROM"], i, 1)
+            from = from (c == "\\" ? "\\\\" : c == "\t" ? "\\t" : c == "\n" ? "\\n" : c == "\r" ? "\\r" : c)
+        }
+    }
+    { sub(/\r$/, "") }
+    NR == 1 && /^#/ { if (index($0, "relative to this list'"'"'s folder")) rel = 1 }
+    /^#/ { print; next }
     NF && k < n { if (rel && substr($0, 1, 1) != "/") $0 = from "/" $0; print; k++ }' "$list_in" >"$list"
 listed=$(grep -cv '^#' "$list" || true)
 ((listed > 0)) || die2 "no games in $list_in"

@@ -36,7 +36,7 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| match file_in_the_way(path) {
-        Some(file) => format!("cannot write {}: {} is a file, not a folder", path.display(), file.display()),
+        Some(file) => format!("cannot write {}: {} is not a folder", path.display(), file.display()),
         None => format!("creating {}", dir.display()),
     })?;
     let write = || -> std::io::Result<()> {
@@ -56,10 +56,11 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
-/// The file that stands where a folder of `path` would have to be made
-/// (`a.sgf` of `a.sgf/x.list`), if any: what a write there fails on.
+/// What stands where a folder of `path` would have to be made (`a.sgf` of
+/// `a.sgf/x.list`, a link to nothing, a pipe), if anything: what a write
+/// there fails on.
 pub fn file_in_the_way(path: &Path) -> Option<&Path> {
-    path.parent()?.ancestors().find(|a| !a.as_os_str().is_empty() && a.is_file())
+    path.parent()?.ancestors().find(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_ok() && !a.is_dir())
 }
 
 /// Removes the file or folder (with all it holds) at `path`, if there is
@@ -134,8 +135,14 @@ mod tests {
         let inside = file.join("deeper/list.txt");
         assert_eq!(file_in_the_way(&inside), Some(file.as_path()));
         let err = format!("{:#}", write_atomic(&inside, b"y").unwrap_err());
-        assert!(err.starts_with(&format!("cannot write {}: {} is a file", inside.display(), file.display())), "{err}");
+        assert!(
+            err.starts_with(&format!("cannot write {}: {} is not a folder", inside.display(), file.display())),
+            "{err}"
+        );
         assert_eq!(file_in_the_way(&folder.join("x")), None);
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nothing"), &dangling).unwrap();
+        assert_eq!(file_in_the_way(&dangling.join("x.list")), Some(dangling.as_path()));
     }
 
     #[test]

@@ -358,7 +358,7 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     let (list, folder) = (dir.path().join("games.list"), dir.path().join("folder"));
     std::fs::create_dir(&folder).unwrap();
     let (in_game, report_in_game) = (game.join("x.list"), game.join("x.json"));
-    let file_in_the_way = format!("{} is a file, not a folder", game.display());
+    let file_in_the_way = format!("{} is not a folder", game.display());
     let cases: [(&[&str], &str); 7] = [
         (&["filter", path(&game), "--out", path(&in_game)], &file_in_the_way),
         // Found before the list is replaced (it once was, and then the

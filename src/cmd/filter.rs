@@ -90,7 +90,7 @@ pub fn run(args: Args) -> Result<()> {
             bail!("{flag} {}: a folder; give the file to write", path.display());
         }
         if let Some(file) = file_in_the_way(path) {
-            bail!("{flag} {}: {} is a file, not a folder", path.display(), file.display());
+            bail!("{flag} {}: {} is not a folder", path.display(), file.display());
         }
     }
     let criteria = Criteria {

@@ -192,19 +192,27 @@ const CWD_LIST_HEADER: &str =
 const OLD_LIST_HEADER: &str = "# go-train game list: file<TAB>game index in file";
 
 impl GameList {
-    /// The list as written to `list_path` (see [`GameList`]).
+    /// The list as written to `list_path` (see [`GameList`]), sorted as
+    /// written: the same games found under roots spelled otherwise (a
+    /// link, an absolute path) give the same text.
     pub fn to_text(&self, list_path: &Path) -> String {
         let folder = std::fs::canonicalize(list_folder(list_path)).ok();
-        let mut out = format!("{LIST_HEADER}\n");
+        let mut entries: Vec<(PathBuf, usize)> = Vec::with_capacity(self.0.len());
         // A collection's games follow each other: its path is worked out once.
-        let mut last: Option<(&Path, String)> = None;
+        let mut last: Option<(&Path, PathBuf)> = None;
         for g in &self.0 {
             let written = match &last {
                 Some((file, written)) if *file == g.file.as_path() => written.clone(),
-                _ => escape_path(&listed_path(&g.file, folder.as_deref())),
+                _ => listed_path(&g.file, folder.as_deref()),
             };
-            out.push_str(&format!("{written}\t{}\n", g.index));
+            entries.push((written.clone(), g.index));
             last = Some((&g.file, written));
+        }
+        entries.sort();
+        entries.dedup();
+        let mut out = format!("{LIST_HEADER}\n");
+        for (file, index) in entries {
+            out.push_str(&format!("{}\t{index}\n", escape_path(&file)));
         }
         out
     }
@@ -213,9 +221,14 @@ impl GameList {
     pub fn read(path: &Path) -> Result<GameList> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
-        let escaped = !text.starts_with(&format!("{OLD_LIST_HEADER}\n"));
-        let from_list = text.starts_with(&format!("{LIST_HEADER}\n"));
-        let folder = list_folder(path);
+        // `lines` drops a carriage return before each line feed: a list
+        // saved with Windows line ends reads as written.
+        let header = text.lines().next().unwrap_or_default();
+        let escaped = header != OLD_LIST_HEADER;
+        let from_list = header == LIST_HEADER;
+        // A list reached through a link names paths from where it lies.
+        let real_folder = path.is_symlink().then(|| std::fs::canonicalize(path).ok()).flatten();
+        let folder = real_folder.as_deref().map_or(list_folder(path), list_folder);
         let mut games = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.starts_with('#') || line.trim().is_empty() {
@@ -526,7 +539,9 @@ mod tests {
         );
         let path = dir.path().join("games.txt");
         std::fs::write(&path, list.to_text(&path)).unwrap();
-        assert_eq!(GameList::read(&path).unwrap(), list);
+        let mut sorted = list.0.clone();
+        sorted.sort();
+        assert_eq!(GameList::read(&path).unwrap().0, sorted);
         // A list written before escapes reads as it is.
         std::fs::write(&path, format!("{OLD_LIST_HEADER}\nC:\\games\\a.sgf\t2\n")).unwrap();
         assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("C:\\games\\a.sgf"));
@@ -585,10 +600,27 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let written: Vec<&str> = text.lines().skip(1).collect();
         let real = elsewhere.canonicalize().unwrap();
-        assert_eq!(written, ["a b/c.sgf\t0", &format!("{}\t1", real.display()), "d.sgf\t3"]);
+        // Sorted as written (absolute paths first), not as given.
+        assert_eq!(written, [&format!("{}\t1", real.display()), "a b/c.sgf\t0", "d.sgf\t3"]);
         let read = GameList::read(&path).unwrap();
         let read_files: Vec<PathBuf> = read.0.iter().map(|g| g.file.clone()).collect();
-        assert_eq!(read_files, [folder.join("../lists/a b/c.sgf"), real, folder.join("../lists/d.sgf")]);
+        assert_eq!(read_files, [real.clone(), folder.join("../lists/a b/c.sgf"), folder.join("../lists/d.sgf")]);
+        // The same games spelled otherwise (reversed, through `..`) give the same text.
+        let respelled = GameList(vec![
+            GameRef { file: folder.join("d.sgf"), index: 3 },
+            GameRef { file: real.clone(), index: 1 },
+            GameRef { file: folder.join("a b/../a b/c.sgf"), index: 0 },
+        ]);
+        assert_eq!(respelled.to_text(&path), text);
+        // Windows line ends, and a list reached through a link: read from
+        // the folder the list lies in.
+        let crlf = folder.join("crlf.list");
+        std::fs::write(&crlf, text.replace('\n', "\r\n")).unwrap();
+        assert_eq!(GameList::read(&crlf).unwrap().0[1].file, folder.join("a b/c.sgf"));
+        let link = dir.path().join("link.list");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let through_link = GameList::read(&link).unwrap();
+        assert!(through_link.0[1].file.ends_with("lists/a b/c.sgf") && through_link.0[1].file.is_file());
         // Lists written before: relative paths from the working folder.
         std::fs::write(&path, format!("{CWD_LIST_HEADER}\na b/c.sgf\t0\n")).unwrap();
         assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("a b/c.sgf"));

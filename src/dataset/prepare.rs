@@ -518,7 +518,13 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     let key = game_key(record);
     let split = options.split.assign(key, options.seed);
     let Some(labelled) = options.value.chosen_in(record, key, options.seed) else {
-        return GameOutcome::Dropped("no marked value position", String::new());
+        return match record.marked_value_position() {
+            Some(marked) => GameOutcome::Dropped(
+                "marked value position after the last move",
+                format!("position {marked} of a game of {} moves", record.moves.len()),
+            ),
+            None => GameOutcome::Dropped("no marked value position", String::new()),
+        };
     };
     let winner = record.result.as_ref().and_then(|r| r.winner());
     let unlabelled = options.value.writes_unlabelled();

@@ -96,7 +96,9 @@ impl Plan {
             Plan::AlphaGoValue { sl, rl } => {
                 // A generator of its own: the game's moves draw from another.
                 let mut rng = Pcg64Mcg::seed_from_u64(game_seed ^ 0x5241_4E44_4F4D);
-                let last = LAST_RANDOM_MOVE.min(max_moves).max(1);
+                // Move U + 1 must be played for the position before it to
+                // be a record: U = max_moves once lost the game's position.
+                let last = LAST_RANDOM_MOVE.min(max_moves.saturating_sub(1)).max(1);
                 let number = 1 + (rng.next_u64() % last as u64) as usize;
                 GamePlan { sides: [rl, rl], random_move: Some(RandomMove { number, before: sl }) }
             }
@@ -132,7 +134,8 @@ mod tests {
         let mean = numbers.iter().sum::<usize>() as f64 / numbers.len() as f64;
         assert!((205.0..245.0).contains(&mean), "uniform from 1 to 450: mean {mean}");
         assert_eq!(value.game(5, 9, 500), value.game(5, 9, 500), "a function of the game's seed");
-        assert!((0..50).all(|i| value.game(i, i as u64, 30).random_move.unwrap().number <= 30), "clipped to the cap");
+        let capped: Vec<usize> = (0..300).map(|i| value.game(i, i as u64, 10).random_move.unwrap().number).collect();
+        assert!(capped.iter().all(|&u| u < 10) && capped.contains(&9), "a move after U within the cap: {capped:?}");
 
         let game = GamePlan { sides: [1, 1], random_move: Some(RandomMove { number: 3, before: 0 }) };
         let movers: Vec<Mover> = (1..=4).map(|n| game.mover(n, Color::Black)).collect();

@@ -130,6 +130,14 @@ fn resume_and_force_keep_to_the_folder_given() {
     let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "3", "--pool-every", "1"]);
     assert!(err.contains("--pool-every"), "{err}");
     assert_eq!(std::fs::read(copy.join("rl.json")).unwrap(), settings, "a refused resume keeps the run's settings");
+    // A resume reads no shipped nets: a GO_TRAIN_NETS that names nothing is no matter.
+    let done = common::go_train(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "1", "--lr", "0.5"])
+        .env("GO_TRAIN_NETS", dir.path().join("no-such-folder"))
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{}", common::text(&done));
+    assert!(common::text(&done).contains("done"), "{}", common::text(&done));
+    assert_eq!(std::fs::read(copy.join("rl.json")).unwrap(), settings, "a finished run keeps its settings");
 
     // The run's own copy of its start, which --force removes with the run.
     let kept = first.join("pool/start.safetensors");

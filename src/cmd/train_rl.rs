@@ -114,9 +114,11 @@ pub fn run(args: Args) -> Result<()> {
     if args.resume && saved.is_none() {
         bail!("{}: no train-rl run to resume here ({} is missing)", args.out.display(), CONFIG_FILE);
     }
-    // A resumed run plays from the copy of its start policy it keeps.
+    // A resumed run plays from the copy of its start policy it keeps: the
+    // shipped nets (and GO_TRAIN_NETS) are no concern of it.
     let start_policy = match &args.init {
         Some(path) => Some(NetSource::File(path.clone())),
+        None if saved.is_some() => None,
         None => super::nets::NetPaths::default().defaults(go_train::nn::BOARD, None, true)?.policy,
     };
     let mut config = match saved {

@@ -264,12 +264,13 @@ pub fn train_rl(
     };
     let mut pool = Pool::open(&kept_start, &out.join("pool"), config.pool_every, state.step)?;
     let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
-    // Only once the run is known to go on with these settings: a resume
-    // refused for one of them leaves the run's own.
-    write_atomic(&out.join(CONFIG_FILE), serde_json::to_string_pretty(config)?.as_bytes())?;
+    // A finished run keeps the settings it trained with.
     if state.step >= config.iterations {
         return Ok(RlSummary { metrics: all, already_done: true });
     }
+    // Only once the run is known to go on with these settings: a resume
+    // refused for one of them leaves the run's own.
+    write_atomic(&out.join(CONFIG_FILE), serde_json::to_string_pretty(config)?.as_bytes())?;
     let features = model.features();
     let progress = Progress::new("train-rl", config.iterations, "iterations");
     progress.resume_from(state.step);

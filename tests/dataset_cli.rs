@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use go_train::dataset::filter::GameList;
+use go_train::dataset::filter::{GameList, GameRef};
 use go_train::dataset::testkit::{self, FixtureRecord, Layout};
 use go_train::dataset::{BatchOptions, Dataset, Manifest, Shard, Split, NO_VALUE};
 
@@ -537,4 +537,26 @@ fn a_file_of_millions_of_empty_games_takes_little_memory() {
     assert!(peak < 200 << 20, "prepare's peak resident memory {} MiB", peak >> 20);
     let manifest = Manifest::read(&data).unwrap();
     assert_eq!((manifest.splits[&Split::Train].games, manifest.dropped["no moves"]), (1, 2), "{}", text(&out));
+}
+
+/// `eval` of a split that holds nothing to score is an error naming it
+/// (it printed a loss of 0, a perfect score, and exited 0).
+#[test]
+fn eval_of_an_empty_split_is_refused() {
+    let Some(sources) = kgs_2001_files(6) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("six.list");
+    let games = GameList(sources.into_iter().map(|file| GameRef { file, index: 0 }).collect());
+    std::fs::write(&list, games.to_text(&list)).unwrap();
+    let data = dir.path().join("data");
+    let out = run_on(&["prepare", path(&list), "--split", "1,0,0", "--features", "extended", "--out"], &data);
+    assert!(out.status.success(), "{}", text(&out));
+    let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/policy.safetensors");
+    let eval = |extra: &[&str]| {
+        common::go_train(&["eval", "--policy", policy, "--limit", "50", "--data", path(&data)]).args(extra).output()
+    };
+    let out = eval(&[]).unwrap();
+    assert!(!out.status.success() && text(&out).contains("its test split holds no positions"), "{}", text(&out));
+    let out = eval(&["--split", "train"]).unwrap();
+    assert!(out.status.success() && text(&out).contains("50 positions"), "{}", text(&out));
 }

@@ -166,6 +166,23 @@ pub fn run(args: Args) -> Result<()> {
     go_train::nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let dataset = Dataset::open(data)?;
+    // Scores of nothing read as perfect ones (loss 0) and exited 0.
+    let counts = dataset.manifest().splits.get(&args.split).cloned().unwrap_or_default();
+    let scored = |role: &str| if role == "value" { counts.value_positions } else { counts.positions };
+    if let Some((role, _)) = nets.iter().find(|(role, _)| scored(role) == 0) {
+        let what = if *role == "value" { "positions with a value label" } else { "positions" };
+        let held: Vec<String> = Split::ALL
+            .iter()
+            .filter_map(|s| dataset.manifest().splits.get(s).map(|c| format!("{s} {}", c.positions)))
+            .collect();
+        bail!(
+            "{}: its {} split holds no {what} for the {role} net to be scored on (positions by split: {}); \
+             name another --split",
+            data.display(),
+            args.split,
+            held.join(", ")
+        );
+    }
     // Every net loaded and checked before the first is evaluated: a bad
     // second one would otherwise fail after minutes of the first.
     let mut loaded = Vec::new();

@@ -17,8 +17,9 @@ use serde_json::Value;
 /// its genmove number STOP_AFTER + 1, then exits with status 3 (`crash`),
 /// dies of SIGSEGV as GnuGo 3.8 does on some positions (`segfault`), or
 /// sleeps for an hour reading and answering nothing, deaf to the end of
-/// its input (`silent`). It logs `start PID` and, when it fails, `HOW PID`
-/// to LOG.
+/// its input (`silent`), or resigns (`resign`). With `garbage` it answers
+/// `final_score` with no result. It logs `start PID` and, when it fails,
+/// `HOW PID` to LOG.
 const ENGINE: &str = r#"import os, signal, sys, time
 stop_after, how, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def note(what):
@@ -31,7 +32,13 @@ for line in sys.stdin:
     if not words:
         continue
     answer = ""
+    if words[0] == "final_score" and how == "garbage":
+        answer = "X+banana"
     if words[0] == "genmove":
+        if played == stop_after and how == "resign":
+            note(how)
+            print("= resign\n", flush=True)
+            continue
         if played == stop_after:
             note(how)
             if how == "crash":
@@ -218,4 +225,48 @@ fn an_engine_silent_from_the_start_stops_the_match_before_its_games() {
     let message = format!("{error:#}");
     assert!(message.contains("player B") && message.contains("boardsize 9"), "{message}");
     assert!(!dir.path().join("match/game-0000.sgf").exists());
+}
+
+/// The lines of a match's games.jsonl.
+fn games_logged(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("games.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A resignation is no move (it was counted as one), and a cross-check
+/// engine's count that is no result is a failed cross-check (it was
+/// counted as a disagreement).
+#[test]
+fn a_resignation_is_no_move_and_an_unreadable_count_is_no_disagreement() {
+    let dir = tempfile::tempdir().unwrap();
+    let (resigner, checker) = (dir.path().join("resigner"), dir.path().join("checker"));
+    std::fs::create_dir(&resigner).unwrap();
+    std::fs::create_dir(&checker).unwrap();
+    let (resigns, _) = engine(&resigner, 2, "resign");
+    let out = dir.path().join("resigned");
+    let output = finish(start_match(&resigns, &out, &["--games", "2"]));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    for game in games_logged(&out) {
+        assert_eq!(game["reason"], "resignation", "{game}");
+        let sgf = std::fs::read_to_string(game["file"].as_str().unwrap()).unwrap();
+        let played = sgf.matches(";B[").count() + sgf.matches(";W[").count();
+        assert_eq!(game["moves"], played as u64, "{game}: {sgf}");
+    }
+
+    let (passes, _) = engine(&resigner, usize::MAX, "never");
+    let (garbage, _) = engine(&checker, usize::MAX, "garbage");
+    let out = dir.path().join("counted");
+    let output = finish(start_match(&passes, &out, &["--games", "1", "--cross-check", &garbage]));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let game = &games_logged(&out)[0];
+    assert!(game["reason"] == "passes" || game["reason"] == "move_limit", "{game}");
+    assert!(game["gnugo_agrees"].is_null() && game["gnugo_score"].is_null(), "{game}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not a result"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -280,11 +280,16 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     let (gnugo_score, gnugo_agrees) = match (&config.cross_check, outcome.reason) {
         (Some(command), EndReason::Passes | EndReason::MoveLimit) => {
             // A failed cross-check is a missing comparison, not a lost game.
-            match gnugo_final_score(command, &outcome, config) {
-                Ok(theirs) => {
-                    let agrees = GameResult::parse(&theirs).winner() == outcome.winner;
-                    (Some(theirs), Some(agrees))
-                }
+            // A count it cannot read is a failed cross-check too: it was
+            // taken for a disagreement (and, in a drawn game, agreement).
+            let read =
+                gnugo_final_score(command, &outcome, config).and_then(|theirs| match GameResult::parse(&theirs) {
+                    GameResult::Win { winner, .. } => Ok((theirs, Some(winner))),
+                    GameResult::Draw => Ok((theirs, None)),
+                    _ => anyhow::bail!("final_score answered {theirs:?}, not a result"),
+                });
+            match read {
+                Ok((theirs, winner)) => (Some(theirs), Some(winner == outcome.winner)),
                 Err(e) => {
                     eprintln!("game {index}: cross-check with `{command}` failed, left out: {e:#}");
                     (None, None)
@@ -301,7 +306,8 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
         winner: winner.to_string(),
         result: record.result.map(|r| r.to_string()).unwrap_or_default(),
         reason: outcome.reason,
-        moves: outcome.game.move_count(),
+        // Moves played, passes included: a resignation is none.
+        moves: outcome.game.moves().filter(|m| m.mv != Move::Resign).count(),
         seconds: if a_black { [black_seconds, white_seconds] } else { [white_seconds, black_seconds] },
         error: outcome.error,
         gnugo_score,

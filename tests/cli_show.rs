@@ -81,6 +81,9 @@ fn a_move_past_the_end_a_device_and_links_are_said_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     let said = format!("--move {}, but the game has {moves} moves", moves + 1);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&said), "{err}");
+    // The game did replay to its end: the summary says what failed (it
+    // said "not replayed to the end").
+    assert!(err.contains("1 of 1 games not shown as asked"), "{err}");
     let out = go_train(&["show", "--move", &moves.to_string()]).arg(&files[0]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 

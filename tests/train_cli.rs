@@ -178,6 +178,8 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
     assert_eq!(metrics(&segmented).len(), 3);
     let bad = train(&segmented, "policy", &["--stop-after", "0", "--resume"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("positive number of seconds"));
+    let huge = train(&segmented, "policy", &["--stop-after", "1e20", "--resume"]);
+    assert!(String::from_utf8_lossy(&huge.stderr).contains("more seconds than a clock counts"), "{huge:?}");
 
     // A corrupted checkpoint is refused with its file named.
     let weights = resumed.join("last/weights.safetensors");

@@ -59,8 +59,8 @@ pub fn run(args: Args) -> Result<()> {
     out.flush()?;
     if unreadable + bad_games > 0 {
         bail!(
-            "{unreadable} of {} files could not be read, {bad_games} of {games_seen} games not replayed to the end \
-             (each is named above)",
+            "{unreadable} of {} files could not be read, {bad_games} of {games_seen} games not shown as asked \
+             (each is named above, with why)",
             files.len()
         );
     }

@@ -98,11 +98,13 @@ pub struct Args {
 }
 
 pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
-    s.parse::<f64>()
-        .ok()
-        .and_then(|v| Duration::try_from_secs_f64(v).ok())
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{s:?} is not a positive number of seconds"))
+    let seconds: f64 = s.parse().map_err(|_| format!("{s:?} is not a positive number of seconds"))?;
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        // 1e20 was said to be no positive number.
+        Err(_) if seconds > 1.0 => Err(format!("{s:?}: more seconds than a clock counts ({} at most)", u64::MAX)),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
 }
 
 /// Whether the override `key=value` sets `key`.

@@ -207,7 +207,10 @@ impl FromStr for ValueSampling {
                 .and_then(|k| k.parse().ok())
                 .filter(|&k| k > 0)
                 .map(ValueSampling::PerGame)
-                .ok_or_else(|| format!("value sampling `{s}`: use all, final, marked or per-game:K (K ≥ 1)")),
+                .ok_or_else(|| {
+                    // A K past the largest number once read as "K ≥ 1".
+                    format!("value sampling `{s}`: use all, final, marked or per-game:K (K from 1 to {})", usize::MAX)
+                }),
         }
     }
 }
@@ -259,6 +262,8 @@ mod tests {
         assert_eq!(ValueSampling::Final.chosen(3, 0, 0), vec![false, false, true]);
         assert_eq!("final".parse::<ValueSampling>().unwrap().to_string(), "final");
         assert!("per-game:0".parse::<ValueSampling>().is_err());
+        let huge = "per-game:99999999999999999999".parse::<ValueSampling>().unwrap_err();
+        assert!(huge.contains(&format!("K from 1 to {}", usize::MAX)), "{huge}");
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct GameRecord {
     /// before it (handicap stones in a node of their own, problem
     /// diagrams).
     pub later_setup: Vec<(usize, Setup)>,
+    /// Who is to move, said (`PL`) in a later node, keyed as
+    /// [`GameRecord::later_setup`] is: what a problem or a position saved
+    /// by GnuGo (`AW…AB…PL[W]` after the moves) tells.
+    pub later_to_move: Vec<(usize, Color)>,
     /// Root properties no field above holds (`GN`, `EV`, `PC`, `C`, `TM`,
     /// ..., or a `KM`/`HA`/`DT`/`PL` whose value could not be read, as
     /// sgf-parse's `Invalid`), in file order. Written back by
@@ -130,6 +134,7 @@ impl GameRecord {
             player_to_move: None,
             moves: Vec::new(),
             later_setup: Vec::new(),
+            later_to_move: Vec::new(),
             extra_properties: Vec::new(),
         }
     }
@@ -199,8 +204,18 @@ impl GameRecord {
             };
             if depth == 0 {
                 record.setup = setup;
-            } else if !setup.is_empty() {
-                record.later_setup.push((record.moves.len(), setup));
+            } else {
+                if !setup.is_empty() {
+                    record.later_setup.push((record.moves.len(), setup));
+                }
+                // Read only at the root, it once left `loadsgf` answering
+                // the wrong colour to move.
+                if let Some(color) = node.get_property("PL").and_then(|p| Color::parse(&written_value(p))) {
+                    // The last said before a move is the one that counts.
+                    let at = record.moves.len();
+                    record.later_to_move.retain(|(k, _)| *k != at);
+                    record.later_to_move.push((at, color));
+                }
             }
             if let Err(e) = record.read_move(node) {
                 return Ok((record, Some(e)));

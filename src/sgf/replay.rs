@@ -99,10 +99,14 @@ impl GameRecord {
             game.set_to_move(color);
         }
         let mut later = self.later_setup.iter().peekable();
+        let mut later_to_move = self.later_to_move.iter().peekable();
         let n_moves = n_moves.min(self.moves.len());
         for i in 0..=n_moves {
             while let Some((moves_before, setup)) = later.next_if(|(k, _)| *k <= i) {
                 apply_setup(&mut game, *moves_before, setup)?;
+            }
+            while let Some((_, color)) = later_to_move.next_if(|(k, _)| *k <= i) {
+                game.set_to_move(*color);
             }
             if i == n_moves {
                 // Stopped before a recorded move: its player is to move
@@ -204,6 +208,14 @@ mod tests {
         assert_eq!(handicap.replay_until(Rules::CHINESE, 0).unwrap().to_move(), Color::White);
         assert_eq!(handicap.replay_until(Rules::CHINESE, 1).unwrap().to_move(), Color::Black);
         assert_eq!(handicap.replay_until(Rules::CHINESE, 3).unwrap().to_move(), Color::Black);
+        // `PL` in a later node, as GnuGo saves a position (`AW…AB…PL[W]`
+        // after the moves): it says who moves, and survives writing.
+        let saved = parse_game("(;SZ[9];B[ee];W[ff];AB[aa]AW[bb]PL[W])").unwrap();
+        assert_eq!(saved.later_to_move, [(2, Color::White)]);
+        assert_eq!(saved.replay(Rules::CHINESE).unwrap().to_move(), Color::White);
+        let written = crate::sgf::write_game(&saved);
+        assert!(written.contains("PL[W]"), "{written}");
+        assert_eq!(parse_game(&written).unwrap().replay(Rules::CHINESE).unwrap().to_move(), Color::White);
     }
 
     #[test]

@@ -56,10 +56,23 @@ pub fn write_annotated(record: &GameRecord, comments: &[String]) -> String {
     }
     let mut out = format!("({}\n", node(root));
     let mut later = record.later_setup.iter().peekable();
-    for (i, mv) in record.moves.iter().enumerate() {
-        while let Some((_, setup)) = later.next_if(|(k, _)| *k <= i) {
-            out.push_str(&format!("\n{}\n", node(setup_properties(setup))));
+    let mut later_to_move = record.later_to_move.iter().peekable();
+    // The setup nodes before move `i` (or after the last), `PL` in the last.
+    let mut later_nodes = |i: usize, out: &mut String| {
+        let mut nodes: Vec<Vec<Prop>> =
+            std::iter::from_fn(|| later.next_if(|(k, _)| *k <= i)).map(|(_, setup)| setup_properties(setup)).collect();
+        if let Some((_, color)) = std::iter::from_fn(|| later_to_move.next_if(|(k, _)| *k <= i)).last() {
+            match nodes.last_mut() {
+                Some(last) => last.push(Prop::PL(sgf_color(*color))),
+                None => nodes.push(vec![Prop::PL(sgf_color(*color))]),
+            }
         }
+        for properties in nodes {
+            out.push_str(&format!("\n{}\n", node(properties)));
+        }
+    };
+    for (i, mv) in record.moves.iter().enumerate() {
+        later_nodes(i, &mut out);
         if let Some(prop) = move_property(*mv) {
             let comment = comments.get(i).filter(|c| !c.is_empty()).map(|c| Prop::C(sgf_parse::Text::from(c.as_str())));
             out.push_str(&node([prop].into_iter().chain(comment).collect()));
@@ -68,9 +81,7 @@ pub fn write_annotated(record: &GameRecord, comments: &[String]) -> String {
             out.push('\n');
         }
     }
-    for (_, setup) in later {
-        out.push_str(&format!("\n{}\n", node(setup_properties(setup))));
-    }
+    later_nodes(usize::MAX, &mut out);
     out.push_str(")\n");
     out
 }

@@ -510,7 +510,8 @@ fn a_file_of_millions_of_empty_games_takes_little_memory() {
     std::fs::write(games.join("empty.sgf"), "(;)".repeat(trees)).unwrap();
     std::fs::copy(&kgs[0], games.join("real.sgf")).unwrap();
     let list = dir.path().join("all.list");
-    let mut filter = common::go_train(&["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--out"]);
+    let mut filter =
+        common::go_train(&["filter", "--min-year", "0", "--any-komi", "--allow-handicap", "--min-moves", "1", "--out"]);
     filter.arg(&list).arg(&games);
     let (out, peak) = run_measured(filter);
     assert!(out.status.success(), "{}", text(&out));

@@ -56,7 +56,7 @@ enum What {
         #[arg(long, value_parser = count_flag::<u64>(Domain::Count { min: 1, max: u64::MAX }))]
         playouts: Option<u64>,
     },
-    /// filter + prepare over a whole collection, every game kept (handicap,
+    /// filter + prepare over a whole collection, every game with a move kept (handicap,
     /// any komi, any year): positions/s end to end, bytes per position on
     /// disk, peak memory.
     #[command(after_help = "Examples:
@@ -233,7 +233,8 @@ fn prepare(data: &Path, out: Option<PathBuf>, threads: Option<usize>, features: 
         bail!("--out {}: not empty; the benchmark prepares a new dataset there: name an empty folder", out.display());
     }
     let list = scratch.path().join("games.list");
-    let all = Criteria { min_year: None, allow_handicap: true, komi: None, ..Criteria::default() };
+    // Every game that has a position to prepare.
+    let all = Criteria { min_year: None, allow_handicap: true, komi: None, min_moves: 1, ..Criteria::default() };
 
     let start = Instant::now();
     let files = find_sgf_files(&[data.to_path_buf()], false).files;

@@ -42,8 +42,7 @@ pub struct Args {
     /// Keep only games whose result (RE) names a winner or a draw.
     #[arg(long)]
     require_result: bool,
-    /// Fewest moves a game must have (0 keeps records without moves, which
-    /// `prepare` drops).
+    /// Fewest moves a game must have.
     #[arg(long, default_value_t = Criteria::default().min_moves)]
     min_moves: usize,
     /// Most moves a game may have (a game of endless passes is no game);

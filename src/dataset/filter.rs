@@ -42,8 +42,7 @@ impl Default for Criteria {
             min_year: Some(2000),
             allow_handicap: false,
             require_result: false,
-            // A record without moves has no position to learn from.
-            min_moves: 1,
+            min_moves: 0,
             max_moves: 1000,
             komi: Some((5.0, 8.0)),
         }

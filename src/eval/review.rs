@@ -77,30 +77,50 @@ pub fn review_game(
     policy: Option<&NetEval>,
     value: Option<&NetEval>,
 ) -> Result<Vec<MoveReview>> {
-    let mut positions: Vec<Game> = Vec::with_capacity(record.moves.len() + 1);
+    let mut positions: Vec<Game> = Vec::with_capacity(record.moves.len());
+    let mut afters: Vec<Game> = Vec::with_capacity(record.moves.len());
     let mut moves = Vec::with_capacity(record.moves.len());
-    let end = record.replay_with(rules, |_, game, mv| {
-        positions.push(game.clone());
-        moves.push(mv);
-    });
-    let end = end.map_err(|e: ReplayError| anyhow::anyhow!("{e}"))?;
-    positions.push(end);
+    record
+        .replay_with(rules, |_, game, mv| {
+            positions.push(game.clone());
+            let mut after = game.clone();
+            after.play_unchecked(mv.color, mv.mv);
+            afters.push(after);
+            moves.push(mv);
+        })
+        .map_err(|e: ReplayError| anyhow::anyhow!("{e}"))?;
     let size = record.size;
-    // Black's win probability in every position, the end included.
-    let black: Option<Vec<f32>> = match value {
+    // The position after a move is the one before the next, unless a setup
+    // node (`AE`, `AB`, `AW`, `PL`) comes between them: a move is judged
+    // by what it did, not by what the setup did after it.
+    let setup_after = |i: usize| {
+        record.later_setup.iter().any(|(k, _)| *k == i + 1) || record.later_to_move.iter().any(|(k, _)| *k == i + 1)
+    };
+    let after_is_own = |i: usize| i + 1 == moves.len() || setup_after(i);
+    // Black's win probability before every move, then after the moves
+    // whose after-position is not the next move's before-position.
+    let black: Option<(Vec<f32>, Vec<Option<f32>>)> = match value {
         Some(net) => {
-            let mut out = Vec::with_capacity(positions.len());
-            for chunk in positions.chunks(BATCH) {
-                let refs: Vec<&Game> = chunk.iter().collect();
-                let probs = net.win_probs(&refs)?;
-                out.extend(chunk.iter().zip(probs).map(|(g, p)| if g.to_move() == Color::Black { p } else { 1.0 - p }));
+            let own: Vec<usize> = (0..moves.len()).filter(|&i| after_is_own(i)).collect();
+            let evaluated: Vec<&Game> = positions.iter().chain(own.iter().map(|&i| &afters[i])).collect();
+            let mut probs = Vec::with_capacity(evaluated.len());
+            for chunk in evaluated.chunks(BATCH) {
+                let p = net.win_probs(chunk)?;
+                probs.extend(chunk.iter().zip(p).map(|(g, p)| if g.to_move() == Color::Black { p } else { 1.0 - p }));
             }
-            Some(out)
+            let mut after = vec![None; moves.len()];
+            for (&i, &p) in own.iter().zip(&probs[moves.len()..]) {
+                after[i] = Some(p);
+            }
+            probs.truncate(moves.len());
+            Some((probs, after))
         }
         None => None,
     };
+    let black_after =
+        |i: usize| black.as_ref().map(|(before, after)| after[i].unwrap_or_else(|| before[i + 1]));
     let mut reviews = Vec::with_capacity(moves.len());
-    for (start, chunk) in positions[..moves.len()].chunks(BATCH).enumerate().map(|(i, c)| (i * BATCH, c)) {
+    for (start, chunk) in positions.chunks(BATCH).enumerate().map(|(i, c)| (i * BATCH, c)) {
         let refs: Vec<&Game> = chunk.iter().collect();
         let probs = match policy {
             Some(net) => net.move_probs(&refs)?.into_iter().map(Some).collect(),
@@ -120,8 +140,8 @@ pub fn review_game(
                 rank,
                 probability,
                 top,
-                black_before: black.as_ref().map(|b| b[i]),
-                black_after: black.as_ref().map(|b| b[i + 1]),
+                black_before: black.as_ref().map(|(before, _)| before[i]),
+                black_after: black_after(i),
             });
         }
     }
@@ -325,6 +345,43 @@ mod tests {
         // A lone label sits next to its point, on its side.
         let lone = place_labels(&marks[..1], scale)[0];
         assert!(lone.1 && (lone.0 - 0.753 - 6.0 * scale.1).abs() < 1e-9, "{lone:?}");
+    }
+
+    #[test]
+    fn a_move_is_judged_by_its_own_position_not_the_setup_after_it() {
+        use crate::features::FeatureSet;
+        use crate::nn::{Arch, Model};
+        use candle_core::Device;
+        // White's C17 is taken off the board by an `AE` node before Black's
+        // next move: the review of C17 must see the board with C17 on it.
+        let record = crate::sgf::parse_game("(;SZ[19]KM[7];B[pd];W[cc];AE[cc];B[dp])").unwrap();
+        let value = NetEval::new(Model::new(Arch::Value, FeatureSet::Seed, &Device::Cpu, 5).unwrap(), "untrained");
+        let reviews = review_game(&record, record.rules(), None, Some(&value)).unwrap();
+        assert_eq!(reviews.len(), 3);
+        let mut game = Game::new(19, record.rules());
+        let black_wins = |game: &Game| {
+            let p = value.win_probs(&[game]).unwrap()[0];
+            if game.to_move() == Color::Black {
+                p
+            } else {
+                1.0 - p
+            }
+        };
+        let mut wanted = vec![black_wins(&game)];
+        for mv in &record.moves[..2] {
+            game.play(mv.color, mv.mv).unwrap();
+            wanted.push(black_wins(&game));
+        }
+        let after_setup = {
+            let mut g = game.clone();
+            g.setup(&record.later_setup[0].1).unwrap();
+            black_wins(&g)
+        };
+        assert_ne!(wanted[2], after_setup, "the test needs a net that tells the two boards apart");
+        let seen: Vec<(f32, f32)> = reviews.iter().map(|r| (r.black_before.unwrap(), r.black_after.unwrap())).collect();
+        assert_eq!(seen[0], (wanted[0], wanted[1]));
+        assert_eq!(seen[1], (wanted[1], wanted[2]), "C17 judged with C17 on the board");
+        assert_eq!(seen[2].0, after_setup, "D4 judged after the setup");
     }
 
     #[test]

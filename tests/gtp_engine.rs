@@ -169,6 +169,26 @@ fn showboard_printsgf_and_a_replayed_game_agree() {
 }
 
 #[test]
+fn rules_that_forbid_a_played_move_are_refused_so_printsgf_stays_readable() {
+    // Black's A3 takes its own A1 and A2 off the board: a suicide, which
+    // Tromp-Taylor allows and Japanese rules do not.
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("game.sgf");
+    let script = format!(
+        "boardsize 9\nkgs-rules tt\nplay b a1\nplay w b1\nplay b a2\nplay w b2\nplay b e5\nplay w b3\n\
+         play b e6\nplay w a4\nplay b a3\nkgs-rules japanese\nkata-set-rules nz\nprintsgf {}\nclear_board\nloadsgf {}\nlist_stones black\n",
+        saved.display(),
+        saved.display()
+    );
+    let (answers, _) = session(&[], &script);
+    assert_eq!(answers[10], "= ", "Tromp-Taylor allows the suicide");
+    assert_eq!(answers[11], "? the rules stay: move 9, black A3, is illegal under these rules: suicide (japanese)");
+    assert_eq!(answers[12], "= ", "New Zealand rules allow it");
+    assert_eq!(answers[15], "= white", "the saved game loads back, White to move");
+    assert_eq!(answers[16], "= E6 E5", "the suicide took A1, A2 and A3 off the board");
+}
+
+#[test]
 fn loadsgf_list_stones_and_captures_agree_with_gnugo_on_real_games() {
     let (Some(files), Some(gnugo)) = (common::sgf_files("kgs-6d"), common::gnugo()) else { return };
     let mut theirs = GtpClient::spawn(&format!("{gnugo} --mode gtp")).unwrap();

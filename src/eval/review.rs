@@ -117,8 +117,7 @@ pub fn review_game(
         }
         None => None,
     };
-    let black_after =
-        |i: usize| black.as_ref().map(|(before, after)| after[i].unwrap_or_else(|| before[i + 1]));
+    let black_after = |i: usize| black.as_ref().map(|(before, after)| after[i].unwrap_or_else(|| before[i + 1]));
     let mut reviews = Vec::with_capacity(moves.len());
     for (start, chunk) in positions.chunks(BATCH).enumerate().map(|(i, c)| (i * BATCH, c)) {
         let refs: Vec<&Game> = chunk.iter().collect();

@@ -4,6 +4,7 @@
 use super::board::{Board, Cell, IllegalMove, Point};
 use super::rules::{KoRule, Rules};
 use super::{zobrist, Color, ColoredMove, Move, Vertex};
+use thiserror::Error;
 
 /// The earlier positions of a game, for superko. Nearly every test is for
 /// a new position, so a 16,384-bit Bloom filter with two bits per key
@@ -185,13 +186,18 @@ impl Game {
 
     /// Changes the rules (GTP `kgs-rules`) and replays the game under them,
     /// so that the positions a superko rule remembers are the ones it would
-    /// have kept from the start; the side to move stays.
-    pub fn set_rules(&mut self, rules: Rules) {
-        let to_move = self.to_move;
-        self.rules = rules;
-        let events = std::mem::take(&mut self.history);
-        self.replay_from_start(events);
-        self.to_move = to_move;
+    /// have kept from the start; the side to move stays. A game with a move
+    /// the new rules forbid (a suicide, a repetition) keeps its rules, and
+    /// the answer names the move: a game may not hold a move its own rules
+    /// refuse, or its record could not be read back.
+    pub fn set_rules(&mut self, rules: Rules) -> Result<(), ForbiddenMove> {
+        let mut replayed = self.clone();
+        replayed.rules = rules;
+        let events = std::mem::take(&mut replayed.history);
+        replayed.replay_from_start(events, true)?;
+        replayed.to_move = self.to_move;
+        *self = replayed;
+        Ok(())
     }
 
     pub fn board(&self) -> &Board {
@@ -378,12 +384,14 @@ impl Game {
         }
         let Some(Event::Move(undone)) = self.history.pop() else { unreachable!() };
         let events = std::mem::take(&mut self.history);
-        self.replay_from_start(events);
+        self.replay_from_start(events, false).expect("moves played under these rules replay under them");
         self.to_move = undone.color;
         Some(undone)
     }
 
-    fn replay_from_start(&mut self, events: Vec<Event>) {
+    /// Replays `events` from the start position, each move checked against
+    /// the rules when `checked`.
+    fn replay_from_start(&mut self, events: Vec<Event>, checked: bool) -> Result<(), ForbiddenMove> {
         self.board = (*self.start).clone();
         self.seen.clear();
         self.may_repeat = false;
@@ -392,9 +400,19 @@ impl Game {
         self.resigned = None;
         self.to_move = Color::Black;
         self.remember_position();
+        let mut number = 0;
         for e in events {
             match e {
                 Event::Move(m) => {
+                    number += 1;
+                    if checked {
+                        self.check(m.color, m.mv).map_err(|reason| ForbiddenMove {
+                            number,
+                            color: m.color,
+                            name: m.mv.to_gtp(self.size()),
+                            reason,
+                        })?;
+                    }
                     self.play_unchecked(m.color, m.mv);
                 }
                 Event::Setup(changes) => {
@@ -405,7 +423,20 @@ impl Game {
                 }
             }
         }
+        Ok(())
     }
+}
+
+/// A move of a game that other rules forbid.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("move {number}, {color} {name}, is illegal under these rules: {reason}")]
+pub struct ForbiddenMove {
+    /// 1 for the first move.
+    pub number: usize,
+    pub color: Color,
+    /// The move in GTP form.
+    pub name: String,
+    pub reason: IllegalMove,
 }
 
 #[cfg(test)]
@@ -425,19 +456,39 @@ mod tests {
             g.play(if i % 2 == 0 { Color::Black } else { Color::White }, v(m, 9)).unwrap();
         }
         let before = g.board().hash();
-        g.set_rules(Rules::CHINESE);
+        g.set_rules(Rules::CHINESE).unwrap();
         assert_eq!((g.board().hash(), g.to_move(), g.rules().ko), (before, Color::White, KoRule::PositionalSuperko));
         assert_eq!(g.history().len(), moves.len());
         // After two passes the simple ko rule lets White take back, while
         // superko finds the position in what the replay remembered.
         let mut japanese = g.clone();
-        japanese.set_rules(Rules::JAPANESE);
+        japanese.set_rules(Rules::JAPANESE).unwrap();
         for game in [&mut g, &mut japanese] {
             game.play(Color::White, Move::Pass).unwrap();
             game.play(Color::Black, Move::Pass).unwrap();
         }
         assert_eq!(japanese.check(Color::White, v("E5", 9)), Ok(()));
         assert_eq!(g.check(Color::White, v("E5", 9)), Err(IllegalMove::Superko));
+    }
+
+    #[test]
+    fn rules_that_forbid_a_move_of_the_game_are_refused_and_change_nothing() {
+        // Black's A3 takes its own A1 and A2 off the board, a suicide
+        // Tromp-Taylor allows.
+        let mut g = Game::new(9, Rules::TROMP_TAYLOR);
+        for (i, m) in ["A1", "B1", "A2", "B2", "E5", "B3", "E6", "A4", "A3"].iter().enumerate() {
+            g.play(if i % 2 == 0 { Color::Black } else { Color::White }, v(m, 9)).unwrap();
+        }
+        let before = (g.board().hash(), g.to_move(), g.history().len());
+        let refused = g.set_rules(Rules::JAPANESE).unwrap_err();
+        assert_eq!((refused.number, refused.color, refused.name.as_str()), (9, Color::Black, "A3"));
+        assert_eq!(refused.reason, IllegalMove::Suicide);
+        assert_eq!(refused.to_string(), "move 9, black A3, is illegal under these rules: suicide");
+        assert_eq!((g.board().hash(), g.to_move(), g.history().len()), before);
+        assert_eq!(*g.rules(), Rules::TROMP_TAYLOR);
+        // Rules that allow it are taken.
+        g.set_rules(Rules::NEW_ZEALAND).unwrap();
+        assert_eq!(*g.rules(), Rules::NEW_ZEALAND);
     }
 
     #[test]

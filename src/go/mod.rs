@@ -17,7 +17,7 @@ mod tests;
 pub use board::{Board, Cell, IllegalMove, MoveOutcome, Point};
 pub use color::Color;
 pub use diagram::diagram;
-pub use game::{Event, Game};
+pub use game::{Event, ForbiddenMove, Game};
 pub use handicap::fixed_handicap;
 pub use rules::{KoRule, Rules, Scoring};
 pub use scoring::{Count, Score};

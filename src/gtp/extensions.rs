@@ -67,7 +67,8 @@ impl Engine {
     }
 
     /// `kata-set-rules NAME` / `kgs-rules NAME`: the named rules from now
-    /// on, in this game too (komi stays).
+    /// on, in this game too (komi stays), unless the game has a move they
+    /// forbid.
     fn set_rules(&mut self, args: &[&str]) -> Result<String, String> {
         let name = args.first().ok_or("expected rules")?;
         // KataGo's and KGS's variants of Chinese rules differ from each
@@ -75,8 +76,8 @@ impl Engine {
         let base = name.trim_end_matches("-kgs").trim_end_matches("-ogs");
         let mut rules = Rules::by_name(base).ok_or_else(|| format!("unknown rules {name}"))?;
         rules.komi = self.rules.komi;
+        self.game.set_rules(rules).map_err(|e| format!("the rules stay: {e} ({name})"))?;
         self.rules = rules;
-        self.game.set_rules(rules);
         Ok(String::new())
     }
 

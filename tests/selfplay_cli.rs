@@ -180,6 +180,26 @@ fn players_without_batched_nets_play_one_game_each_and_reproducibly() {
     assert!(record.white.unwrap().starts_with("random"), "the opponent is Black in odd games");
 }
 
+/// The moves of every game of a run, in game order.
+fn moves_of(out: &Path) -> Vec<Vec<go_train::go::ColoredMove>> {
+    games(out).keys().map(|name| read_file(&out.join("games").join(name)).unwrap().remove(0).unwrap().moves).collect()
+}
+
+#[test]
+fn an_agents_seed_shifts_the_games_of_a_batched_net_as_of_a_per_game_player() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_as = |name: &str, agent: &str| {
+        let out = dir.path().join(name);
+        policy_run(&out, &["--agent", agent]);
+        moves_of(&out)
+    };
+    let plain = run_as("plain", "policy:temperature=1");
+    assert_eq!(plain, run_as("zero", "policy:temperature=1,seed=0"), "seed 0 is the default");
+    let shifted = run_as("three", "policy:temperature=1,seed=3");
+    assert!(plain != shifted, "seed=3 plays other games");
+    assert_eq!(shifted, run_as("again", "policy:temperature=1,seed=3"), "and the same ones each time");
+}
+
 #[test]
 fn bad_settings_and_a_failed_write_are_named() {
     let dir = tempfile::tempdir().unwrap();

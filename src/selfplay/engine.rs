@@ -265,8 +265,12 @@ impl Slot {
         let seed = super::game_seed(run.config.seed, index);
         let plan = run.plan.game(index, seed, config.max_moves);
         let mut players: Vec<Option<Box<dyn Player>>> = (0..run.sides.len()).map(|_| None).collect();
-        let used = plan.sides.into_iter().chain(plan.random_move.map(|r| r.before));
-        for s in used {
+        let mut used: Vec<usize> = plan.sides.into_iter().chain(plan.random_move.map(|r| r.before)).collect();
+        used.sort_unstable();
+        used.dedup();
+        // The batched sides' samples come from the game's own stream.
+        let net_seed = used.iter().fold(seed, |s, &side| s.wrapping_add(run.sides[side].seed_shift()));
+        for &s in &used {
             if players[s].is_none() {
                 if let Some(player) = run.sides[s].player(run.device, seed) {
                     let mut player = player?;
@@ -280,7 +284,7 @@ impl Slot {
             seed,
             plan,
             game: Game::new(config.size, config.rules()),
-            rng: Pcg64Mcg::seed_from_u64(seed),
+            rng: Pcg64Mcg::seed_from_u64(net_seed),
             players,
             random_played: None,
         })

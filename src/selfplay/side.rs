@@ -21,8 +21,9 @@ pub struct Side {
 enum SideKind {
     /// A move net whose choice is one evaluation, sampled at a temperature
     /// (policy and playout agents): evaluated for every game it moves in
-    /// at once.
-    Net { net: Arc<NetEval>, temperature: f32 },
+    /// at once. `seed` (the agent's `seed=`) shifts the seeds of the
+    /// games it plays in, as it shifts a per-game player's.
+    Net { net: Arc<NetEval>, temperature: f32, seed: u64 },
     /// Anything else (MCTS, random, a GTP engine): a player of its own per
     /// game, asked for one move at a time; a GTP engine forfeits a game
     /// when it does not answer within its timeouts.
@@ -34,13 +35,13 @@ impl Side {
     /// that does not load fails here, not in every game. An engine is
     /// started by [`Side::check_board`].
     pub fn build(spec: PlayerSpec, device: &Device, timeouts: GtpTimeouts) -> Result<Side> {
-        let agent = match &spec {
-            PlayerSpec::Agent(agent) => agent.build(device)?,
+        let (agent, seed) = match &spec {
+            PlayerSpec::Agent(agent) => (agent.build(device)?, agent.search.seed),
             PlayerSpec::Gtp(_) => return Ok(Side { name: spec.label(), kind: SideKind::PerGame(spec, timeouts) }),
         };
         let name = agent.name();
         Ok(match agent.into_move_net() {
-            Some((net, temperature)) => Side::net(name, Arc::new(net), temperature),
+            Some((net, temperature)) => Side { name, kind: SideKind::Net { net: Arc::new(net), temperature, seed } },
             None => Side { name, kind: SideKind::PerGame(spec, timeouts) },
         })
     }
@@ -48,7 +49,7 @@ impl Side {
     /// A move net sampled at `temperature` (0: its most likely move), as
     /// the policy agent plays it.
     pub fn net(name: impl Into<String>, net: Arc<NetEval>, temperature: f32) -> Side {
-        Side { name: name.into(), kind: SideKind::Net { net, temperature } }
+        Side { name: name.into(), kind: SideKind::Net { net, temperature, seed: 0 } }
     }
 
     /// Fails unless the side plays on the board of `game`: checked before
@@ -75,8 +76,17 @@ impl Side {
     /// The net and temperature of a batched side.
     pub(super) fn move_net(&self) -> Option<(&NetEval, f32)> {
         match &self.kind {
-            SideKind::Net { net, temperature } => Some((net, *temperature)),
+            SideKind::Net { net, temperature, .. } => Some((net, *temperature)),
             SideKind::PerGame(..) => None,
+        }
+    }
+
+    /// What a batched side's `seed=` adds to the seed of a game it plays
+    /// in (0 for a per-game side, whose player adds its own).
+    pub(super) fn seed_shift(&self) -> u64 {
+        match &self.kind {
+            SideKind::Net { seed, .. } => *seed,
+            SideKind::PerGame(..) => 0,
         }
     }
 

@@ -36,8 +36,10 @@ pub const TEMPERATURE: Domain = Domain::Real { min: 0.0, max: 100.0, open: false
 pub const SECONDS: Domain = Domain::Real { min: 0.0, max: 1e6, open: true };
 /// A game's length limit in moves.
 pub const MAX_MOVES: Domain = Domain::Count { min: 1, max: 1_000_000 };
-/// Games a command plays, or a batch of them.
-pub const GAMES: Domain = Domain::Count { min: 1, max: u32::MAX as u64 };
+/// Games a self-play run plays, one file each in one folder: ext4 holds
+/// about ten million names in a folder (more needs its `large_dir`), so a
+/// larger run is several runs (a Slurm array).
+pub const GAMES: Domain = Domain::Count { min: 1, max: 10_000_000 };
 /// Games of a reinforcement-learning minibatch or match, held in memory
 /// until it ends (about 18 KB a game), or positions a backward pass.
 pub const RL_GAMES: Domain = Domain::Count { min: 1, max: 100_000 };

@@ -207,8 +207,13 @@ fn bad_settings_and_a_failed_write_are_named() {
     let o = path(&out);
     let err = fails(&["selfplay", "--games", "0", "--out", o]);
     assert!(err.contains("--games"), "{err}");
+    // More games than one folder holds, or more at once than memory.
+    let err = fails(&["selfplay", "--games", "10000001", "--out", o]);
+    assert!(err.contains("--games") && err.contains("from 1 to 10000000"), "{err}");
     let err = fails(&["selfplay", "--games", "2", "--batch", "0", "--out", o]);
     assert!(err.contains("--batch"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--batch", "5000", "--out", o]);
+    assert!(err.contains("--batch") && err.contains("from 1 to 4096"), "{err}");
     let err = fails(&["selfplay", "--games", "2", "--komi", "NaN", "--out", o]);
     assert!(err.contains("--komi"), "{err}");
     let err = fails(&["selfplay", "--games", "2", "--agent", "policy:policy=no/such/net.safetensors", "--out", o]);

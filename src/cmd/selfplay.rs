@@ -114,7 +114,7 @@ pub struct Args {
     /// Games each thread keeps going at once: the batch of a net's forward
     /// pass (fewer when the games are fewer than threads × batch, so that
     /// every thread has some).
-    #[arg(long, default_value_t = 32, value_parser = count_flag::<usize>(bounds::GAMES))]
+    #[arg(long, default_value_t = 32, value_parser = count_flag::<usize>(bounds::PARALLEL))]
     batch: usize,
     /// Worker threads, each with its own games [default: one per core].
     #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]

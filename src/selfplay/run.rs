@@ -126,7 +126,8 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     let games_dir = options.out.join(GAMES);
     std::fs::create_dir_all(&games_dir).with_context(|| format!("creating {}", games_dir.display()))?;
 
-    let pending: Vec<usize> = (0..options.games).filter(|&i| !game_path(&options.out, i).is_file()).collect();
+    let finished = finished_games(&options.out, options.games);
+    let pending: Vec<usize> = (0..options.games).filter(|&i| !finished[i]).collect();
     let progress = Progress::new("selfplay", options.games as u64, "games");
     progress.resume_from((options.games - pending.len()) as u64);
     let names: Vec<&str> = sides.iter().map(Side::name).collect();
@@ -139,7 +140,7 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     let played = play_games(sides, &options.plan, &pending, &options.play, device, &write);
     progress.finish();
     let stats = played.with_context(|| {
-        let kept = (0..options.games).filter(|&i| game_path(&options.out, i).is_file()).count();
+        let kept = finished_games(&options.out, options.games).into_iter().filter(|&f| f).count();
         format!("{kept} finished games are kept in {}: --resume plays the others", options.out.display())
     })?;
 
@@ -164,6 +165,22 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
 /// The file of game `index`.
 pub fn game_path(out: &Path, index: usize) -> PathBuf {
     out.join(GAMES).join(format!("game-{index:06}.sgf"))
+}
+
+/// Which of the first `games` games `out` holds, from one listing of its
+/// games folder: a test per game took minutes before a run of millions
+/// started.
+fn finished_games(out: &Path, games: usize) -> Vec<bool> {
+    let mut finished = vec![false; games];
+    for entry in std::fs::read_dir(out.join(GAMES)).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(index) = game_index(&name.to_string_lossy()).filter(|&i| i < games) else { continue };
+        // `game-1.sgf` is not game 1's file, nor is a folder of its name.
+        if game_path(out, index).file_name() == Some(name.as_os_str()) && entry.path().is_file() {
+            finished[index] = true;
+        }
+    }
+    finished
 }
 
 /// The index of a game record's file name ([`game_path`]), if it is one.

@@ -91,12 +91,13 @@ pub fn review_game(
         .map_err(|e: ReplayError| anyhow::anyhow!("{e}"))?;
     let size = record.size;
     // The position after a move is the one before the next, unless a setup
-    // node (`AE`, `AB`, `AW`, `PL`) comes between them: a move is judged
-    // by what it did, not by what the setup did after it.
-    let setup_after = |i: usize| {
-        record.later_setup.iter().any(|(k, _)| *k == i + 1) || record.later_to_move.iter().any(|(k, _)| *k == i + 1)
+    // node (`AE`, `AB`, `AW`, `PL`) or a second move of one colour comes
+    // between them: a move is judged by what it did, not by what came after.
+    let after_is_own = |i: usize| {
+        positions
+            .get(i + 1)
+            .is_none_or(|next| next.board().hash() != afters[i].board().hash() || next.to_move() != afters[i].to_move())
     };
-    let after_is_own = |i: usize| i + 1 == moves.len() || setup_after(i);
     // Black's win probability before every move, then after the moves
     // whose after-position is not the next move's before-position.
     let black: Option<(Vec<f32>, Vec<Option<f32>>)> = match value {
@@ -381,6 +382,14 @@ mod tests {
         assert_eq!(seen[0], (wanted[0], wanted[1]));
         assert_eq!(seen[1], (wanted[1], wanted[2]), "C17 judged with C17 on the board");
         assert_eq!(seen[2].0, after_setup, "D4 judged after the setup");
+
+        // Two black moves in a row: the first is judged with White to move.
+        let record = crate::sgf::parse_game("(;SZ[19]KM[7];B[pd];B[dp];W[dd])").unwrap();
+        let reviews = review_game(&record, record.rules(), None, Some(&value)).unwrap();
+        let mut game = Game::new(19, record.rules());
+        game.play(Color::Black, record.moves[0].mv).unwrap();
+        assert_eq!(game.to_move(), Color::White);
+        assert_eq!(reviews[0].black_after, Some(black_wins(&game)));
     }
 
     #[test]

@@ -155,6 +155,17 @@ fn parts_at_once_merge_into_the_one_process_dataset() {
     let redone = succeeded(prepare(&list, &parts, &["--part", "3/4", "--force"]));
     assert!(redone.contains("dataset manifest written"), "{redone}");
     assert_eq!(records(&parts), expected);
+
+    // A finished part's shard cut short: the part is prepared again, not
+    // taken as done (with a merged manifest that `verify` then refused).
+    let shard = parts.join("train-p0001of0004-00000.shard");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::write(&shard, &bytes[..1000]).unwrap();
+    let redone = succeeded(prepare(&list, &parts, &["--part", "1/4"]));
+    assert!(redone.contains("train-p0001of0004-00000.shard is missing or not its"), "{redone}");
+    assert!(!redone.contains("up to date") && redone.contains("dataset manifest written"), "{redone}");
+    assert_eq!(std::fs::read(&shard).unwrap(), bytes);
+    assert_eq!(records(&parts), expected);
 }
 
 #[test]

@@ -118,6 +118,15 @@ pub struct Manifest {
 pub const DROPPED_EXAMPLES: usize = 3;
 
 impl Manifest {
+    /// The first shard of this manifest that `dir` lacks or holds at
+    /// another length: a quick look, not `dataset verify`, before a
+    /// dataset or a part is taken as done.
+    pub fn damaged_shard(&self, dir: &Path) -> Option<&ShardEntry> {
+        self.shards
+            .iter()
+            .find(|e| std::fs::metadata(dir.join(&e.file)).map_or(true, |m| !m.is_file() || m.len() != e.bytes))
+    }
+
     /// Reads `dir/manifest.json`, refusing layouts and features this
     /// go-train cannot read.
     pub fn read(dir: &Path) -> Result<Manifest> {

@@ -178,13 +178,8 @@ pub fn prepare(
         // A part is done when its own part manifest is there (clear_part):
         // one lost after the merge is redone.
         if same && !options.force && options.part.is_none() {
-            // A quick look, not `dataset verify`: a shard gone or cut
-            // short once passed as "up to date".
-            let damaged = existing
-                .shards
-                .iter()
-                .find(|e| std::fs::metadata(out.join(&e.file)).map_or(true, |m| !m.is_file() || m.len() != e.bytes));
-            if let Some(entry) = damaged {
+            // A shard gone or cut short once passed as "up to date".
+            if let Some(entry) = existing.damaged_shard(out) {
                 bail!(
                     "{}: the dataset there is damaged ({} is missing or not its {} bytes); --force prepares it again",
                     out.display(),
@@ -350,7 +345,16 @@ fn clear_part(
         if !ours(&found) {
             stale.push((path, found));
         } else if found.part == part.index && !options.force {
-            return Ok(Some(found.dataset));
+            // A part's shard gone or cut short once passed as done, and
+            // the merged manifest listed it: the part is prepared again,
+            // as a failed array task submitted again would be.
+            match found.dataset.damaged_shard(dir) {
+                None => return Ok(Some(found.dataset)),
+                Some(entry) => eprintln!(
+                    "prepare: part {part}'s {} is missing or not its {} bytes: preparing the part again",
+                    entry.file, entry.bytes
+                ),
+            }
         }
     }
     if !stale.is_empty() && !options.force {

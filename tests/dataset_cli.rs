@@ -468,6 +468,43 @@ fn a_list_reads_the_same_from_any_working_folder() {
     assert!(here.lines().nth(1).is_some_and(|l| l.starts_with("g0.sgf\t")), "{here}");
 }
 
+/// Two lists of one text naming other games (relative names, read from
+/// each list's folder), and a game file edited under its list, are not
+/// the dataset already prepared: both once passed as "up to date".
+#[test]
+fn a_list_of_the_same_text_naming_other_games_is_not_up_to_date() {
+    let Some(sources) = kgs_2001_files(6) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut lists = Vec::new();
+    for (folder, files) in [("x", &sources[..3]), ("y", &sources[3..])] {
+        let games = dir.path().join(folder).join("games");
+        std::fs::create_dir_all(&games).unwrap();
+        for (i, source) in files.iter().enumerate() {
+            std::fs::copy(source, games.join(format!("g{i}.sgf"))).unwrap();
+        }
+        let list = dir.path().join(folder).join("games.list");
+        let args = ["filter", "--min-year", "0", "--any-komi", "--allow-handicap", path(&games), "--out", path(&list)];
+        assert!(common::run(&args).status.success());
+        lists.push(list);
+    }
+    assert_eq!(std::fs::read(&lists[0]).unwrap(), std::fs::read(&lists[1]).unwrap(), "one text");
+    let data = dir.path().join("data");
+    let prepare = |list: &Path| common::run(&["prepare", path(list), "--out", path(&data)]);
+    assert!(prepare(&lists[0]).status.success());
+    let again = prepare(&lists[0]);
+    assert!(again.status.success() && text(&again).contains("up to date"), "{}", text(&again));
+    let other = prepare(&lists[1]);
+    assert!(!other.status.success(), "{}", text(&other));
+    assert!(text(&other).contains("other inputs"), "{}", text(&other));
+    // A game file edited in place.
+    let game = dir.path().join("x/games/g1.sgf");
+    let mut edited = std::fs::read(&game).unwrap();
+    edited.extend_from_slice(b"\n");
+    std::fs::write(&game, edited).unwrap();
+    let edited = prepare(&lists[0]);
+    assert!(!edited.status.success() && text(&edited).contains("other inputs"), "{}", text(&edited));
+}
+
 /// Runs `cmd` to its end: its output and its peak resident memory in bytes
 /// (the kernel's count for the reaped child).
 #[allow(clippy::zombie_processes)] // reaped by wait4, which also reads its memory

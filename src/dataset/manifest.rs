@@ -27,6 +27,12 @@ pub struct Input {
     pub list_crc32: String,
     /// Games named in the list.
     pub games_listed: u64,
+    /// CRC-32 of the sizes of the files the list names, each once in list
+    /// order, in hex: the list's text names files relative to its own
+    /// folder, so one text can name other games, and a game file edited
+    /// leaves it as it was. Absent in datasets of earlier go-train.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_crc32: Option<String>,
 }
 
 /// Every setting that changes the output.

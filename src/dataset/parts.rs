@@ -155,9 +155,14 @@ impl PartManifest {
     }
 }
 
-/// Whether two inputs name the same list, by content.
+/// Whether two inputs name the same list, by content, and the same
+/// files, by size (an input of an earlier go-train gives no sizes).
 pub fn same_list(a: &Input, b: &Input) -> bool {
-    a.list_crc32 == b.list_crc32 && a.games_listed == b.games_listed
+    let same_files = match (&a.files_crc32, &b.files_crc32) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    a.list_crc32 == b.list_crc32 && a.games_listed == b.games_listed && same_files
 }
 
 /// Whether `name` is a part manifest's file name, `part-0003-of-0008.json`

@@ -140,6 +140,7 @@ pub fn prepare(
         list: list_path.display().to_string(),
         list_crc32: format!("{:08x}", crc32fast::hash(&list_bytes)),
         games_listed: list.0.len() as u64,
+        files_crc32: Some(files_crc32(&list)),
     };
     let settings = Settings {
         seed: options.seed,
@@ -386,6 +387,21 @@ fn clear_part(
         }
     }
     Ok(None)
+}
+
+/// [`Input::files_crc32`] of `list`: one `stat` a file (0.06 s for the
+/// 36,692 files of kgs-6d, cached).
+fn files_crc32(list: &GameList) -> String {
+    let mut hasher = crc32fast::Hasher::new();
+    let mut last: Option<&Path> = None;
+    for game in &list.0 {
+        if last != Some(game.file.as_path()) {
+            last = Some(&game.file);
+            let size = std::fs::metadata(&game.file).map_or(u64::MAX, |m| m.len());
+            hasher.update(&size.to_le_bytes());
+        }
+    }
+    format!("{:08x}", hasher.finalize())
 }
 
 /// Whether `name` is a shard (or its temporary file) of a dataset prepared

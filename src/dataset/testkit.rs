@@ -126,7 +126,12 @@ pub fn write_dataset(dir: &Path, games: &[GameRecord], layout: &Layout) -> Resul
         feature_version: FeatureSet::Seed.version(),
         planes: FeatureSet::Seed.planes(),
         board_size: 19,
-        input: Input { list: "testkit".into(), list_crc32: "00000000".into(), games_listed: games.len() as u64 },
+        input: Input {
+            list: "testkit".into(),
+            list_crc32: "00000000".into(),
+            games_listed: games.len() as u64,
+            files_crc32: None,
+        },
         settings: Settings {
             seed: SEED,
             split: fractions,

@@ -505,6 +505,28 @@ fn a_list_of_the_same_text_naming_other_games_is_not_up_to_date() {
     assert!(!edited.status.success() && text(&edited).contains("other inputs"), "{}", text(&edited));
 }
 
+/// `--shard-records` is the most records a shard holds, also when it is
+/// not a multiple of `--block-records` (shards once held a block less than
+/// twice as many).
+#[test]
+fn no_shard_holds_more_records_than_shard_records() {
+    let Some(sources) = kgs_2001_files(3) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("games.list");
+    let list_text = GameList(sources.iter().map(|file| GameRef { file: file.clone(), index: 0 }).collect());
+    std::fs::write(&list, list_text.to_text(&list)).unwrap();
+    let data = dir.path().join("data");
+    let args = ["prepare", path(&list), "--out", path(&data), "--split", "1,0,0"];
+    let out = common::run(&[&args[..], &["--block-records", "64", "--shard-records", "100"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let manifest = Manifest::read(&data).unwrap();
+    assert!(manifest.shards.len() > 3, "{:?}", manifest.shards.len());
+    for shard in &manifest.shards {
+        assert!(shard.records <= 100, "{} holds {} records", shard.file, shard.records);
+    }
+    assert!(run_on(&["dataset", "verify"], &data).status.success());
+}
+
 /// Runs `cmd` to its end: its output and its peak resident memory in bytes
 /// (the kernel's count for the reaped child).
 #[allow(clippy::zombie_processes)] // reaped by wait4, which also reads its memory

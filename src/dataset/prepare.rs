@@ -664,6 +664,15 @@ impl<'a> DatasetWriter<'a> {
         }
         for ((split, records), frame) in blocks.into_iter().zip(frames) {
             let frame = frame.context("compressing a block")?;
+            // --shard-records is a most: a block that would take the open
+            // shard past it starts the next (shards once held up to a
+            // block less than twice as many).
+            let over = self.open.get(&split).is_some_and(|(_, open)| {
+                open.records() > 0 && open.records() + records as u64 > self.options.shard_records
+            });
+            if over {
+                self.close_shard(split)?;
+            }
             self.shard_for(split)?.write_block(&frame, records)?;
             if self.open[&split].1.records() >= self.options.shard_records {
                 self.close_shard(split)?;

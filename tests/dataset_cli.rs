@@ -67,12 +67,14 @@ fn verify_passes_an_intact_dataset_and_warns_of_stray_files() {
     let Some((dir, _)) = fixture() else { return };
     std::fs::write(dir.path().join("train-00009.shard.tmp"), b"partial").unwrap();
     std::fs::write(dir.path().join("old-00000.shard"), b"stale").unwrap();
+    std::fs::create_dir(dir.path().join(".prepare-new")).unwrap();
     let out = run_on(&["dataset", "verify"], dir.path());
     let shown = text(&out);
     assert!(out.status.success(), "{shown}");
     assert!(shown.contains("ok: "), "{shown}");
     assert!(shown.contains("warning") && shown.contains("train-00009.shard.tmp"), "{shown}");
     assert!(shown.contains("old-00000.shard: shard file the manifest does not name"), "{shown}");
+    assert!(shown.contains(".prepare-new: the dataset a killed `prepare` was writing"), "{shown}");
 }
 
 #[test]

@@ -103,7 +103,7 @@ const CHUNK_GAMES: usize = 32;
 
 /// The folder inside `--out` where a whole list's shards are written
 /// until they replace the dataset there.
-const STAGING: &str = ".prepare-new";
+pub(crate) const STAGING: &str = ".prepare-new";
 
 /// What happened to one game of the list.
 enum GameOutcome {

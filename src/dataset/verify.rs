@@ -163,8 +163,8 @@ fn value_totals(dir: &Path, manifest: &Manifest, shards: &[ShardReport]) -> Vec<
         .collect()
 }
 
-/// Temporary files (a run killed while writing) and shard files the
-/// manifest does not name (left from an earlier run) in `dir`.
+/// Temporary files and folders (a run killed while writing) and shard
+/// files the manifest does not name (left from an earlier run) in `dir`.
 fn stray_files(dir: &Path, manifest: &Manifest) -> Result<Vec<String>> {
     let named: BTreeSet<&str> = manifest.shards.iter().map(|e| e.file.as_str()).collect();
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -176,6 +176,11 @@ fn stray_files(dir: &Path, manifest: &Manifest) -> Result<Vec<String>> {
         let path = dir.join(&name);
         if name.ends_with(".tmp") {
             Some(format!("{}: temporary file left by an interrupted run", path.display()))
+        } else if name == super::prepare::STAGING {
+            Some(format!(
+                "{}: the dataset a killed `prepare` was writing (the next prepare into this folder removes it)",
+                path.display()
+            ))
         } else if name.ends_with(".shard") && !named.contains(name.as_str()) {
             Some(format!("{}: shard file the manifest does not name", path.display()))
         } else {

@@ -114,13 +114,18 @@ impl Criteria {
                 format!("HA[{}]", written.unwrap_or_else(|| format!("{}", record.handicap.unwrap_or(0)))),
             );
         }
-        let handicap = record.handicap.unwrap_or(0) >= 2 || !record.setup.is_empty() || !record.later_setup.is_empty();
+        let stones = |setup: &crate::sgf::Setup| setup.iter().filter(|(_, c)| c.is_some()).count();
+        // A root that only clears points (`AE` on the empty board) sets
+        // nothing up; a setup node between moves edits the game, whatever
+        // it does.
+        let root_stones = stones(&record.setup);
+        let handicap = record.handicap.unwrap_or(0) >= 2 || root_stones > 0 || !record.later_setup.is_empty();
         if handicap && !self.allow_handicap {
-            let stones = |setup: &crate::sgf::Setup| setup.iter().filter(|(_, c)| c.is_some()).count();
             let detail = match (record.handicap, record.later_setup.first()) {
                 (Some(n), _) if n >= 2 => format!("HA {n}"),
                 // Stones set up without HA (it once said "HA 0").
-                _ if !record.setup.is_empty() => format!("{} setup stones, no HA", stones(&record.setup)),
+                _ if root_stones > 0 => format!("{root_stones} setup stones, no HA"),
+                (_, Some((moves, setup))) if stones(setup) == 0 => format!("stones removed after move {moves}"),
                 (_, Some((moves, setup))) => format!("{} stones set up after move {moves}", stones(setup)),
                 _ => String::new(),
             };
@@ -498,6 +503,10 @@ mod tests {
         let detail = |props: &str| c.judge(&game(props)).unwrap_err().1;
         assert_eq!(detail("SZ[19]KM[0.5]HA[2]AB[dd][pp]DT[2005]"), "HA 2");
         assert_eq!(detail("SZ[19]KM[6.5]AB[dd][pp]DT[2005]"), "2 setup stones, no HA");
+        // Clearing points of the empty board sets nothing up.
+        assert_eq!(c.judge(&game("SZ[19]KM[6.5]AE[dd]DT[2005]")), Ok(()));
+        let edited = parse_game("(;GM[1]FF[4]SZ[19]KM[6.5]DT[2005];B[cd];AE[cd];W[dc])").unwrap();
+        assert_eq!(c.judge(&edited).unwrap_err(), (Rejection::Handicap, "stones removed after move 1".to_string()));
         assert_eq!(reason("SZ[19]KM[6.5]"), Rejection::NoDate);
         assert_eq!(reason("SZ[19]KM[6.5]DT[1999-12-31]"), Rejection::TooOld);
         assert_eq!(reason("SZ[19]KM[0.5]DT[2005]"), Rejection::KomiOutOfRange);

@@ -165,6 +165,19 @@ impl GameRecord {
         if !record.setup.is_empty() {
             record.player_to_move = Some(record.moves.first().map_or(game.to_move(), |m| m.color));
         }
+        // Who moves after a setup between moves, where it is not the player
+        // after the last move (a loaded position saved with `PL`, handicap
+        // stones placed after two passes): written back as `PL`, or a
+        // record read back would give the turn to the other side.
+        let mut setups_at: Vec<usize> = record.later_setup.iter().map(|(k, _)| *k).collect();
+        setups_at.dedup();
+        for k in setups_at {
+            let next = record.moves.get(k).map_or(game.to_move(), |m| m.color);
+            let after_last = k.checked_sub(1).map_or(Color::Black, |last| record.moves[last].color.opponent());
+            if next != after_last {
+                record.later_to_move.push((k, next));
+            }
+        }
         record
     }
 

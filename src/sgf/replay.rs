@@ -216,6 +216,16 @@ mod tests {
         let written = crate::sgf::write_game(&saved);
         assert!(written.contains("PL[W]"), "{written}");
         assert_eq!(parse_game(&written).unwrap().replay(Rules::CHINESE).unwrap().to_move(), Color::White);
+        // And so does the game played from it, saved again (GTP's
+        // `printsgf` after `loadsgf`).
+        let again = crate::sgf::write_game(&GameRecord::from_game(&saved.replay(Rules::CHINESE).unwrap()));
+        assert!(again.contains("PL[W]"), "{again}");
+        assert_eq!(parse_game(&again).unwrap().replay(Rules::CHINESE).unwrap().to_move(), Color::White);
+        // Who moves after a setup is written only where the moves do not
+        // say it already.
+        let plain = parse_game("(;SZ[9];B[ee];W[ff];AB[aa];B[gg])").unwrap();
+        let plain = crate::sgf::write_game(&GameRecord::from_game(&plain.replay(Rules::CHINESE).unwrap()));
+        assert!(!plain.contains("PL["), "{plain}");
     }
 
     #[test]

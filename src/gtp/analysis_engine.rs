@@ -632,8 +632,22 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
             _ => Err(refuse("initialStones", "initial stones are points")),
         })
         .collect::<Result<_, _>>()?;
+    // KataGo refuses stones it cannot place as a position: two on one
+    // point (the later one once won silently), a string without a liberty
+    // (which no game reaches, and which a search would then capture).
+    let mut seen = std::collections::HashSet::new();
+    if let Some(&(v, _)) = setup.iter().find(|(v, _)| !seen.insert(*v)) {
+        return Err(refuse("initialStones", format!("{} holds two stones", Move::Play(v).to_gtp(size))));
+    }
     if !setup.is_empty() {
         game.setup(&setup).map_err(|e| refuse("initialStones", e.to_string()))?;
+    }
+    let board = game.board();
+    if let Some(&(v, _)) = setup.iter().find(|(v, _)| board.liberties(board.point(*v)) == 0) {
+        return Err(refuse(
+            "initialStones",
+            format!("the string of {} has no liberty: no game reaches it", Move::Play(v).to_gtp(size)),
+        ));
     }
     let first = match query.get("initialPlayer").and_then(Value::as_str) {
         Some(p) => Color::parse(p).ok_or_else(|| refuse("initialPlayer", format!("{p}: give B or W")))?,

@@ -256,11 +256,18 @@ fn changed_settings(saved: &TrainConfig, now: &TrainConfig) -> Result<Vec<String
         Ok(all)
     };
     let (before, after) = (settings(saved)?, settings(now)?);
-    let was = |key: &str| before.iter().find(|(k, _)| k == key).map_or("unset".to_string(), |(_, v)| v.clone());
-    Ok(after
-        .iter()
-        .filter(|(key, value)| key != "out" && was(key) != *value)
-        .map(|(key, value)| format!("{key} {} → {value}", was(key)))
+    // A setting at its default is left out of config.toml (precision,
+    // batch_norm_batches, ...): one put back to it is a change too.
+    let value = |all: &[(String, String)], key: &str| {
+        all.iter().find(|(k, _)| k == key).map_or("default".to_string(), |(_, v)| v.clone())
+    };
+    let keys = after.iter().chain(&before).map(|(key, _)| key);
+    let mut seen = std::collections::HashSet::new();
+    Ok(keys
+        .filter(|key| *key != "out" && seen.insert(*key))
+        .map(|key| (key, value(&before, key), value(&after, key)))
+        .filter(|(_, was, is)| was != is)
+        .map(|(key, was, is)| format!("{key} {was} → {is}"))
         .collect())
 }
 
@@ -317,4 +324,30 @@ pub fn remove_old_run(out: &Path) -> Result<()> {
 /// The path of `out`'s config file.
 pub fn config_path(out: &Path) -> PathBuf {
     out.join(CONFIG_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setting_put_back_to_its_default_is_a_change() {
+        let config = |overrides: &[&str]| {
+            let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+            TrainConfig::built_in("policy", &overrides).unwrap()
+        };
+        let tuned = config(&["batch_norm_batches=3", "linear_scaling=true"]);
+        let plain = config(&[]);
+        // config.toml leaves both out at their defaults.
+        assert!(!plain.to_toml().unwrap().contains("batch_norm_batches"));
+        assert_eq!(
+            changed_settings(&tuned, &plain).unwrap(),
+            ["batch_norm_batches 3 → default", "linear_scaling true → default"]
+        );
+        assert_eq!(
+            changed_settings(&plain, &config(&["batch_norm_batches=3", "epochs=9"])).unwrap(),
+            ["batch_norm_batches default → 3", "epochs 30 → 9"]
+        );
+        assert!(changed_settings(&tuned, &tuned).unwrap().is_empty());
+    }
 }

@@ -268,6 +268,35 @@ fn a_checkpoint_knows_its_dataset() {
     assert!(trained(Some(&data), &old, &["--resume", "--epochs", "3"]).lines().all(|l| !l.contains("names no")));
 }
 
+/// A run started with a relative `--data` resumes from its own folder;
+/// from another, the refusal says where the path is read from (it once said
+/// "run prepare first" of a dataset that is there), and `--data` resumes.
+#[test]
+fn a_relative_dataset_is_named_as_the_run_saved_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(data) = dataset(dir.path(), "data", 64) else { return };
+    let run = |cwd: &Path, args: &[&str]| {
+        let mut all = vec!["train-playout", "--out", "run", "--device", "cpu", "--steps-per-epoch", "2"];
+        all.extend(["--set", "batch=8", "--set", "validation_positions=64"]);
+        all.extend(args);
+        common::go_train(&all).current_dir(cwd).output().unwrap()
+    };
+    let started = run(dir.path(), &["--data", "data", "--epochs", "1"]);
+    assert!(started.status.success(), "{}", stderr(&started));
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("run"), elsewhere.join("run")).unwrap();
+    let refused = run(&elsewhere, &["--resume", "--epochs", "2"]);
+    let err = stderr(&refused);
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains("config.toml: the run's dataset, data = \"data\", is relative to the folder"), "{err}");
+    assert!(err.contains("give --data") && !err.contains("prepare"), "{err}");
+    let resumed = run(&elsewhere, &["--resume", "--epochs", "2", "--data", path(&data)]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let again = run(dir.path(), &["--resume", "--epochs", "3"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
 /// Settings out of their range are refused at once, named with their
 /// range, before the run's folder is touched.
 #[test]

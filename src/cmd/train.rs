@@ -131,6 +131,8 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
         }
         overrides.push(format!("{key}={value}"));
     }
+    let data_given = overrides.iter().any(|o| sets_key(o, "data"));
+    let mut resumed_config = None;
     let config = match args.config {
         Some(path) => TrainConfig::load(&path, &overrides)?,
         None => {
@@ -141,12 +143,28 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
             let out_only: Vec<String> = overrides.iter().filter(|o| sets_key(o, "out")).cloned().collect();
             let saved = config_path(&TrainConfig::built_in(kind.net(), &out_only)?.out);
             if (args.resume || args.resume_or_start) && saved.is_file() {
-                TrainConfig::load(&saved, &overrides)?
+                let config = TrainConfig::load(&saved, &overrides)?;
+                resumed_config = Some(saved);
+                config
             } else {
                 TrainConfig::built_in(kind.net(), &overrides)?
             }
         }
     };
+    // The run's dataset as its config.toml names it: relative to the folder
+    // the run was started from, and not found from another ("run prepare
+    // first" once said, of a dataset that is there).
+    if let Some(saved) = resumed_config.filter(|_| !data_given && config.data.is_relative()) {
+        if !config.data.join(go_train::dataset::MANIFEST).is_file() {
+            bail!(
+                "{}: the run's dataset, data = {:?}, is relative to the folder the run was started from, and {} \
+                 holds no dataset: resume from that folder, or give --data",
+                saved.display(),
+                config.data.display().to_string(),
+                std::env::current_dir().map_or(config.data.clone(), |cwd| cwd.join(&config.data)).display()
+            );
+        }
+    }
     // A value net is train-value's, a move net the others': a resumed
     // run's config.toml once let train-value go on training a playout net.
     let predicts_results = config.arch()?.output() == go_train::nn::Output::WinProb;

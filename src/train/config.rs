@@ -307,11 +307,15 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
         .split_once('=')
         .with_context(|| format!("override {assignment:?}: expected key=value, e.g. optimizer.lr=0.02"))?;
     // A TOML literal (number, boolean, quoted string), else a bare string.
-    let value = format!("v = {raw}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let literal = format!("v = {raw}").parse::<toml::Table>().ok().and_then(|mut t| t.remove("v"));
+    let value = match literal {
+        Some(value) => value,
+        // 1e400 was read as the string "1e400", and refused as one.
+        None if raw.trim().parse::<f64>().is_ok_and(f64::is_infinite) && !raw.to_ascii_lowercase().contains("inf") => {
+            bail!("override {assignment:?}: {} is past the largest number a setting holds (about 1.8e308)", raw.trim())
+        }
+        None => toml::Value::String(raw.to_string()),
+    };
     let mut parts: Vec<&str> = key.trim().split('.').collect();
     let last = parts.pop().filter(|k| !k.is_empty()).with_context(|| format!("override {assignment:?}: empty key"))?;
     let mut current = table;
@@ -332,6 +336,19 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
         };
         current.retain(|k, _| k == "lr" || k == "weight_decay");
         current.extend(own.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    }
+    // A word where the config holds a number or a switch: named here, for
+    // the error of the optimizer's settings (one tagged table) named the
+    // table alone.
+    let number = |v: &toml::Value| matches!(v, toml::Value::Integer(_) | toml::Value::Float(_));
+    match current.get(last) {
+        Some(old) if number(old) && !number(&value) => {
+            bail!("override {assignment:?}: {} takes a number, not {value}", key.trim())
+        }
+        Some(toml::Value::Boolean(_)) if !value.is_bool() => {
+            bail!("override {assignment:?}: {} takes true or false, not {value}", key.trim())
+        }
+        _ => {}
     }
     current.insert(last.to_string(), value);
     Ok(())
@@ -391,6 +408,13 @@ mod tests {
         // The saved form reads back the same.
         let (_d2, saved) = write(&c.to_toml().unwrap());
         assert_eq!(TrainConfig::load(&saved, &[]).unwrap(), c);
+        // A word for a number names the key (the optimizer's table alone
+        // was named), and a number past f64's range is not called a word.
+        let err = |o: &str| format!("{:#}", TrainConfig::load(&path, &[o.into()]).unwrap_err());
+        assert_eq!(err("optimizer.lr=abc"), r#"override "optimizer.lr=abc": optimizer.lr takes a number, not "abc""#);
+        let huge = err("optimizer.lr=1e400");
+        assert!(huge.contains("1e400 is past the largest number a setting holds"), "{huge}");
+        assert!(err("epochs=many").contains("epochs takes a number"));
     }
 
     /// An optimizer setting it does not have was once read as nothing at

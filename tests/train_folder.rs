@@ -295,6 +295,10 @@ fn a_relative_dataset_is_named_as_the_run_saved_it() {
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let again = run(dir.path(), &["--resume", "--epochs", "3"]);
     assert!(again.status.success(), "{}", stderr(&again));
+    // Fewer epochs than it has trained: nothing to do, and said so (it
+    // once said "all 2 epochs are done" of a run of 3).
+    let fewer = run(dir.path(), &["--resume", "--epochs", "2"]);
+    assert!(stderr(&fewer).contains("run: 3 epochs are done, more than the 2 asked"), "{}", stderr(&fewer));
 }
 
 /// Settings out of their range are refused at once, named with their

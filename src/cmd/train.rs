@@ -191,7 +191,12 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
         return Ok(());
     }
     if summary.already_done {
-        eprintln!("{}: all {} epochs are done", config.out.display(), config.epochs);
+        let trained = (summary.epochs.len() as u64).max(config.epochs);
+        if trained > config.epochs {
+            eprintln!("{}: {trained} epochs are done, more than the {} asked", config.out.display(), config.epochs);
+        } else {
+            eprintln!("{}: all {} epochs are done", config.out.display(), config.epochs);
+        }
     }
     eprintln!("checkpoints: {}", config.out.display());
     Ok(())

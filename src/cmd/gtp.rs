@@ -33,9 +33,11 @@ use super::search_flags::SearchFlags;
 /// value-net leaves with no rollout mixed with random playouts as the board
 /// settles, tactics on) whatever nets are named; --preset seed gives the
 /// seed design's, and --search-config FILE or single flags change any
-/// setting. The shipped nets play 19x19: on other boards MCTS plays
-/// without nets. The effective settings are printed on stderr at start and
-/// answered to `gomill-describe_engine`.
+/// setting. The shipped nets play 19x19, and an engine started with them
+/// answers `boardsize N` of another size as unacceptable: start it with
+/// --size N, and MCTS plays that board without nets. The effective
+/// settings are printed on stderr at start and answered to
+/// `gomill-describe_engine`.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train gtp                        # MCTS with the shipped nets, the tuned search

@@ -125,6 +125,13 @@ fn resume_and_force_keep_to_the_folder_given() {
     ok(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2"]);
     assert_eq!(std::fs::read(first.join("last/state.json")).unwrap(), original, "the original run is untouched");
     assert_eq!(metrics(&copy).len(), 2, "the copy went on");
+    // --init may name the run's start however its path is spelt; only
+    // another policy is refused (a path spelt otherwise once was too).
+    let respelt = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/../nets/policy.safetensors");
+    ok(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2", "--init", respelt]);
+    let other = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/rl-policy.safetensors");
+    let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2", "--init", other]);
+    assert!(err.contains("started from"), "{err}");
 
     let settings = std::fs::read(copy.join("rl.json")).unwrap();
     let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "3", "--pool-every", "1"]);

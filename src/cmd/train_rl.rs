@@ -1,6 +1,6 @@
 //! `go-train train-rl`: a policy improved by reinforcement learning.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -10,7 +10,7 @@ use go_train::bounds::{self, count_flag};
 use go_train::search::NetSource;
 use go_train::train::optim::OptimizerConfig;
 use go_train::train::rl::reinforce::Baseline;
-use go_train::train::rl::{saved_config, train_rl, RlConfig, CONFIG_FILE};
+use go_train::train::rl::{saved_config, train_rl, RlConfig, CONFIG_FILE, START_FILE};
 use go_train::train::run::Start;
 
 /// Improve a policy by playing: AlphaGo's second stage.
@@ -129,7 +129,7 @@ pub fn run(args: Args) -> Result<()> {
             RlConfig::new(PathBuf::from(init.to_string()), args.out.clone())
         }
     };
-    if args.resume && args.init.as_ref().is_some_and(|i| *i != config.init) {
+    if args.resume && args.init.as_ref().is_some_and(|i| !is_run_start(i, &config)) {
         bail!(
             "--init {}: the run in {} started from {}",
             args.init.unwrap().display(),
@@ -192,4 +192,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     eprintln!("checkpoints: {}", config.out.display());
     Ok(())
+}
+
+/// Whether `--init` on a resume names the policy the run started from:
+/// the same file however the path is spelt (`./ref`, from another working
+/// folder), or a file with the bytes of the copy the run keeps.
+fn is_run_start(init: &Path, config: &RlConfig) -> bool {
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    if *init == config.init || canonical(init).is_some_and(|c| Some(c) == canonical(&config.init)) {
+        return true;
+    }
+    let kept = config.out.join("pool").join(START_FILE);
+    matches!((std::fs::read(init), std::fs::read(kept)), (Ok(a), Ok(b)) if a == b)
 }

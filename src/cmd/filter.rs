@@ -150,6 +150,13 @@ pub fn run(args: Args) -> Result<()> {
             found.links_skipped
         );
     }
+    if let Some(first) = found.link_loops.first() {
+        eprintln!(
+            "  {:>8}  links back to a folder above them passed over, e.g. {}",
+            found.link_loops.len(),
+            first.display()
+        );
+    }
     if report.komi_in_hundredths > 0 {
         eprintln!(
             "  {:>8}  games wrote komi in Fox's hundredths (KM[750], KM[375] in stones): read as 7.5",

@@ -236,6 +236,31 @@ where
 mod tests {
     use super::*;
 
+    /// A resumed run reads its metrics back and writes them again: each
+    /// number must come back to the bit, or the lines of a resumed run
+    /// differ from a run that never stopped in the last digit (serde_json
+    /// parsed some to a neighbouring f64 before its `float_roundtrip`).
+    #[test]
+    fn metrics_lines_read_back_to_the_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let all: Vec<EpochMetrics> = (0..2000)
+            .map(|n| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                let mut m = epoch(n, false);
+                m.train.loss = (x >> 11) as f64 / (1u64 << 53) as f64 * 7.0;
+                m.seconds = f64::from_bits(x >> 2);
+                m
+            })
+            .collect();
+        write_lines_and_plot(dir.path(), &all, |_| Ok(String::new()), |_, _| Ok(())).unwrap();
+        let back = read(&dir.path().join(FILE), u64::MAX).unwrap();
+        for (a, b) in all.iter().zip(&back) {
+            assert_eq!(a.train.loss.to_bits(), b.train.loss.to_bits(), "{}", a.train.loss);
+            assert_eq!(a.seconds.to_bits(), b.seconds.to_bits(), "{}", a.seconds);
+        }
+    }
+
     fn epoch(n: u64, value_net: bool) -> EpochMetrics {
         let scores = |loss: f64| Scores {
             positions: 1000,

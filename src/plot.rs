@@ -23,6 +23,27 @@ pub fn register_font() {
     });
 }
 
+/// Whether a plot at `path` is written as SVG (it ends in `.svg`, any
+/// case); PNG otherwise.
+pub fn is_svg(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+}
+
+/// The plot file names a command takes: `.png` or `.svg`. Anything else
+/// would be PNG bytes under another name, which nothing opens.
+pub fn check_plot_path(flag: &str, path: &Path) -> Result<()> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("png" | "svg") => Ok(()),
+        _ => anyhow::bail!("{flag} {}: name a .png or a .svg file", path.display()),
+    }
+}
+
+/// `text` as the PNG font draws it: each character outside ASCII as `?`,
+/// so that a name the font lacks shows as missing rather than vanishing.
+pub fn drawable(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii() { c } else { '?' }).collect()
+}
+
 /// Draws a `size` PNG at `path` with `draw`, atomically: drawn to a
 /// temporary name beside it, then renamed.
 pub fn write_png(
@@ -63,4 +84,19 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .draw()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plot_names_and_text_the_png_font_draws() {
+        assert!(is_svg(Path::new("a/b.SVG")) && !is_svg(Path::new("b.png")));
+        assert!(check_plot_path("--plot", Path::new("x.png")).is_ok());
+        let err = check_plot_path("--plot", Path::new("x.jpg")).unwrap_err().to_string();
+        assert!(err.contains("--plot x.jpg") && err.contains(".svg"), "{err}");
+        assert!(check_plot_path("--plot", Path::new("plot")).is_err());
+        assert_eq!(drawable("李昌镐 (B) vs Cho é"), "??? (B) vs Cho ?");
+    }
 }

@@ -46,6 +46,7 @@ fn a_review_annotates_every_move_and_draws_the_game() {
         "--plot",
         png.to_str().unwrap(),
         "--json",
+        "--force",
     ]);
     assert!(ok, "{stderr}");
     let moves: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -138,4 +139,63 @@ fn bad_input_is_an_error_naming_the_file() {
         !ok && stderr.contains("--symmetry") && stderr.contains("give all or a whole number from 0 to 7"),
         "{stderr}"
     );
+}
+
+/// Each game of a collection is reviewed into files of its own, a review
+/// written before is replaced only with --force, the plot is the format
+/// its name says, and a record with an illegal move is reviewed up to it.
+/// (The review of game 1 once replaced game 0's without a word; a `.svg`
+/// plot held PNG bytes; one illegal move refused the whole game.)
+#[test]
+fn reviews_keep_to_their_own_files_and_to_the_legal_moves() {
+    let (Some(tygem), Some(pro)) = (common::collection("tygem-9d-2010-2011"), common::sgf_files("pro-1941-1997"))
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let collection = tygem.join("tygem-9d-2011-09.sgf");
+    let review = |args: &[&str]| {
+        let out = common::go_train(&[&["review"][..], args, &["--policy", "none", "--device", "cpu"]].concat())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (out.status.success(), common::text(&out))
+    };
+    let game = common::path(&collection);
+    for index in ["0", "1"] {
+        let (ok, text) = review(&[game, "--index", index]);
+        assert!(ok, "{text}");
+    }
+    let file = |name: &str| dir.path().join(name);
+    let first = std::fs::read(file("tygem-9d-2011-09-0.review.sgf")).unwrap();
+    assert_ne!(first, std::fs::read(file("tygem-9d-2011-09-1.review.sgf")).unwrap(), "two games, two reviews");
+    assert!(file("tygem-9d-2011-09-0.review.png").is_file() && file("tygem-9d-2011-09-1.review.png").is_file());
+
+    let (ok, text) = review(&[game, "--out", "tygem-9d-2011-09-0.review.sgf", "--index", "1"]);
+    assert!(!ok && text.contains("exists") && text.contains("--force"), "{text}");
+    assert_eq!(std::fs::read(file("tygem-9d-2011-09-0.review.sgf")).unwrap(), first, "not replaced");
+    let (ok, text) = review(&[game, "--force"]);
+    assert!(ok, "{text}");
+
+    let (ok, text) = review(&[game, "--plot", "win.svg", "--out", "svg.sgf"]);
+    assert!(ok, "{text}");
+    assert!(std::fs::read_to_string(file("win.svg")).unwrap().starts_with("<svg"), "an SVG plot");
+    let (ok, text) = review(&[game, "--plot", "win.jpg", "--out", "jpg.sgf"]);
+    assert!(!ok && text.contains("--plot win.jpg"), "{text}");
+    let (ok, text) = review(&[game, "--value", "none", "--plot", "none.png", "--out", "none.sgf"]);
+    assert!(!ok && text.contains("value net"), "{text}");
+    let (ok, text) = review(&[game, "--value", "none", "--out", "neither.sgf"]);
+    assert!(!ok && text.contains("--policy none") && text.contains("--value none"), "{text}");
+    assert!(!file("jpg.sgf").exists() && !file("none.sgf").exists() && !file("neither.sgf").exists());
+
+    // Move 228 of this professional game is on an occupied point.
+    let damaged = pro.iter().find(|f| f.ends_with("M-65-5.sgf")).expect("the collection holds M-65-5.sgf");
+    let (ok, text) = review(&[common::path(damaged), "--out", "m.sgf"]);
+    assert!(ok && text.contains("move 228") && text.contains("reviewed the 227 moves before it"), "{text}");
+    let reviewed = std::fs::read_to_string(file("m.sgf")).unwrap();
+    assert_eq!(reviewed.matches("C[Black wins").count(), 227);
+
+    // raw-nn and review search nothing: no playout net to name.
+    let err = common::fails(&["raw-nn", game, "--playout", "none"]);
+    assert!(err.contains("--playout"), "{err}");
 }

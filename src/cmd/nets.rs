@@ -36,6 +36,40 @@ pub struct NetPaths {
     pub playout: Option<PathBuf>,
 }
 
+/// The nets that judge a position without searching it, for commands that
+/// only ask them (`review`, `raw-nn`): no playout net.
+#[derive(clap::Args, Clone, Default)]
+pub struct JudgingNets {
+    /// Policy net [default: the shipped nets/policy.safetensors].
+    #[arg(long, value_name = "NET|none")]
+    pub policy: Option<PathBuf>,
+    /// Value net [default: the shipped nets/value.safetensors].
+    #[arg(long, value_name = "NET|none")]
+    pub value: Option<PathBuf>,
+}
+
+impl JudgingNets {
+    /// The policy and the value net named, else the shipped ones; at least
+    /// one of them.
+    pub fn defaults(&self) -> anyhow::Result<DefaultNets> {
+        let none = Some(PathBuf::from("none"));
+        let paths = NetPaths { policy: self.policy.clone(), value: self.value.clone(), playout: none };
+        let nets = paths.defaults(BOARD, None, true)?;
+        if nets.policy.is_none() && nets.value.is_none() {
+            let why = |flag: &str, named: &Option<PathBuf>| match named {
+                Some(_) => format!("{flag} none"),
+                None => format!("no shipped {} net in GO_TRAIN_NETS", &flag[2..]),
+            };
+            anyhow::bail!(
+                "no nets to judge with ({}, {}): name a policy or a value net",
+                why("--policy", &self.policy),
+                why("--value", &self.value)
+            );
+        }
+        Ok(nets)
+    }
+}
+
 impl NetPaths {
     /// The nets for roles an agent does not name on a board of `size`: the
     /// ones named here, else (with `shipped`, on the board they play) the

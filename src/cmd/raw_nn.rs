@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, default_value = "0", value_parser = symmetries)]
     symmetry: Symmetries,
     #[command(flatten)]
-    nets: super::nets::NetPaths,
+    nets: super::nets::JudgingNets,
     /// One JSON object per symmetry on stdout (otherwise KataGo's
     /// `kata-raw-nn` text).
     #[arg(long)]
@@ -50,7 +50,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let record = super::review::read_game(&args.game, args.index)?;
+    let (record, _) = super::review::read_game(&args.game, args.index)?;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
@@ -59,14 +59,11 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{}: --move {moves}, but the game has {} moves", args.game.display(), record.moves.len());
     }
     let game = record.replay_until(record.rules(), moves).with_context(|| format!("{}", args.game.display()))?;
-    let nets = args.nets.defaults(nn::BOARD, None, true)?;
+    let nets = args.nets.defaults()?;
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let load = |net: &Option<NetSource>, want| net.as_ref().map(|n| NetEval::load_source(n, &device, want)).transpose();
     let (policy, value) = (load(&nets.policy, Output::MoveLogProbs)?, load(&nets.value, Output::WinProb)?);
-    if policy.is_none() && value.is_none() {
-        bail!("no nets: give --policy and/or --value (no shipped nets were found)");
-    }
     for &symmetry in &args.symmetry.0 {
         let raw = raw_output(&game, policy.as_ref(), value.as_ref(), symmetry)?;
         if args.json {

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use go_train::bounds::{count_flag, Domain};
-use go_train::eval::review::{biggest_swings, plot_win_rate, review_game, MoveReview};
+use go_train::eval::review::{biggest_swings, plot_win_rate, review_game, MoveReview, Review};
 use go_train::nn::{self, Output};
 use go_train::search::{NetEval, NetSource};
 use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, PartialGame};
@@ -17,13 +17,15 @@ use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, Partial
 /// under the policy, the policy's top 3, and Black's win probability
 /// before and after it (value net); then the moves that swung the game
 /// most. Writes the game as SGF with these figures as comments (open it in
-/// Sabaki) and a PNG of Black's win probability over the game. Nets not
-/// named are the shipped ones.
+/// Sabaki) and a plot of Black's win probability over the game (PNG, or
+/// SVG for a .svg name). A record with an illegal move is reviewed up to
+/// it. Nets not named are the shipped ones.
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train review game.sgf                                  # the shipped nets; game.review.sgf, game.review.png
   go-train review game.sgf --policy checkpoints/policy --value checkpoints/value-pv
-  go-train review collection.sgf --index 3 --out review.sgf --plot review.png
+  go-train review collection.sgf --index 3                  # collection-3.review.sgf, collection-3.review.png
+  go-train review game.sgf --plot game.svg --force          # again, over the review before
   go-train review game.sgf --json | jq .rank                # one JSON object per move")]
 pub struct Args {
     /// The SGF file.
@@ -32,14 +34,18 @@ pub struct Args {
     #[arg(long, default_value_t = 0, value_parser = count_flag::<usize>(super::INDEX))]
     index: usize,
     #[command(flatten)]
-    nets: super::nets::NetPaths,
+    nets: super::nets::JudgingNets,
     /// The reviewed SGF [default: GAME's name with .review.sgf, in the
-    /// current folder].
+    /// current folder; GAME-INDEX.review.sgf for a game of a collection].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The win-rate plot [default: GAME's name with .review.png].
+    /// The win-rate plot, .png or .svg [default: as --out, .review.png;
+    /// none without a value net].
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Replace --out and --plot when they exist.
+    #[arg(long)]
+    force: bool,
     /// Moves listed as the biggest swings.
     #[arg(long, default_value_t = 5, value_parser = count_flag::<usize>(Domain::Count { min: 0, max: 1000 }))]
     swings: usize,
@@ -52,10 +58,24 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let (record, games) = read_game(&args.game, args.index)?;
+    if record.size != nn::BOARD {
+        bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
+    }
+    let nets = args.nets.defaults()?;
+    // Each game of a collection its own default names: the review of game
+    // 1 once replaced that of game 0.
     let stem = args.game.file_stem().map_or("game".into(), |s| s.to_string_lossy().into_owned());
+    let stem = if games > 1 { format!("{stem}-{}", args.index) } else { stem };
     let sgf_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.sgf")));
-    let png_path = args.plot.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.png")));
-    for (flag, path) in [("--out", &sgf_path), ("--plot", &png_path)] {
+    let png_path = match (&args.plot, &nets.value) {
+        (Some(path), Some(_)) => Some(path.clone()),
+        (Some(path), None) => bail!("--plot {}: a plot needs a value net (--value is none)", path.display()),
+        (None, Some(_)) => Some(PathBuf::from(format!("{stem}.review.png"))),
+        (None, None) => None,
+    };
+    let outputs = std::iter::once(("--out", &sgf_path)).chain(png_path.as_ref().map(|p| ("--plot", p)));
+    for (flag, path) in outputs {
         if super::same_file(path, &args.game) {
             bail!("{flag} {}: that is the game under review; name another file", path.display());
         }
@@ -63,37 +83,44 @@ pub fn run(args: Args) -> Result<()> {
         if path.is_dir() {
             bail!("{flag} {}: a folder; name a file", path.display());
         }
+        if path.exists() && !args.force {
+            bail!(
+                "{flag} {}: exists (a review written before?); --force replaces it, or name another file",
+                path.display()
+            );
+        }
     }
-    if super::same_file(&sgf_path, &png_path) {
-        bail!("--out and --plot both name {}: give each its own file", sgf_path.display());
-    }
-    let record = read_game(&args.game, args.index)?;
-    if record.size != nn::BOARD {
-        bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
-    }
-    let nets = args.nets.defaults(nn::BOARD, None, true)?;
-    if nets.policy.is_none() && nets.value.is_none() {
-        bail!("no nets: give --policy and/or --value (no shipped nets were found)");
+    if let Some(png_path) = &png_path {
+        if super::same_file(&sgf_path, png_path) {
+            bail!("--out and --plot both name {}: give each its own file", sgf_path.display());
+        }
+        go_train::plot::check_plot_path("--plot", png_path)?;
     }
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let load = |net: &Option<NetSource>, want| net.as_ref().map(|n| NetEval::load_source(n, &device, want)).transpose();
     let policy = load(&nets.policy, Output::MoveLogProbs)?;
     let value = load(&nets.value, Output::WinProb)?;
-    let reviews = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())
-        .with_context(|| format!("{}: replaying game {}", args.game.display(), args.index))?;
+    let Review { moves: reviews, stopped } = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())?;
+    if let Some(stopped) = stopped {
+        let what = format!("{}: game {}: {stopped}", args.game.display(), args.index);
+        if reviews.is_empty() {
+            bail!("{what}: no move to review");
+        }
+        eprintln!("warning: {what}; reviewed the {} moves before it", reviews.len());
+    }
 
     let comments: Vec<String> = reviews.iter().map(MoveReview::comment).collect();
     go_train::atomic::write_atomic(&sgf_path, write_annotated(&record, &comments).as_bytes())
         .with_context(|| format!("writing {}", sgf_path.display()))?;
     let swings = biggest_swings(&reviews, args.swings);
-    let mut plotted = false;
-    if value.is_some() {
+    let mut written = vec![sgf_path.display().to_string()];
+    if let Some(png_path) = &png_path {
         let players =
             format!("{} (B) vs {} (W)", record.black.as_deref().unwrap_or("?"), record.white.as_deref().unwrap_or("?"));
         let title = format!("{players}, {}: Black's win probability", result_text(&record));
-        match plot_win_rate(&reviews, &swings, &title, &png_path) {
-            Ok(()) => plotted = true,
+        match plot_win_rate(&reviews, &swings, &title, png_path) {
+            Ok(()) => written.push(png_path.display().to_string()),
             Err(e) => eprintln!("warning: no plot: {e:#}"),
         }
     }
@@ -101,19 +128,17 @@ pub fn run(args: Args) -> Result<()> {
         for review in &reviews {
             println!("{}", serde_json::to_string(review)?);
         }
+        eprintln!("written: {}", written.join(", "));
         return Ok(());
     }
     print_summary(&args.game, &record, &reviews, &swings);
-    println!(
-        "written: {}{}",
-        sgf_path.display(),
-        if plotted { format!(", {}", png_path.display()) } else { String::new() }
-    );
+    println!("written: {}", written.join(", "));
     Ok(())
 }
 
-/// Game `index` of the file, read up to any damage (with a warning).
-pub fn read_game(path: &Path, index: usize) -> Result<GameRecord> {
+/// Game `index` of the file, read up to any damage (with a warning), and
+/// the number of games the file holds.
+pub fn read_game(path: &Path, index: usize) -> Result<(GameRecord, usize)> {
     let games = read_file_up_to_damage(path).with_context(|| format!("{}", path.display()))?;
     let count = games.len();
     let game = games
@@ -124,7 +149,7 @@ pub fn read_game(path: &Path, index: usize) -> Result<GameRecord> {
     if let Some(damage) = damage {
         eprintln!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
     }
-    Ok(record)
+    Ok((record, count))
 }
 
 fn result_text(record: &GameRecord) -> String {

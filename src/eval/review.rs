@@ -69,18 +69,28 @@ impl MoveReview {
     }
 }
 
+/// The review of a game: its moves up to the first the rules forbid, if
+/// any, and that move.
+pub struct Review {
+    pub moves: Vec<MoveReview>,
+    /// Why the replay stopped before the end of the record.
+    pub stopped: Option<ReplayError>,
+}
+
 /// Reviews every move of `record` (replayed under `rules`) with a policy
-/// net, a value net, or both.
+/// net, a value net, or both: up to the first illegal move, since a record
+/// damaged late (5 of the 596 professional games at hand) still has a
+/// game worth reviewing before it.
 pub fn review_game(
     record: &GameRecord,
     rules: crate::go::Rules,
     policy: Option<&NetEval>,
     value: Option<&NetEval>,
-) -> Result<Vec<MoveReview>> {
+) -> Result<Review> {
     let mut positions: Vec<Game> = Vec::with_capacity(record.moves.len());
     let mut afters: Vec<Game> = Vec::with_capacity(record.moves.len());
     let mut moves = Vec::with_capacity(record.moves.len());
-    record
+    let stopped = record
         .replay_with(rules, |_, game, mv| {
             positions.push(game.clone());
             let mut after = game.clone();
@@ -88,7 +98,7 @@ pub fn review_game(
             afters.push(after);
             moves.push(mv);
         })
-        .map_err(|e: ReplayError| anyhow::anyhow!("{e}"))?;
+        .err();
     let size = record.size;
     // The position after a move is the one before the next, unless a setup
     // node (`AE`, `AB`, `AW`, `PL`) or a second move of one colour comes
@@ -145,7 +155,7 @@ pub fn review_game(
             });
         }
     }
-    Ok(reviews)
+    Ok(Review { moves: reviews, stopped })
 }
 
 /// The played move's rank and probability among `color`'s legal moves,
@@ -180,75 +190,97 @@ pub fn biggest_swings(reviews: &[MoveReview], n: usize) -> Vec<&MoveReview> {
     swinging
 }
 
-/// Draws Black's win probability after each move as a PNG at `path`, the
-/// `marked` moves (the biggest swings) labelled on the curve.
+/// Draws Black's win probability after each move at `path`, as SVG when
+/// it ends in `.svg` and as PNG otherwise, the `marked` moves (the biggest
+/// swings) labelled on the curve.
 pub fn plot_win_rate(reviews: &[MoveReview], marked: &[&MoveReview], title: &str, path: &Path) -> Result<()> {
+    const SIZE: (u32, u32) = (1000, 420);
+    if crate::plot::is_svg(path) {
+        crate::plot::register_font();
+        let mut svg = String::new();
+        draw_win_rate(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(), reviews, marked, title)?;
+        return crate::atomic::write_atomic(path, svg.as_bytes());
+    }
+    // The PNG's font is cut to ASCII: a name it cannot draw is marked, not
+    // left out (a Chinese name once vanished from the title).
+    let title = crate::plot::drawable(title);
+    crate::plot::write_png(path, SIZE, |root| draw_win_rate(root, reviews, marked, &title))
+}
+
+fn draw_win_rate<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    reviews: &[MoveReview],
+    marked: &[&MoveReview],
+    title: &str,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
     let points: Vec<(f64, f64)> =
         std::iter::once(reviews.first().and_then(|r| r.black_before).map(|b| (0.0, b as f64)))
             .chain(reviews.iter().map(|r| r.black_after.map(|b| (r.number as f64, b as f64))))
             .flatten()
             .collect();
     let moves = reviews.len().max(1) as f64;
-    crate::plot::write_png(path, (1000, 420), |root| {
-        let err = plot_error("the win-rate plot");
-        root.fill(&WHITE).map_err(&err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.0..moves, 0.0..1.0)
-            .map_err(&err)?;
-        chart
-            .configure_mesh()
-            .x_desc("move")
-            .y_desc("Black wins")
-            .y_label_formatter(&|y| format!("{:.0}%", 100.0 * y))
-            .x_label_formatter(&|x| format!("{}", x.round() as i64))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(&err)?;
-        chart.draw_series(LineSeries::new([(0.0, 0.5), (moves, 0.5)], BLACK.mix(0.4))).map_err(&err)?;
-        let blue = RGBColor(31, 119, 180);
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), blue.mix(0.45).stroke_width(1)))
-            .map_err(&err)?
-            .label("after each move")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.mix(0.45).stroke_width(1)));
-        // A value net that favours the side that just moved saws up and
-        // down from move to move; the mean of two moves shows the trend.
-        let paired: Vec<(f64, f64)> = points.windows(2).map(|w| (w[1].0, (w[0].1 + w[1].1) / 2.0)).collect();
-        chart
-            .draw_series(LineSeries::new(paired, blue.stroke_width(2)))
-            .map_err(&err)?
-            .label("mean of two moves")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
-        let red = RGBColor(214, 39, 40);
-        let marks: Vec<Mark> = marked
-            .iter()
-            .filter_map(|r| {
-                let after = r.black_after?;
-                // Above a point that went Black's way, below one that did not.
-                let up = r.black_before.is_some_and(|b| after >= b);
-                Some(Mark { x: r.number as f64, y: after as f64, up, label: format!("{} {}", r.number, r.mv) })
-            })
-            .collect();
-        let (area_width, area_height) = chart.plotting_area().dim_in_pixel();
-        let scale = (moves / area_width.max(1) as f64, 1.0 / area_height.max(1) as f64);
-        for (mark, (label_y, up)) in marks.iter().zip(place_labels(&marks, scale)) {
-            chart.draw_series(std::iter::once(Circle::new((mark.x, mark.y), 4, red.filled()))).map_err(&err)?;
-            let style = ("sans-serif", 13).into_font().color(&red).pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                if up { plotters::style::text_anchor::VPos::Bottom } else { plotters::style::text_anchor::VPos::Top },
-            ));
-            chart
-                .draw_series(std::iter::once(Text::new(mark.label.clone(), (mark.x, label_y), style)))
-                .map_err(&err)?;
-        }
-        crate::plot::draw_legend(&mut chart).map_err(&err)?;
-        root.present().map_err(&err)?;
-        Ok(())
-    })
+    let err = plot_error("the win-rate plot");
+    root.fill(&WHITE).map_err(&err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..moves, 0.0..1.0)
+        .map_err(&err)?;
+    chart
+        .configure_mesh()
+        .x_desc("move")
+        .y_desc("Black wins")
+        // No more ticks than moves: a game of two moves once had eleven,
+        // rounded to "0 0 0 1 1 1 1 1 2 2 2".
+        .x_labels((reviews.len() + 1).min(10))
+        .y_label_formatter(&|y| format!("{:.0}%", 100.0 * y))
+        .x_label_formatter(&|x| format!("{}", x.round() as i64))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(&err)?;
+    chart.draw_series(LineSeries::new([(0.0, 0.5), (moves, 0.5)], BLACK.mix(0.4))).map_err(&err)?;
+    let blue = RGBColor(31, 119, 180);
+    chart
+        .draw_series(LineSeries::new(points.iter().copied(), blue.mix(0.45).stroke_width(1)))
+        .map_err(&err)?
+        .label("after each move")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.mix(0.45).stroke_width(1)));
+    // A value net that favours the side that just moved saws up and
+    // down from move to move; the mean of two moves shows the trend.
+    let paired: Vec<(f64, f64)> = points.windows(2).map(|w| (w[1].0, (w[0].1 + w[1].1) / 2.0)).collect();
+    chart
+        .draw_series(LineSeries::new(paired, blue.stroke_width(2)))
+        .map_err(&err)?
+        .label("mean of two moves")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
+    let red = RGBColor(214, 39, 40);
+    let marks: Vec<Mark> = marked
+        .iter()
+        .filter_map(|r| {
+            let after = r.black_after?;
+            // Above a point that went Black's way, below one that did not.
+            let up = r.black_before.is_some_and(|b| after >= b);
+            Some(Mark { x: r.number as f64, y: after as f64, up, label: format!("{} {}", r.number, r.mv) })
+        })
+        .collect();
+    let (area_width, area_height) = chart.plotting_area().dim_in_pixel();
+    let scale = (moves / area_width.max(1) as f64, 1.0 / area_height.max(1) as f64);
+    for (mark, place) in marks.iter().zip(place_labels(&marks, scale, moves)) {
+        chart.draw_series(std::iter::once(Circle::new((mark.x, mark.y), 4, red.filled()))).map_err(&err)?;
+        let style = ("sans-serif", 13).into_font().color(&red).pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            if place.up { plotters::style::text_anchor::VPos::Bottom } else { plotters::style::text_anchor::VPos::Top },
+        ));
+        chart.draw_series(std::iter::once(Text::new(mark.label.clone(), (place.x, place.y), style))).map_err(&err)?;
+    }
+    crate::plot::draw_legend(&mut chart).map_err(&err)?;
+    root.present().map_err(&err)?;
+    Ok(())
 }
 
 /// A labelled point of the win-rate plot.
@@ -260,12 +292,25 @@ struct Mark {
     label: String,
 }
 
-/// Where each mark's label goes: its anchor's y and whether the label
-/// hangs above it. Swings cluster (a fight is a run of big swings), and
-/// labels drawn at their points covered each other; each label is moved
-/// away from its point, past the labels placed before it, and to the other
-/// side when it would leave the plot. `scale` is chart units per pixel.
-fn place_labels(marks: &[Mark], scale: (f64, f64)) -> Vec<(f64, bool)> {
+/// Where a mark's label goes.
+#[derive(Clone, Copy, Debug)]
+struct LabelPlace {
+    /// The label's centre.
+    x: f64,
+    /// Its anchor: its bottom edge when it hangs above the point, its top
+    /// edge below.
+    y: f64,
+    up: bool,
+}
+
+/// Where each mark's label goes. Swings cluster (a fight is a run of big
+/// swings), and labels drawn at their points covered each other; each
+/// label is moved away from its point, past the labels placed before it,
+/// and to the other side when it would leave the plot; at either end it
+/// is moved in, whole (the last move's "285 A12" was once cut to "285 A1",
+/// another point). `scale` is chart units per pixel; x runs from 0 to
+/// `x_max`.
+fn place_labels(marks: &[Mark], scale: (f64, f64), x_max: f64) -> Vec<LabelPlace> {
     const GAP_PX: f64 = 6.0;
     const HEIGHT_PX: f64 = 15.0;
     const CHAR_PX: f64 = 7.5;
@@ -275,7 +320,8 @@ fn place_labels(marks: &[Mark], scale: (f64, f64)) -> Vec<(f64, bool)> {
         .iter()
         .map(|m| {
             let half_width = m.label.chars().count() as f64 * CHAR_PX * scale.0 / 2.0;
-            let (x0, x1) = (m.x - half_width, m.x + half_width);
+            let x = if 2.0 * half_width >= x_max { x_max / 2.0 } else { m.x.clamp(half_width, x_max - half_width) };
+            let (x0, x1) = (x - half_width, x + half_width);
             let free = |y0: f64| {
                 (0.0..=1.0).contains(&y0)
                     && y0 + height <= 1.0
@@ -296,7 +342,7 @@ fn place_labels(marks: &[Mark], scale: (f64, f64)) -> Vec<(f64, bool)> {
                 .find(|&(y0, _)| free(y0))
                 .unwrap_or((spot(m.up, 0), m.up));
             placed.push((x0, x1, y0, y0 + height));
-            (if up { y0 } else { y0 + height }, up)
+            LabelPlace { x, y: if up { y0 } else { y0 + height }, up }
         })
         .collect()
 }
@@ -325,26 +371,34 @@ mod tests {
         let marks =
             [mark(97.0, 0.753, true), mark(100.0, 0.748, true), mark(106.0, 0.742, true), mark(107.0, 0.578, false)];
         let scale = (223.0 / 920.0, 1.0 / 330.0);
-        let placed = place_labels(&marks, scale);
-        let height = 15.0 * scale.1;
-        let boxes: Vec<(f64, f64, f64, f64)> = marks
-            .iter()
-            .zip(&placed)
-            .map(|(m, &(y, up))| {
-                let half = m.label.len() as f64 * 7.5 * scale.0 / 2.0;
-                let y0 = if up { y } else { y - height };
-                (m.x - half, m.x + half, y0, y0 + height)
-            })
-            .collect();
-        for (i, a) in boxes.iter().enumerate() {
+        let boxes = |marks: &[Mark], x_max: f64| -> Vec<(f64, f64, f64, f64)> {
+            let height = 15.0 * scale.1;
+            marks
+                .iter()
+                .zip(place_labels(marks, scale, x_max))
+                .map(|(m, place)| {
+                    let half = m.label.len() as f64 * 7.5 * scale.0 / 2.0;
+                    let y0 = if place.up { place.y } else { place.y - height };
+                    (place.x - half, place.x + half, y0, y0 + height)
+                })
+                .collect()
+        };
+        let placed = boxes(&marks, 223.0);
+        for (i, a) in placed.iter().enumerate() {
             assert!(a.2 >= 0.0 && a.3 <= 1.0, "{a:?} inside the plot");
-            for b in &boxes[i + 1..] {
+            for b in &placed[i + 1..] {
                 assert!(a.1 <= b.0 || b.1 <= a.0 || a.3 <= b.2 || b.3 <= a.2, "{a:?} overlaps {b:?}");
             }
         }
-        // A lone label sits next to its point, on its side.
-        let lone = place_labels(&marks[..1], scale)[0];
-        assert!(lone.1 && (lone.0 - 0.753 - 6.0 * scale.1).abs() < 1e-9, "{lone:?}");
+        // A lone label sits next to its point, on its side, centred on it.
+        let lone = place_labels(&marks[..1], scale, 223.0)[0];
+        assert!(lone.up && (lone.y - 0.753 - 6.0 * scale.1).abs() < 1e-9 && lone.x == 97.0, "{lone:?}");
+        // The labels of the first and the last move stay whole inside the
+        // plot, moved in from the edges.
+        let ends = [mark(1.0, 0.5, true), mark(223.0, 0.9, false)];
+        for b in boxes(&ends, 223.0) {
+            assert!(b.0 >= 0.0 && b.1 <= 223.0, "{b:?} inside 0..223");
+        }
     }
 
     #[test]
@@ -356,7 +410,7 @@ mod tests {
         // next move: the review of C17 must see the board with C17 on it.
         let record = crate::sgf::parse_game("(;SZ[19]KM[7];B[pd];W[cc];AE[cc];B[dp])").unwrap();
         let value = NetEval::new(Model::new(Arch::Value, FeatureSet::Seed, &Device::Cpu, 5).unwrap(), "untrained");
-        let reviews = review_game(&record, record.rules(), None, Some(&value)).unwrap();
+        let reviews = review_game(&record, record.rules(), None, Some(&value)).unwrap().moves;
         assert_eq!(reviews.len(), 3);
         let mut game = Game::new(19, record.rules());
         let black_wins = |game: &Game| {
@@ -385,11 +439,33 @@ mod tests {
 
         // Two black moves in a row: the first is judged with White to move.
         let record = crate::sgf::parse_game("(;SZ[19]KM[7];B[pd];B[dp];W[dd])").unwrap();
-        let reviews = review_game(&record, record.rules(), None, Some(&value)).unwrap();
+        let reviews = review_game(&record, record.rules(), None, Some(&value)).unwrap().moves;
         let mut game = Game::new(19, record.rules());
         game.play(Color::Black, record.moves[0].mv).unwrap();
         assert_eq!(game.to_move(), Color::White);
         assert_eq!(reviews[0].black_after, Some(black_wins(&game)));
+    }
+
+    /// A record with an illegal move is reviewed up to it (a pro game with
+    /// a bad move 228 was once refused whole).
+    #[test]
+    fn an_illegal_move_ends_the_review_there() {
+        let record = crate::sgf::parse_game("(;SZ[19]KM[7];B[pd];W[dp];B[dp];W[dd])").unwrap();
+        let value = NetEval::new(
+            crate::nn::Model::new(
+                crate::nn::Arch::Value,
+                crate::features::FeatureSet::Seed,
+                &candle_core::Device::Cpu,
+                5,
+            )
+            .unwrap(),
+            "untrained",
+        );
+        let review = review_game(&record, record.rules(), None, Some(&value)).unwrap();
+        assert_eq!(review.moves.len(), 2);
+        let stopped = review.stopped.expect("move 3 is illegal").to_string();
+        assert!(stopped.contains("move 3 (B D4)"), "{stopped}");
+        assert!(review.moves[1].black_after.is_some(), "the last legal move is judged by its own position");
     }
 
     #[test]

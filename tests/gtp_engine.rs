@@ -5,6 +5,7 @@
 mod common;
 
 use std::io::Write;
+use std::path::Path;
 
 use go_train::gtp::GtpClient;
 
@@ -548,4 +549,65 @@ fn a_stopped_match_resumes_with_the_missing_games_only() {
     let log = std::fs::read_to_string(out.join("games.jsonl")).unwrap();
     assert_eq!(log.lines().count(), 6);
     assert!(log.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()), "{log}");
+}
+
+/// A match folder is the match's alone: `--force` removes nothing before
+/// the players have started, and nothing that is not the match's; a
+/// resume with fewer games keeps the games past them; a folder in use is
+/// refused; matches of other seeds share no game. (`--force` once emptied
+/// the folder before finding a misspelt agent, and took any SGF file in it;
+/// a smaller `--games` dropped finished games from the log, to be played
+/// again over their files; seeds 1 and 3 played the same games.)
+#[test]
+fn a_match_keeps_to_its_own_folder_and_games() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &Path, extra: &[&str]| {
+        let args = ["eval", "--match", "random", "random", "--size", "5", "--parallel", "1", "--json", "--out"];
+        common::go_train(&args).arg(out).args(extra).output().unwrap()
+    };
+    let text = |o: &std::process::Output| common::text(o);
+    let out = dir.path().join("m");
+    let first = run(&out, &["--games", "4"]);
+    assert!(first.status.success(), "{}", text(&first));
+    let files = |d: &Path| {
+        let mut names: Vec<String> =
+            std::fs::read_dir(d).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let before = files(&out);
+    for bad in [&["--games", "4", "--force", "--gtp-timeout", "0"][..], &["--games", "4", "--force", "--seed", "x"]] {
+        let refused = run(&out, bad);
+        assert!(!refused.status.success(), "{bad:?}");
+        assert_eq!(files(&out), before, "{bad:?}: the match is still there");
+    }
+    let refused = run(&out, &["--games", "2", "--resume"]);
+    assert!(!refused.status.success() && text(&refused).contains("--games 4 or more"), "{}", text(&refused));
+    assert_eq!(std::fs::read_to_string(out.join("games.jsonl")).unwrap().lines().count(), 4, "the log is whole");
+
+    // A folder of someone's games is no match to replace.
+    let mine = dir.path().join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::copy(out.join("game-0000.sgf"), mine.join("kept.sgf")).unwrap();
+    let refused = run(&mine, &["--games", "1", "--force"]);
+    assert!(!refused.status.success() && text(&refused).contains("no match's"), "{}", text(&refused));
+    assert!(mine.join("kept.sgf").is_file());
+
+    {
+        let _held = go_train::lock::Lock::folder(&out).unwrap();
+        let refused = run(&out, &["--games", "6", "--resume"]);
+        assert!(!refused.status.success() && text(&refused).contains("in use"), "{}", text(&refused));
+    }
+    let forced = run(&out, &["--games", "2", "--force"]);
+    assert!(forced.status.success(), "{}", text(&forced));
+    assert_eq!(files(&out).iter().filter(|f| f.ends_with(".sgf")).count(), 2, "{:?}", files(&out));
+
+    let games = |out: &Path| -> Vec<String> {
+        (0..4).map(|i| std::fs::read_to_string(out.join(format!("game-{i:04}.sgf"))).unwrap()).collect()
+    };
+    let (one, three) = (dir.path().join("s1"), dir.path().join("s3"));
+    assert!(run(&one, &["--games", "4", "--seed", "1"]).status.success());
+    assert!(run(&three, &["--games", "4", "--seed", "3"]).status.success());
+    let (one, three) = (games(&one), games(&three));
+    assert!(one[2..].iter().all(|g| !three.contains(g)), "seeds 1 and 3 play other games");
 }

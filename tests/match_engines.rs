@@ -211,6 +211,7 @@ fn an_engine_silent_from_the_start_stops_the_match_before_its_games() {
         seed: 1,
         cross_check: None,
         resume: false,
+        force: false,
         // A game's setup gets its own, longer, wait: here one second.
         gtp_timeouts: GtpTimeouts { command: Duration::from_secs(1), startup: Duration::from_secs(1) },
     };

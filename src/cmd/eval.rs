@@ -286,23 +286,6 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     // the shipped ones on the board those play.
     let nets = args.nets.defaults(args.size, None, true)?;
     let spec = |text: &str| super::nets::player_spec(text, &nets);
-    let has_games = std::fs::read_dir(&args.out)
-        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sgf")))
-        .unwrap_or(false);
-    if has_games && !args.force && !args.resume {
-        bail!(
-            "{} already holds games of a match: --resume to finish it, --force to replace it, or another --out",
-            args.out.display()
-        );
-    }
-    if has_games && args.force {
-        for entry in std::fs::read_dir(&args.out)?.flatten() {
-            let name = entry.file_name().to_string_lossy().to_string();
-            if name.ends_with(".sgf") || ["games.jsonl", "summary.json", "match.json"].contains(&name.as_str()) {
-                std::fs::remove_file(entry.path()).with_context(|| format!("removing {}", entry.path().display()))?;
-            }
-        }
-    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let parallel = args.parallel.unwrap_or(cores);
     // Each game's nets run on one thread: games, not layers, are the
@@ -324,6 +307,7 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
         seed: args.seed,
         cross_check: args.cross_check.clone(),
         resume: args.resume,
+        force: args.force,
         gtp_timeouts: GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?,
     };
     eprintln!(

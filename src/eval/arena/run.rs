@@ -35,7 +35,8 @@ pub struct MatchConfig {
     pub parallel: usize,
     /// Folder for the SGF files, `games.jsonl` and `summary.json`.
     pub out: PathBuf,
-    /// Seeds the agents (game `i` uses `seed + i`) and the scoring.
+    /// Seeds the agents and the scoring: game `i` a seed of its own mixed
+    /// from both ([`game_seed`]).
     pub seed: u64,
     /// A GnuGo command line whose `final_score` is compared with ours on
     /// every game that ended by two passes or the move limit.
@@ -43,6 +44,8 @@ pub struct MatchConfig {
     /// Keep the games already finished in `out` (a stopped match of the
     /// same players and settings) and play only the others.
     pub resume: bool,
+    /// Replace the match in `out`, once the players have started.
+    pub force: bool,
     /// How long GTP engines (players and the cross-check) have to answer;
     /// a player that does not answer in time forfeits the game, and the
     /// next game starts a fresh engine.
@@ -154,20 +157,47 @@ pub struct MatchSummary {
 /// reports each finished game to `progress`.
 pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> Result<MatchSummary> {
     fs::create_dir_all(&config.out).with_context(|| format!("creating {}", config.out.display()))?;
+    // Two matches in one folder once mixed their games and their logs.
+    let _lock = crate::lock::Lock::folder(&config.out)?;
+    let (games, others) = sgf_files(&config.out)?;
+    let a_match = [IDENTITY_FILE, LOG_FILE].iter().any(|f| config.out.join(f).is_file());
+    if let Some(other) = others.first().or(games.first().filter(|_| !a_match)) {
+        anyhow::bail!(
+            "{}: holds games that are no match's ({}, and no {IDENTITY_FILE}): give another --out",
+            config.out.display(),
+            other.display()
+        );
+    }
+    if a_match && !config.force && !config.resume {
+        anyhow::bail!(
+            "{} already holds a match: --resume to finish it, --force to replace it, or another --out",
+            config.out.display()
+        );
+    }
     // Start each player and set up a game once up front, so that a missing
     // checkpoint, a wrong engine command, a board size a player refuses or
-    // an engine that never answers stops the match now, not every game.
+    // an engine that never answers stops the match now, not every game, and
+    // before --force has removed anything.
     for (spec, name) in [(&config.a, "player A"), (&config.b, "player B")] {
         let mut player = spec.build(device, config.seed, config.gtp_timeouts).context(name)?;
         player.new_game(config.game.size, config.game.komi).context(name)?;
     }
+    if config.force {
+        let ours = [IDENTITY_FILE, LOG_FILE, SUMMARY_FILE].map(|f| config.out.join(f));
+        for path in games.iter().chain(ours.iter().filter(|p| p.is_file())) {
+            fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
 
     let names = [config.a.label(), config.b.label()];
     let done = if config.resume { finished_games(config)? } else { Vec::new() };
-    write_atomic(&config.out.join("match.json"), serde_json::to_string_pretty(&MatchIdentity::of(config))?.as_bytes())?;
+    write_atomic(
+        &config.out.join(IDENTITY_FILE),
+        serde_json::to_string_pretty(&MatchIdentity::of(config))?.as_bytes(),
+    )?;
     // The log holds the finished games (a line torn by a kill is dropped),
     // then each new one as it ends.
-    let log_path = config.out.join("games.jsonl");
+    let log_path = config.out.join(LOG_FILE);
     let kept: String = done.iter().map(|g| serde_json::to_string(g).map(|l| l + "\n")).collect::<Result<_, _>>()?;
     write_atomic(&log_path, kept.as_bytes())?;
     let log = Mutex::new(
@@ -213,7 +243,7 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
     let mut details = results.into_inner().unwrap_or_default();
     details.sort_by_key(|g| g.index);
     let summary = summarize(names, details);
-    let path = config.out.join("summary.json");
+    let path = config.out.join(SUMMARY_FILE);
     fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
     if let Some(e) = first_error.into_inner().unwrap_or(None) {
         let kept = format!("the {} finished games are in {}", summary.games, config.out.display());
@@ -226,7 +256,7 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
 /// in `games.jsonl` with their SGF file present. Refuses a folder that
 /// holds another match.
 fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
-    let identity_path = config.out.join("match.json");
+    let identity_path = config.out.join(IDENTITY_FILE);
     // A match begun by a go-train that wrote no match.json: its log is
     // taken on trust, as the user asked for it.
     let theirs: Option<MatchIdentity> = match fs::read_to_string(&identity_path) {
@@ -243,20 +273,67 @@ fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
             config.out.display()
         );
     }
-    let log = fs::read_to_string(config.out.join("games.jsonl")).unwrap_or_default();
+    let log = fs::read_to_string(config.out.join(LOG_FILE)).unwrap_or_default();
     let mut done: Vec<GameSummary> = log
         .lines()
         .filter_map(|line| serde_json::from_str::<GameSummary>(line).ok())
-        .filter(|g| g.index < config.games && config.out.join(format!("game-{:04}.sgf", g.index)).is_file())
+        .filter(|g| config.out.join(game_file(g.index)).is_file())
         .collect();
     done.sort_by_key(|g| g.index);
     done.dedup_by_key(|g| g.index);
+    // Kept, not dropped: a finished game left out of the log was played
+    // again, and its file replaced, by the next resume with more games.
+    if let Some(past) = done.iter().find(|g| g.index >= config.games) {
+        anyhow::bail!(
+            "{} holds game {}, past --games {}: resume with --games {} or more, or give another --out",
+            config.out.display(),
+            past.index,
+            config.games,
+            done.last().map_or(0, |g| g.index + 1)
+        );
+    }
     Ok(done)
+}
+
+/// What a match writes in its folder beside its games.
+const IDENTITY_FILE: &str = "match.json";
+const LOG_FILE: &str = "games.jsonl";
+const SUMMARY_FILE: &str = "summary.json";
+
+/// The SGF file of game `index`.
+fn game_file(index: usize) -> String {
+    format!("game-{index:04}.sgf")
+}
+
+/// The SGF files in `dir`: those named as a match names its games
+/// (`game-0012.sgf`), which `--force` removes, and any others, which are
+/// not the match's to touch (`--force` once removed every SGF file).
+fn sgf_files(dir: &std::path::Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let entries = fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let sgf: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("sgf")))
+        .collect();
+    Ok(sgf.into_iter().partition(|p| {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        name.strip_prefix("game-")
+            .and_then(|n| n.strip_suffix(".sgf"))
+            .is_some_and(|n| n.len() >= 4 && n.bytes().all(|b| b.is_ascii_digit()))
+    }))
+}
+
+/// The seed of game `index` of a match seeded by `seed`: mixed, so that
+/// matches of seeds 1 and 3 share no game (as `seed + index`, game 2 of
+/// the one was game 0 of the other).
+fn game_seed(seed: u64, index: usize) -> u64 {
+    use crate::go::zobrist::mix;
+    mix(seed ^ mix(index as u64 ^ 0x4D41_5443))
 }
 
 /// Plays game `index` and writes its SGF.
 fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String; 2]) -> Result<GameSummary> {
-    let seed = config.seed.wrapping_add(index as u64);
+    let seed = game_seed(config.seed, index);
     let mut a = config.a.build(device, seed, config.gtp_timeouts).context("starting player A")?;
     let mut b = config.b.build(device, seed, config.gtp_timeouts).context("starting player B")?;
     let a_black = index.is_multiple_of(2);
@@ -268,7 +345,7 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     drop((a, b)); // ends external engines before the next game starts
     let (a_name, b_name) = (format!("A: {}", names[0]), format!("B: {}", names[1]));
     let record = if a_black { outcome.record(&a_name, &b_name) } else { outcome.record(&b_name, &a_name) };
-    let file = config.out.join(format!("game-{index:04}.sgf"));
+    let file = config.out.join(game_file(index));
     write_atomic(&file, write_game(&record).as_bytes())?;
 
     let a_color = if a_black { Color::Black } else { Color::White };

@@ -14,6 +14,7 @@ static ALLOCATOR: go_train::nn::instruments::CountingAlloc<mimalloc::MiMalloc> =
     go_train::nn::instruments::CountingAlloc(mimalloc::MiMalloc);
 
 fn main() {
+    quiet_on_closed_stdout();
     let cli = cmd::Cli::parse();
     if let Err(err) = cmd::run(cli) {
         // A reader that stopped (`go-train show DIR | head`) wants no more
@@ -25,4 +26,22 @@ fn main() {
         eprintln!("go-train: error: {err:#}");
         std::process::exit(1);
     }
+}
+
+/// A reader that stopped (`go-train raw-nn … | head -1`) ends the program
+/// quietly, as an error of `show`'s does in `main`: `println!` panics on a
+/// closed stdout, with a backtrace that reads like a crash. Not by taking
+/// SIGPIPE's default, which would also kill a match whose engine died,
+/// instead of letting its game be forfeited. std words the panic
+/// "failed printing to stdout: Broken pipe (os error 32)".
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
+        if message.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
+            std::process::exit(0);
+        }
+        default_hook(info);
+    }));
 }

@@ -199,3 +199,16 @@ fn reviews_keep_to_their_own_files_and_to_the_legal_moves() {
     let err = common::fails(&["raw-nn", game, "--playout", "none"]);
     assert!(err.contains("--playout"), "{err}");
 }
+
+/// A reader that stops reading ends the program quietly: `println!` once
+/// panicked on the closed pipe, with a backtrace.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let Some(game) = real_game() else { return };
+    let mut child = common::piped(&["raw-nn", common::path(&game), "--symmetry", "all", "--json"]).spawn().unwrap();
+    drop(child.stdin.take());
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", out.status);
+}

@@ -49,8 +49,8 @@ use super::search_flags::setting_flag;
   go-train eval --match mcts:iterations=400 mcts:preset=seed --games 20
   go-train eval --match policy random --policy checkpoints/policy --games 100
   go-train eval --match mcts policy --policy checkpoints/policy --value checkpoints/value --playout checkpoints/playout
-  go-train eval --match policy 'gnugo --mode gtp --level 10' --policy checkpoints/policy --games 20
-  go-train eval --match mcts:leaf=stones,iterations=400 'gnugo --mode gtp --level 1' --size 9 --games 10")]
+  go-train eval --match policy '/usr/games/gnugo --mode gtp --level 10' --policy checkpoints/policy --games 20
+  go-train eval --match mcts:leaf=stones,iterations=400 '/usr/games/gnugo --mode gtp --level 1' --size 9 --games 10")]
 pub struct Args {
     /// Dataset folder (evaluate on positions).
     #[arg(long, required_unless_present = "players", conflicts_with = "players")]

@@ -48,7 +48,7 @@ use super::search_flags::SearchFlags;
   go-train gtp --search-config search.toml   # e.g. iterations = 400 and tactics = false, one a line
   go-train gtp --expand 8             # wider search: more candidate moves in lz-analyze/kata-analyze
   go-train gtp --root-policy none     # the shipped search without the residual policy at its root
-  gogui-twogtp -black 'go-train gtp' -white 'gnugo --mode gtp --level 10'
+  gogui-twogtp -black 'go-train gtp' -white '/usr/games/gnugo --mode gtp --level 10'
     (gogui-twogtp comes with GoGui, https://github.com/Remi-Coulom/gogui; go-train eval --match does the same)")]
 pub struct Args {
     /// random, policy, playout or mcts [default: mcts].
@@ -104,6 +104,15 @@ pub fn run(args: Args) -> Result<()> {
     }
     let description = spec.describe();
     eprintln!("go-train gtp: {description}");
+    if args.size != nn::BOARD && kind != AgentKind::Random {
+        // A GUI that moves on to 19x19 later gets no nets back.
+        eprintln!(
+            "go-train gtp: --size {}: the nets play {b}x{b} only, so this engine plays without them, on every board, \
+             {b}x{b} too",
+            args.size,
+            b = nn::BOARD
+        );
+    }
     let mut engine = Engine::new(agent, rules, args.size);
     engine.set_verbose(args.verbose);
     engine.set_description(description);

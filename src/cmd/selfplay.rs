@@ -55,7 +55,7 @@ use go_train::selfplay::{selfplay, Plan, PlayConfig, SelfPlayOptions, SelfPlaySu
   go-train selfplay --games 20000 --out selfplay/value --value-positions alphago --ownership   # the shipped SL and RL policies
   go-train selfplay --games 20000 --out selfplay/value2 --value-positions alphago --rl-policy checkpoints/rl/best.safetensors
   go-train selfplay --games 2000 --out selfplay/pg --value-positions per-game:1 --ownership
-  go-train selfplay --games 20 --out selfplay/mcts --agent mcts:iterations=100 --opponent 'gnugo --mode gtp --level 1' --batch 1
+  go-train selfplay --games 20 --out selfplay/mcts --agent mcts:iterations=100 --opponent '/usr/games/gnugo --mode gtp --level 1' --batch 1
   go-train selfplay --games 4096 --out selfplay/gpu --device cuda --batch 512   # a CUDA build: a worker a core")]
 pub struct Args {
     /// Games to play (a resumed run plays those its folder lacks).

@@ -395,8 +395,14 @@ fn printsgf_names_the_rule_set_so_a_game_legal_under_it_loads_back() {
         "play b A2\nplay w A3\nplay w B2\nplay w B1\nplay b A1\nprintsgf {f}\nclear_board\nloadsgf {f}\nlist_stones black\n"
     );
     let (answers, stderr) = session(&["--size", "9", "--rules", "tromp-taylor"], &script);
-    // Started on 9x9, the engine has no nets for the session: it says so,
-    // as a GUI moving on to 19x19 would otherwise not know.
+    assert!(!stderr.contains("without them"), "the random engine has no nets to go without: {stderr}");
+    // Started on 9x9, MCTS has no nets for the session: it says so, as a
+    // GUI moving on to 19x19 would otherwise not know.
+    let (_, stderr) = session(
+        &["--size", "9", "--engine", "mcts"],
+        "boardsize 19
+",
+    );
     assert!(stderr.contains("--size 9: the nets play 19x19 only"), "{stderr}");
     assert_eq!(answers[4], "= ", "suicide is legal: {answers:?}");
     assert_eq!(answers[7], "= white", "{answers:?}");

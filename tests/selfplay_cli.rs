@@ -180,6 +180,36 @@ fn players_without_batched_nets_play_one_game_each_and_reproducibly() {
     assert!(record.white.unwrap().starts_with("random"), "the opponent is Black in odd games");
 }
 
+/// An engine that dies while a game is set up loses that game, as in a
+/// match, and the run plays on (it once stopped the run, all its other
+/// games unplayed).
+#[test]
+fn an_engine_that_fails_to_set_up_a_game_forfeits_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A GTP engine that passes, and on its third start dies unanswering.
+    let engine = dir.path().join("flaky.py");
+    let starts = dir.path().join("starts");
+    std::fs::write(
+        &engine,
+        "import sys\nf = sys.argv[1]\nn = len(open(f).read()) if __import__('os').path.exists(f) else 0\n\
+         open(f, 'a').write('x')\nif n == 2:\n    sys.exit(0)\nfor line in sys.stdin:\n    w = line.split()\n    \
+         print('= pass\\n' if w and w[0] == 'genmove' else '= \\n', flush=True)\n",
+    )
+    .unwrap();
+    let opponent = format!("python3 {} {}", engine.display(), starts.display());
+    let out = dir.path().join("flaky");
+    let args = ["selfplay", "--games", "4", "--size", "9", "--agent", "random", "--threads", "1", "--batch", "1"];
+    let done = ok(&[&args[..], &["--opponent", &opponent, "--json", "--out", path(&out)]].concat());
+    let summary: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!((summary["games"].as_u64(), summary["forfeits"].as_u64()), (Some(4), Some(1)), "{summary}");
+    let forfeited: Vec<String> = games(&out)
+        .into_values()
+        .map(|g| String::from_utf8(g).unwrap())
+        .filter(|g| g.contains("failed to set up the game"))
+        .collect();
+    assert_eq!(forfeited.len(), 1, "one game lost at its setup");
+}
+
 /// The moves of every game of a run, in game order.
 fn moves_of(out: &Path) -> Vec<Vec<go_train::go::ColoredMove>> {
     games(out).keys().map(|name| read_file(&out.join("games").join(name)).unwrap().remove(0).unwrap().moves).collect()

@@ -183,7 +183,11 @@ impl Run<'_> {
         loop {
             while slots.len() < self.batch {
                 let Some(&index) = self.indices.get(self.next.fetch_add(1, Ordering::Relaxed)) else { break };
-                slots.push(Slot::start(index, self)?);
+                let mut slot = Slot::start(index, self)?;
+                match slot.setup_failed.take() {
+                    Some(forfeit) => self.finish(slot, forfeit)?,
+                    None => slots.push(slot),
+                }
             }
             if slots.is_empty() || self.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -191,15 +195,18 @@ impl Run<'_> {
             let moves = self.choose(&mut slots)?;
             for (k, (mv, by)) in moves.into_iter().enumerate().rev() {
                 if let Some(outcome) = slots[k].apply(mv, by, &self.config.game) {
-                    let slot = slots.swap_remove(k);
-                    self.counts[0].fetch_add(1, Ordering::Relaxed);
-                    self.counts[1].fetch_add(outcome.game.move_count() as u64, Ordering::Relaxed);
-                    let finished =
-                        Finished { index: slot.index, plan: slot.plan, outcome, value_position: slot.random_played };
-                    (self.finished)(finished).with_context(|| format!("game {}", slot.index))?;
+                    self.finish(slots.swap_remove(k), outcome)?;
                 }
             }
         }
+    }
+
+    /// Counts and hands on a finished game.
+    fn finish(&self, slot: Slot, outcome: GameOutcome) -> Result<()> {
+        self.counts[0].fetch_add(1, Ordering::Relaxed);
+        self.counts[1].fetch_add(outcome.game.move_count() as u64, Ordering::Relaxed);
+        let finished = Finished { index: slot.index, plan: slot.plan, outcome, value_position: slot.random_played };
+        (self.finished)(finished).with_context(|| format!("game {}", slot.index))
     }
 
     /// The move of each game, and the side whose player chose it (it has
@@ -257,6 +264,10 @@ struct Slot {
     players: Vec<Option<Box<dyn Player>>>,
     /// The random move's number, once played.
     random_played: Option<usize>,
+    /// The game lost before its first move by a player that failed to set
+    /// it up (an engine that died at `boardsize`), as a match forfeits it:
+    /// it once stopped the whole run.
+    setup_failed: Option<GameOutcome>,
 }
 
 impl Slot {
@@ -270,12 +281,27 @@ impl Slot {
         used.dedup();
         // The batched sides' samples come from the game's own stream.
         let net_seed = used.iter().fold(seed, |s, &side| s.wrapping_add(run.sides[side].seed_shift()));
+        let game = Game::new(config.size, config.rules());
+        let mut setup_failed = None;
         for &s in &used {
             if players[s].is_none() {
                 if let Some(player) = run.sides[s].player(run.device, seed) {
                     let mut player = player?;
-                    player.new_game(config.size, config.komi)?;
-                    players[s] = Some(player);
+                    match player.new_game(config.size, config.komi) {
+                        Ok(()) => players[s] = Some(player),
+                        Err(e) => {
+                            // A side that plays no colour (the recipe's moves
+                            // before the random one) loses no game: the run
+                            // stops, as for a player that cannot start.
+                            let Some(color) = [Color::Black, Color::White].into_iter().find(|&c| plan.side(c) == s)
+                            else {
+                                return Err(e.context(format!("{} failed to set up game {index}", run.sides[s].name())));
+                            };
+                            let error = format!("{color} failed to set up the game: {e:#}");
+                            setup_failed = Some(GameOutcome::lost_by(game.clone(), color, Some(error), [0.0; 2]));
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -283,10 +309,11 @@ impl Slot {
             index,
             seed,
             plan,
-            game: Game::new(config.size, config.rules()),
+            game,
             rng: Pcg64Mcg::seed_from_u64(net_seed),
             players,
             random_played: None,
+            setup_failed,
         })
     }
 

@@ -619,4 +619,17 @@ fn a_match_keeps_to_its_own_folder_and_games() {
     assert!(run(&three, &["--games", "4", "--seed", "3"]).status.success());
     let (one, three) = (games(&one), games(&three));
     assert!(one[2..].iter().all(|g| !three.contains(g)), "seeds 1 and 3 play other games");
+
+    // Two policy nets are named apart in the summary and the games (both
+    // were once "policy").
+    let rl = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/rl-policy.safetensors");
+    let out = dir.path().join("named");
+    let b = format!("policy:policy={rl}");
+    let args = ["eval", "--match", "policy", &b, "--games", "1", "--max-moves", "2", "--json", "--out"];
+    let named = common::go_train(&args).arg(&out).output().unwrap();
+    assert!(named.status.success(), "{}", text(&named));
+    let summary: serde_json::Value = serde_json::from_slice(&named.stdout).unwrap();
+    assert!(summary["b"].as_str().unwrap().contains("rl-policy.safetensors"), "{summary}");
+    assert!(summary["a"].as_str().unwrap().contains("built-in policy.safetensors"), "{summary}");
+    assert!(std::fs::read_to_string(out.join("game-0000.sgf")).unwrap().contains("rl-policy.safetensors"));
 }

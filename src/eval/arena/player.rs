@@ -17,6 +17,11 @@ pub trait Player {
     /// Asks for `color`'s move, which the player plays on its own board (as
     /// GTP's `genmove` does); a move the referee refuses ends the game.
     fn genmove(&mut self, color: Color) -> Result<Move>;
+    /// A go-train agent's full name, its nets and settings in it (an
+    /// engine's command line is in [`PlayerSpec::label`]).
+    fn agent_name(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Who plays one side of a match.
@@ -52,7 +57,8 @@ impl PlayerSpec {
         }
     }
 
-    /// A short name for reports and SGF player names.
+    /// A short name: the agent's kind, or the engine's program and
+    /// arguments ([`Player::agent_name`] names an agent in full).
     pub fn label(&self) -> String {
         match self {
             PlayerSpec::Agent(spec) => format!("{:?}", spec.kind).to_lowercase(),
@@ -111,6 +117,10 @@ impl Player for LocalPlayer {
             .play(color, mv)
             .map(|_| ())
             .with_context(|| format!("{} refused {color} {}", self.agent.name(), mv.to_gtp(self.game.size())))
+    }
+
+    fn agent_name(&self) -> Option<String> {
+        Some(self.agent.name())
     }
 
     fn genmove(&mut self, color: Color) -> Result<Move> {

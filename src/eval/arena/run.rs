@@ -178,9 +178,15 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
     // checkpoint, a wrong engine command, a board size a player refuses or
     // an engine that never answers stops the match now, not every game, and
     // before --force has removed anything.
-    for (spec, name) in [(&config.a, "player A"), (&config.b, "player B")] {
+    // Reports and SGF files name an agent in full, its nets and settings:
+    // two policy nets were once both "policy".
+    let mut names = [config.a.label(), config.b.label()];
+    for (k, (spec, name)) in [(&config.a, "player A"), (&config.b, "player B")].into_iter().enumerate() {
         let mut player = spec.build(device, config.seed, config.gtp_timeouts).context(name)?;
         player.new_game(config.game.size, config.game.komi).context(name)?;
+        if let Some(full) = player.agent_name() {
+            names[k] = full;
+        }
     }
     if config.force {
         let ours = [IDENTITY_FILE, LOG_FILE, SUMMARY_FILE].map(|f| config.out.join(f));
@@ -189,7 +195,6 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
         }
     }
 
-    let names = [config.a.label(), config.b.label()];
     let done = if config.resume { finished_games(config)? } else { Vec::new() };
     write_atomic(
         &config.out.join(IDENTITY_FILE),

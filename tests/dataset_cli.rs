@@ -119,6 +119,18 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     let shown = text(&out);
     assert!(!out.status.success());
     assert!(shown.contains("train has") && shown.contains("value positions, its shards hold"), "{shown}");
+
+    // A shard of another folder is not the dataset's, even intact (one
+    // was once verified as its own).
+    let (dir, _) = fixture().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    manifest = Manifest::read(dir.path()).unwrap();
+    let moved = &mut manifest.shards[0];
+    std::fs::rename(dir.path().join(&moved.file), other.path().join(&moved.file)).unwrap();
+    moved.file = format!("{}/{}", other.path().display(), moved.file);
+    manifest.write(dir.path()).unwrap();
+    let out = run_on(&["dataset", "verify"], dir.path());
+    assert!(!out.status.success() && text(&out).contains("no file name of the dataset's folder"), "{}", text(&out));
 }
 
 #[test]

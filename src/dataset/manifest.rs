@@ -241,6 +241,15 @@ impl Manifest {
         for entry in self.shards.iter().filter(|e| !seen.insert(&e.file)) {
             errors.push(format!("{}: {} is named more than once", path.display(), entry.file));
         }
+        // A dataset is its folder: a shard elsewhere (`../other/x.shard`)
+        // would be read, and moved or merged, as if it were one of its own.
+        let own = |file: &str| {
+            let mut parts = Path::new(file).components();
+            matches!((parts.next(), parts.next()), (Some(std::path::Component::Normal(_)), None))
+        };
+        for entry in self.shards.iter().filter(|e| !own(&e.file)) {
+            errors.push(format!("{}: {} is no file name of the dataset's folder", path.display(), entry.file));
+        }
         for split in Split::ALL {
             let counts = self.splits.get(&split).cloned().unwrap_or_default();
             let records: u64 = self.shards.iter().filter(|e| e.split == split).map(|e| e.records).sum();

@@ -162,6 +162,26 @@ fn resume_refuses_what_it_cannot_continue_and_overwrites_nothing() {
     let metrics = std::fs::read_to_string(started.join("metrics.jsonl")).unwrap();
     assert!(metrics.contains("\"step\":2"), "{metrics}");
 
+    // A copy's config.toml names the folder it was written in: --config
+    // of it once resumed the original, over its finished checkpoints.
+    let copy = dir.path().join("config-copy");
+    copy_dir(&run, &copy);
+    let before = snapshot(&run);
+    let config = copy.join("config.toml");
+    let args = ["train-playout", "--config", path(&config), "--device", "cpu", "--resume", "--epochs", "3"];
+    let shown = common::run(&args);
+    assert!(
+        !shown.status.success() && stderr(&shown).contains(&format!("--out {}", copy.display())),
+        "{}",
+        stderr(&shown)
+    );
+    assert_eq!(snapshot(&run), before, "the original run is untouched");
+    // A resumed run goes on from its checkpoint: a new init would be
+    // recorded as a start it never had.
+    let init = format!("init={}", path(&run));
+    let err = refused(None, &copy, &["--resume", "--epochs", "3", "--set", &init]);
+    assert!(err.contains("init") && err.contains("changes nothing"), "{err}");
+
     // --force replaces the whole run, its plots included.
     trained(Some(&data), &run, &["--force", "--epochs", "1"]);
     assert_eq!(epochs_recorded(&run), 1);

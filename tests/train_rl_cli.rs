@@ -129,6 +129,11 @@ fn resume_and_force_keep_to_the_folder_given() {
     // another policy is refused (a path spelt otherwise once was too).
     let respelt = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/../nets/policy.safetensors");
     ok(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2", "--init", respelt]);
+    // A checkpoint folder whose best weights are the start's: the same.
+    let folder = dir.path().join("checkpoint");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(init(), folder.join("best.safetensors")).unwrap();
+    ok(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2", "--init", path(&folder)]);
     let other = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/rl-policy.safetensors");
     let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "2", "--init", other]);
     assert!(err.contains("started from"), "{err}");

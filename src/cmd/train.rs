@@ -2,7 +2,7 @@
 //! three default configurations.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -12,7 +12,7 @@ use go_train::train::config::TrainConfig;
 use go_train::train::distributed::World;
 use go_train::train::launch::join;
 use go_train::train::run::{train, Start};
-use go_train::train::run_folder::config_path;
+use go_train::train::run_folder::{config_path, CONFIG_FILE, LAST_DIR};
 
 /// Which of the three nets a command trains by default.
 #[derive(Clone, Copy)]
@@ -134,7 +134,26 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     let data_given = overrides.iter().any(|o| sets_key(o, "data"));
     let mut resumed_config = None;
     let config = match args.config {
-        Some(path) => TrainConfig::load(&path, &overrides)?,
+        Some(path) => {
+            let config = TrainConfig::load(&path, &overrides)?;
+            // A run's own config.toml, copied with its folder, still names
+            // the folder it was written in: a copy's resume once trained on
+            // in the original, over its finished checkpoints.
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let a_run = path.file_name() == Some(CONFIG_FILE.as_ref()) && folder.join(LAST_DIR).is_dir();
+            if a_run && !overrides.iter().any(|o| sets_key(o, "out")) && !super::same_file(folder, &config.out) {
+                bail!(
+                    "--config {}: the config of the run in {}, which names out = {:?}: give --out {} to go on in \
+                     this folder (or --out {} for that one)",
+                    path.display(),
+                    folder.display(),
+                    config.out.display().to_string(),
+                    folder.display(),
+                    config.out.display()
+                );
+            }
+            config
+        }
         None => {
             // A resumed run goes on with the settings it was started with
             // (which `train` checks are there when it resumes), the other

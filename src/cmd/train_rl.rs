@@ -195,13 +195,17 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Whether `--init` on a resume names the policy the run started from:
-/// the same file however the path is spelt (`./ref`, from another working
-/// folder), or a file with the bytes of the copy the run keeps.
+/// the same weights file however the path is spelt (`./ref`, from another
+/// working folder, its checkpoint folder), or a file with the bytes of the
+/// copy the run keeps.
 fn is_run_start(init: &Path, config: &RlConfig) -> bool {
-    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
-    if *init == config.init || canonical(init).is_some_and(|c| Some(c) == canonical(&config.init)) {
+    let file = |p: &Path| go_train::nn::weights::resolve(p).ok().and_then(|f| std::fs::canonicalize(f).ok());
+    if *init == config.init || file(init).is_some_and(|f| Some(f) == file(&config.init)) {
         return true;
     }
     let kept = config.out.join("pool").join(START_FILE);
-    matches!((std::fs::read(init), std::fs::read(kept)), (Ok(a), Ok(b)) if a == b)
+    match file(init).map(std::fs::read) {
+        Some(Ok(bytes)) => std::fs::read(kept).is_ok_and(|k| k == bytes),
+        _ => false,
+    }
 }

@@ -151,7 +151,7 @@ fn remove_dir_if_present(dir: &Path) -> Result<()> {
 pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<TrainState> {
     let (arch, state) = read_state(dir)?;
     if arch != model.arch() {
-        bail!("{}: checkpoint of a {arch:?} net, not {:?}", dir.join(STATE_FILE).display(), model.arch());
+        bail!("{}: checkpoint of a {arch} net, not {}", dir.join(STATE_FILE).display(), model.arch());
     }
     let step = state.step;
     let weights = dir.join(WEIGHTS_FILE);
@@ -309,6 +309,14 @@ mod tests {
         fs::write(&weights, &good[..good.len() / 2]).unwrap();
         let err = format!("{:#}", load(&dir, &model, opt.as_mut()).unwrap_err());
         assert!(err.contains("weights.safetensors"), "{err}");
+        fs::write(&weights, &good).unwrap();
+
+        // Another kind of net is named as the command line names it (once
+        // as Rust's debug text, `ResNet(ResNetConfig { blocks: 1, .. })`).
+        let other = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 1).unwrap();
+        let mut other_opt = OptimizerConfig::adam(0.01).build(other.parameters());
+        let err = format!("{:#}", load(&dir, &other, other_opt.as_mut()).unwrap_err());
+        assert!(err.contains("checkpoint of a value net, not policy"), "{err}");
 
         // One flipped bit in the last weight: the file still decodes.
         let mut flipped = good.clone();

@@ -229,6 +229,20 @@ fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {
             config.batch
         );
     }
+    // A resumed run's weights are its checkpoint's: a new init would be
+    // written into config.toml as the start of a run that never had it.
+    if saved.init != config.init {
+        let named = |init: &Option<PathBuf>| {
+            init.as_ref().map_or("none".to_string(), |p| format!("{:?}", p.display().to_string()))
+        };
+        bail!(
+            "{}: the run started from init = {}; a resumed run goes on from its checkpoint, so init {} changes \
+             nothing: leave it out, or start a new run (another --out, or --force)",
+            saved_path.display(),
+            named(&saved.init),
+            named(&config.init)
+        );
+    }
     let changed = changed_settings(&saved, config)?;
     if !changed.is_empty() {
         eprintln!("note: {}: resuming with settings changed: {}", saved_path.display(), changed.join("; "));

@@ -15,8 +15,8 @@ converted so (configs/resnet-policy-continue.toml):
         resnet-best.safetensors 0 --dtype f16 nets/runs/resnet-gpu/continued.safetensors
 
 Needs the `safetensors` and `numpy` packages. OUT keeps A's `go_train`
-metadata (net and features) with the checksum go-train checks recomputed,
-and is never written over.
+metadata (net and features; its step only with ALPHA 0) with the checksum
+go-train checks recomputed, and is never written over.
 """
 import argparse
 import os
@@ -75,7 +75,10 @@ def main():
         mixed[k] = ((1 - x.alpha) * ta.astype(np.float64) + x.alpha * tb.astype(np.float64)).astype(dtype) if floating else ta
     # A placeholder as long as the checksum, replaced in place once the
     # data's bytes are known.
-    meta = " ".join(f"{k}={v}" for k, v in ma.items() if k not in ("data_crc32", "dataset"))
+    # A's step only when OUT is A's weights alone: a mixture was trained
+    # to no step of either.
+    dropped = ("data_crc32", "dataset") if x.alpha == 0 else ("data_crc32", "dataset", "step")
+    meta = " ".join(f"{k}={v}" for k, v in ma.items() if k not in dropped)
     save_file(mixed, x.out, metadata={"go_train": f"{meta} data_crc32=00000000"})
     with open(x.out, "r+b") as f:
         raw = bytearray(f.read())

@@ -133,6 +133,17 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     assert!(!out.status.success() && text(&out).contains("no file name of the dataset's folder"), "{}", text(&out));
 }
 
+/// `eval --data` scores the nets named; its help's shipped defaults are
+/// those of `--match`, and a run naming none says so.
+#[test]
+fn eval_of_a_dataset_names_its_nets() {
+    let Some((dir, _)) = fixture() else { return };
+    let out = run_on(&["eval", "--data"], dir.path());
+    assert!(!out.status.success() && text(&out).contains("no net is taken by default"), "{}", text(&out));
+    let help = text(&common::run(&["eval", "--help"]));
+    assert!(help.contains("the shipped nets are defaults of --match only"), "{help}");
+}
+
 #[test]
 fn no_dataset_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

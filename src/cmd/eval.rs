@@ -23,7 +23,8 @@ use super::search_flags::setting_flag;
 ///
 /// With --data: loss, top-1 and top-5 accuracy (move nets) or squared error
 /// and accuracy (value nets) on a split of a dataset, overall and by game
-/// phase, and the evaluation speed.
+/// phase, and the evaluation speed, of each net named (--policy, --value,
+/// --playout: the shipped nets are defaults of --match only).
 ///
 /// With --match A B: games between two players, colours alternating. A
 /// player is a go-train agent (random, policy, playout, mcts, optionally
@@ -154,7 +155,9 @@ pub fn run(args: Args) -> Result<()> {
         .filter_map(|(k, p)| Some((k, p.as_ref().filter(named)?)))
         .collect();
     if nets.is_empty() {
-        bail!("name at least one net: --policy, --value or --playout");
+        bail!(
+            "name at least one net to score: --policy, --value or --playout (with --data no net is taken by default)"
+        );
     }
     if args.mix.is_some() {
         if !nets.iter().any(|(role, _)| *role == "value") {

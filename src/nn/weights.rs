@@ -260,7 +260,17 @@ pub fn resolve(path: &Path) -> Result<PathBuf> {
 /// [`resolve`]) onto `device`, building the net the file names.
 pub fn load(path: &Path, device: &Device) -> Result<Model> {
     let file = resolve(path)?;
-    let TensorFile { meta, .. } = read_tensors(&file, &Device::Cpu)?;
+    let TensorFile { meta, tensors } = read_tensors(&file, &Device::Cpu)?;
+    // A training checkpoint's optimizer state names no net either: taken
+    // for an old weights file, it failed as "no tensor bn0.bias".
+    let optimizer_state = [".momentum_buffer", ".exp_avg", ".exp_avg_sq"];
+    if meta.net.is_none() && tensors.keys().any(|k| optimizer_state.iter().any(|s| k.ends_with(s))) {
+        bail!(
+            "{}: a training checkpoint's optimizer state (momentum or Adam moments), not a net's weights: name \
+             weights.safetensors beside it, or the run's folder",
+            file.display()
+        );
+    }
     let arch = match meta.net {
         Some(net) => net,
         None => legacy_arch(&file)?,

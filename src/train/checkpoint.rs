@@ -311,6 +311,14 @@ mod tests {
         assert!(err.contains("weights.safetensors"), "{err}");
         fs::write(&weights, &good).unwrap();
 
+        // The optimizer's file given as a net is named for what it is
+        // (once "no tensor bn0.bias", from the folder's config.toml).
+        let Err(err) = crate::nn::weights::load(&dir.join(OPTIMIZER_FILE), &Device::Cpu) else {
+            panic!("the optimizer's state loaded as a net")
+        };
+        let err = format!("{err:#}");
+        assert!(err.contains("optimizer state") && err.contains("weights.safetensors"), "{err}");
+
         // Another kind of net is named as the command line names it (once
         // as Rust's debug text, `ResNet(ResNetConfig { blocks: 1, .. })`).
         let other = Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, 1).unwrap();

@@ -374,6 +374,16 @@ lease_defaults() {
     SELFPLAY_GAMES SELFPLAY_RUNS SELFPLAY_BLOCKING AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH
 }
 
+# Every step name is checked before anything runs: a misspelt last step
+# once cost a lease the steps before it, and left $OUT unbundled.
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; }
+if [ $# -eq 0 ] || [ "$1" = --help ] || [ "$1" = -h ]; then usage; exit $((${#} == 0 ? 2 : 0)); fi
+for step in "$@"; do
+  case "$step" in
+    lease | setup | test | bench | bench-ab | profile | selfplay | prepare | train=* | train-ab | train-bf16 | eval) ;;
+    *) echo "gpu-run: unknown step $step (scripts/gpu-run.sh --help lists them); nothing was run" >&2; exit 2 ;;
+  esac
+done
 libs=$(cuda_libs) || exit 1
 export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 steps=()

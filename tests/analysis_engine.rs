@@ -132,9 +132,11 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         // Stones no position holds, once searched as given.
         r#"{"id":"twice","initialStones":[["B","D4"],["W","D4"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
         r#"{"id":"dead","initialStones":[["B","A1"],["W","A2"],["W","B1"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
-        r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4}"#,
+        // A misspelt field, once ignored without a word: warned of, as
+        // KataGo does, and the query searched.
+        r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4,"maxvisits":9}"#,
     ];
-    let responses = exchange(&queries, 1500, 13);
+    let responses = exchange(&queries, 1500, 14);
     let by_id = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
     assert_eq!(by_id("t")[0]["terminateId"], "long");
     let long = by_id("long");
@@ -154,7 +156,9 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("twice")[0]["error"], "D4 holds two stones");
     assert_eq!(by_id("dead")[0]["error"], "the string of A1 has no liberty: no game reaches it");
     assert_eq!(by_id("dead")[0]["field"], "initialStones");
-    assert_eq!(by_id("after")[0]["turnNumber"], 0, "the engine goes on after errors");
+    let after = by_id("after");
+    assert_eq!((&after[0]["field"], &after[0]["warning"].is_string()), (&Value::from("maxvisits"), &true), "{after:?}");
+    assert_eq!(after[1]["turnNumber"], 0, "the engine goes on after errors");
 }
 
 /// A live `go-train analysis`, fed a line at a time, its responses read

@@ -22,7 +22,8 @@
 //! `isDuringSearch` true), `priority`, `includeMovesOwnership`,
 //! `overrideSettings.maxTime` and `.reportAnalysisWinratesAs` (`BLACK`,
 //! the default, `WHITE` or `SIDETOMOVE`; other override settings are
-//! ignored); actions `query_version` and `terminate`. `maxVisits` caps the
+//! ignored; any other field is warned of, as KataGo does); actions
+//! `query_version` and `terminate`. `maxVisits` caps the
 //! root's visits, a tree kept from the last query counted.
 //! A query is one line of at most [`MAX_QUERY_BYTES`] bytes, with at most
 //! [`MAX_QUERY_MOVES`] moves; a longer line is dropped as it is read and
@@ -407,6 +408,14 @@ impl Inbox {
         let id = query.get("id").cloned().unwrap_or(Value::Null);
         match query.get("action").and_then(Value::as_str) {
             None => {
+                // As KataGo does: a misspelt field (`maxvisits`) was once
+                // ignored without a word, and the query searched 800 visits.
+                for field in
+                    query.as_object().into_iter().flat_map(Map::keys).filter(|k| !QUERY_FIELDS.contains(&k.as_str()))
+                {
+                    let warning = "Unexpected or unused field, do you have a typo?";
+                    respond(out, json!({"id": id, "field": field, "warning": warning}))?;
+                }
                 let priority = query.get("priority").and_then(Value::as_i64).unwrap_or(0);
                 let id = query.get("id").and_then(Value::as_str).map(str::to_string);
                 self.queue.push_back(Queued { text: text.trim().to_string(), priority, id, stopped: BTreeSet::new() });
@@ -580,6 +589,29 @@ fn respond(out: &mut impl Write, value: Value) -> io::Result<()> {
     writeln!(out, "{value}")?;
     out.flush()
 }
+
+/// The fields of a query [`read_query`] reads; any other is answered with
+/// a warning, and the query searched without it.
+const QUERY_FIELDS: [&str; 18] = [
+    "id",
+    "moves",
+    "initialStones",
+    "initialPlayer",
+    "rules",
+    "komi",
+    "boardXSize",
+    "boardYSize",
+    "analyzeTurns",
+    "maxVisits",
+    "includeOwnership",
+    "includeMovesOwnership",
+    "includePolicy",
+    "avoidMoves",
+    "allowMoves",
+    "reportDuringSearchEvery",
+    "priority",
+    "overrideSettings",
+];
 
 /// Reads and checks a query, replaying its game to the end.
 fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {

@@ -101,15 +101,18 @@ def main():
         games = [json.loads(line) for line in open(jsonl)]
     except (OSError, json.JSONDecodeError) as e:
         sys.exit(f"big-captures: {jsonl}: {e}")
-    totals = {}
+    totals, skipped = {}, 0
     for g in games:
         if not g.get("file"):
             continue
         a_colour = "b" if g["a_black"] else "w"
+        # The game lies in the match's folder, wherever the match ran.
+        sgf = os.path.join(args.match_dir, os.path.basename(g["file"]))
         try:
-            found = review(g["file"], args.min_stones)
+            found = review(sgf, args.min_stones)
         except (OSError, ValueError) as e:
-            print(f"game {g['index']}: {g['file']}: skipped ({e})", file=sys.stderr)
+            print(f"game {g['index']}: {sgf}: skipped ({e})", file=sys.stderr)
+            skipped += 1
             continue
         for capturer, stones, verdict in found:
             who = "A" if capturer == a_colour else "B"
@@ -119,6 +122,8 @@ def main():
     print("\ncaptures of", args.min_stones, "or more stones, by capturer and what the loser had:")
     for (who, verdict), n in sorted(totals.items()):
         print(f"  {who}: {n:3}  {verdict}")
+    if skipped and skipped == sum(1 for g in games if g.get("file")):
+        sys.exit(f"big-captures: none of the {skipped} games could be read (above)")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 try:
     from sgfmill import sgf
@@ -65,11 +66,19 @@ def go_train_views(binary, queries):
 
 def gnugo_leads(gnugo, path, turns):
     """{turn: Black's lead by GnuGo's estimate_score}."""
-    commands = "".join(f"loadsgf {path} {t + 1}\nestimate_score\n" for t in turns) + "quit\n"
-    try:
-        out = subprocess.run(gnugo.split(), input=commands, capture_output=True, text=True, timeout=1800).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"{gnugo}: {e}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # GTP splits its arguments at spaces: a path with one was not
+        # loaded, and the empty board was scored instead.
+        game = os.path.join(tmp, "game.sgf")
+        os.symlink(os.path.abspath(path), game)
+        commands = "".join(f"loadsgf {game} {t + 1}\nestimate_score\n" for t in turns) + "quit\n"
+        try:
+            out = subprocess.run(gnugo.split(), input=commands, capture_output=True, text=True, timeout=1800).stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"{gnugo}: {e}")
+    refused = re.findall(r"^\? .*", out, re.M)
+    if refused:
+        raise RuntimeError(f"GnuGo on {path}: {refused[0]}")
     scores = re.findall(r"^= ([BW])\+([0-9.]+)", out, re.M)
     if len(scores) != len(turns):
         raise RuntimeError(f"GnuGo estimated {len(scores)} of {len(turns)} positions of {path}")
@@ -91,6 +100,10 @@ def main():
     except (OSError, json.JSONDecodeError) as e:
         sys.exit(f"misjudged: {jsonl}: {e}")
     games = sorted((g for g in games if g.get("file")), key=lambda g: g["index"])
+    # `file` is as the match was given its --out, from where it ran: the
+    # game lies in the match's folder, whatever the folder is called now.
+    for g in games:
+        g["file"] = os.path.join(args.match_dir, os.path.basename(g["file"]))
 
     queries, played = [], {}
     for g in games:
@@ -131,6 +144,8 @@ def main():
                   f"{g['result']}{'  <- misjudged' if flag else ''}")
     print(f"\n{misjudged} of {counted} positions: GnuGo has A behind by more than {args.margin:g} points "
           f"while go-train's value net gives A 60% or more")
+    if counted == 0:
+        sys.exit("misjudged: no position was judged")
 
 
 if __name__ == "__main__":

@@ -20,16 +20,21 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def final_score(binary, sgf):
     """go-train's count of the game in `sgf`, or an error naming why not."""
-    commands = f"loadsgf {sgf}\nfinal_score\nquit\n"
-    try:
-        out = subprocess.run([binary, "gtp", "--engine", "random"], input=commands,
-                             capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"{binary}: {e}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # GTP splits its arguments at spaces: a path with one did not load.
+        game = os.path.join(tmp, "game.sgf")
+        os.symlink(os.path.abspath(sgf), game)
+        commands = f"loadsgf {game}\nfinal_score\nquit\n"
+        try:
+            out = subprocess.run([binary, "gtp", "--engine", "random"], input=commands,
+                                 capture_output=True, text=True, timeout=120).stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"{binary}: {e}")
     answers = [line for line in out.splitlines() if line.startswith(("=", "?"))]
     # A file that does not load must not be scored as the empty board.
     if len(answers) < 2 or not all(a.startswith("=") for a in answers[:2]):
@@ -59,7 +64,9 @@ def main():
                 gnugo = game.get("gnugo_score")
                 if not gnugo or game.get("reason") != "passes":
                     continue
-                scores = {name: final_score(b, game["file"]) for name, b in binaries.items()}
+                # The game lies in the match's folder, wherever the match ran.
+                sgf = os.path.join(folder, os.path.basename(game["file"]))
+                scores = {name: final_score(b, sgf) for name, b in binaries.items()}
             except (ValueError, KeyError, AttributeError, RuntimeError) as e:
                 print(f"{path}:{number}: skipped: {e}", file=sys.stderr)
                 skipped += 1
@@ -76,6 +83,8 @@ def main():
     for name, t in totals.items():
         print(f"{name}: the same winner as GnuGo in {t['winner']} of {games} games, "
               f"the same score in {t['exact']}")
+    if games == 0:
+        sys.exit("rescore-matches: no game was scored")
 
 
 if __name__ == "__main__":

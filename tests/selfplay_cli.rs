@@ -180,6 +180,39 @@ fn players_without_batched_nets_play_one_game_each_and_reproducibly() {
     assert!(record.white.unwrap().starts_with("random"), "the opponent is Black in odd games");
 }
 
+/// Another net put at a path a run named is another run, for selfplay and
+/// for a match: a resume once played on with it, its games counted as the
+/// first net's.
+#[test]
+fn a_resume_refuses_another_net_at_the_same_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = dir.path().join("mine.safetensors");
+    std::fs::copy(shipped("policy"), &net).unwrap();
+    let (out, matched) = (dir.path().join("run"), dir.path().join("match"));
+    let selfplay = |games: &str, extra: &[&str]| {
+        let args = ["selfplay", "--games", games, "--max-moves", "10", "--policy", path(&net), "--out", path(&out)];
+        run(&[&args[..], extra].concat())
+    };
+    let spec = format!("policy:policy={}", net.display());
+    let a_match = |games: &str, extra: &[&str]| {
+        let args = ["eval", "--match", &spec, "random", "--games", games, "--max-moves", "10", "--out", path(&matched)];
+        run(&[&args[..], extra].concat())
+    };
+    assert!(selfplay("2", &[]).status.success() && a_match("2", &[]).status.success());
+    // The same bytes again: the same run.
+    assert!(selfplay("3", &["--resume"]).status.success() && a_match("3", &["--resume"]).status.success());
+    std::fs::copy(shipped("rl-policy"), &net).unwrap();
+    let refused = selfplay("4", &["--resume"]);
+    assert!(!refused.status.success() && text(&refused).contains("nets"), "{}", text(&refused));
+    let refused = a_match("4", &["--resume"]);
+    assert!(
+        !refused.status.success() && text(&refused).contains("a net of this match has changed"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(games(&out).len(), 3, "no game played with the other net");
+}
+
 /// An engine that dies while a game is set up loses that game, as in a
 /// match, and the run plays on (it once stopped the run, all its other
 /// games unplayed).

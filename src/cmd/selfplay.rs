@@ -167,7 +167,7 @@ pub fn run(args: Args) -> Result<()> {
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let nets = args.nets.defaults(args.size, None, true)?;
-    let (sides, players, plan) = match value_positions {
+    let (sides, players, nets, plan) = match value_positions {
         Some(ValuePositions::AlphaGo) => alphago_sides(&args, &nets, &device)?,
         _ => match_sides(&args, &nets, &device)?,
     };
@@ -192,6 +192,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         plan,
         players,
+        nets,
         dataset: value.map(|value| PrepareOptions {
             features: args.features,
             seed: args.seed,
@@ -224,7 +225,8 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-type Sides = (Vec<Side>, Vec<String>, Plan);
+/// The sides, their names, their nets' fingerprints, and who plays when.
+type Sides = (Vec<Side>, Vec<String>, Vec<String>, Plan);
 
 /// --agent against --opponent (itself when not given).
 fn match_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) -> Result<Sides> {
@@ -237,17 +239,18 @@ fn match_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) ->
     };
     let timeouts = GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?;
     let mut sides = Vec::new();
-    let mut players = Vec::new();
+    let (mut players, mut fingerprints) = (Vec::new(), Vec::new());
     for (text, flag) in texts.iter().zip(["--agent", "--opponent"]) {
         let spec = super::nets::player_spec(text, nets).with_context(|| format!("{flag} {text:?}"))?;
         players.push(match spec.settings() {
             Some(settings) => format!("{}:{settings}", spec.label()),
             None => spec.label(),
         });
+        fingerprints.extend(spec.net_fingerprints().with_context(|| format!("{flag} {text:?}"))?);
         sides.push(Side::build(spec, device, timeouts).with_context(|| format!("{flag} {text:?}"))?);
     }
     let plan = Plan::Alternate { a: 0, b: sides.len() - 1 };
-    Ok((sides, players, plan))
+    Ok((sides, players, fingerprints, plan))
 }
 
 /// AlphaGo's recipe: the SL and RL policies, sampled at temperature 1.
@@ -270,7 +273,7 @@ fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) 
         policy(&args.rl_policy, rl_default, "--rl-policy")?,
     ];
     let mut sides = Vec::new();
-    let mut players = Vec::new();
+    let (mut players, mut fingerprints) = (Vec::new(), Vec::new());
     for (source, role) in sources.iter().zip(["SL", "RL"]) {
         if role == "RL" && *source == sources[0] {
             break;
@@ -278,10 +281,11 @@ fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) 
         let net =
             NetEval::load_source(source, device, Output::MoveLogProbs).with_context(|| format!("the {role} policy"))?;
         players.push(format!("{role} policy {source}"));
+        fingerprints.push(format!("{role} policy: {}", source.fingerprint()?));
         sides.push(Side::net(format!("{role} policy {source} (temperature 1)"), Arc::new(net), 1.0));
     }
     let plan = Plan::AlphaGoValue { sl: 0, rl: sides.len() - 1 };
-    Ok((sides, players, plan))
+    Ok((sides, players, fingerprints, plan))
 }
 
 /// The machine's load, from /proc/loadavg: what the speed figures ran beside.

@@ -222,6 +222,28 @@ impl PartialEq for NetSource {
     }
 }
 
+impl NetSource {
+    /// The bytes of its weights file.
+    pub fn bytes(&self) -> Result<std::borrow::Cow<'static, [u8]>> {
+        match self {
+            NetSource::File(path) => {
+                let file = weights::resolve(path)?;
+                let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                Ok(std::borrow::Cow::Owned(bytes))
+            }
+            NetSource::BuiltIn { bytes, .. } => Ok(std::borrow::Cow::Borrowed(bytes)),
+        }
+    }
+
+    /// The net as a resumed run checks it: the CRC-32 of its file, so
+    /// that another net put at the same path (a checkpoint folder still
+    /// training) is not taken for the one the run began with, while the
+    /// same net under another name (built in, or its file) is the same.
+    pub fn fingerprint(&self) -> Result<String> {
+        Ok(format!("crc32 {:08x}", crc32fast::hash(&self.bytes()?)))
+    }
+}
+
 impl std::fmt::Display for NetSource {
     /// The path, or `built-in FILE` for a net built into the program.
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {

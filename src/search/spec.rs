@@ -190,6 +190,27 @@ impl AgentSpec {
         )
     }
 
+    /// The [`NetSource::fingerprint`] of each net its kind plays with, by
+    /// role: what a resumed match or self-play run must find again.
+    pub fn net_fingerprints(&self) -> Result<Vec<String>> {
+        let roles: &[(&str, &NetChoice)] = match self.kind {
+            AgentKind::Random => &[],
+            AgentKind::Policy => &[("policy", &self.policy)],
+            AgentKind::Playout => &[("playout", &self.playout)],
+            AgentKind::Mcts => &[
+                ("policy", &self.policy),
+                ("root-policy", &self.root_policy),
+                ("value", &self.value),
+                ("playout", &self.playout),
+            ],
+        };
+        roles
+            .iter()
+            .filter_map(|(role, choice)| Some((role, choice.source()?)))
+            .map(|(role, source)| Ok(format!("{role}: {}", source.fingerprint()?)))
+            .collect()
+    }
+
     /// Loads the nets and builds the agent on `device`.
     pub fn build(&self, device: &Device) -> Result<Box<dyn Agent>> {
         let kind = self.kind;

@@ -50,6 +50,10 @@ pub struct SelfPlayOptions {
     /// What identifies each side (its spec and settings), in the order of
     /// the sides: saved in `selfplay.json`.
     pub players: Vec<String>,
+    /// The nets the sides play with, each with its file's checksum
+    /// ([`crate::search::NetSource::fingerprint`]): another net put at a
+    /// path the run named is another run.
+    pub nets: Vec<String>,
     /// The dataset to prepare from the games (`None`: SGF files only).
     /// Its board size is the games'; its list, `out/games.list`.
     pub dataset: Option<PrepareOptions>,
@@ -69,6 +73,10 @@ struct RunIdentity {
     max_moves: usize,
     scoring_playouts: usize,
     seed: u64,
+    /// Absent from a run's file written before nets were checked: taken
+    /// on trust.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nets: Option<Vec<String>>,
 }
 
 impl RunIdentity {
@@ -82,6 +90,7 @@ impl RunIdentity {
             max_moves: game.max_moves,
             scoring_playouts: game.ownership_playouts,
             seed: options.play.seed,
+            nets: Some(options.nets.clone()),
         }
     }
 }
@@ -228,7 +237,10 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
         if let Ok(text) = std::fs::read_to_string(&path) {
             let theirs: RunIdentity = serde_json::from_str(&text)
                 .with_context(|| format!("{}: not a self-play run's description", path.display()))?;
-            let ours = RunIdentity::of(options);
+            let mut ours = RunIdentity::of(options);
+            if theirs.nets.is_none() {
+                ours.nets = None;
+            }
             if theirs != ours {
                 // Each setting that differs, by name, rather than both runs whole.
                 let (theirs, ours) = (serde_json::to_value(&theirs)?, serde_json::to_value(&ours)?);

@@ -57,6 +57,15 @@ impl PlayerSpec {
         }
     }
 
+    /// The nets an agent plays with, each with the checksum of its file
+    /// ([`crate::search::AgentSpec::net_fingerprints`]); none for an engine.
+    pub fn net_fingerprints(&self) -> Result<Vec<String>> {
+        match self {
+            PlayerSpec::Agent(spec) => spec.net_fingerprints(),
+            PlayerSpec::Gtp(_) => Ok(Vec::new()),
+        }
+    }
+
     /// A short name: the agent's kind, or the engine's program and
     /// arguments ([`Player::agent_name`] names an agent in full).
     pub fn label(&self) -> String {

@@ -68,11 +68,15 @@ struct MatchIdentity {
     a_settings: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     b_settings: Option<String>,
+    /// The nets A and B play with, each with its file's checksum: another
+    /// net put at a path the match named is another match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nets: Option<[Vec<String>; 2]>,
 }
 
 impl MatchIdentity {
-    fn of(config: &MatchConfig) -> MatchIdentity {
-        MatchIdentity {
+    fn of(config: &MatchConfig) -> Result<MatchIdentity> {
+        Ok(MatchIdentity {
             a: config.a.label(),
             b: config.b.label(),
             size: config.game.size,
@@ -81,16 +85,18 @@ impl MatchIdentity {
             seed: config.seed,
             a_settings: config.a.settings(),
             b_settings: config.b.settings(),
-        }
+            nets: Some([config.a.net_fingerprints()?, config.b.net_fingerprints()?]),
+        })
     }
 
     /// Whether `self` is the match `saved` describes. A match.json written
-    /// before the agents' settings were saved in it names their kinds
-    /// alone, which are taken on trust.
+    /// before the agents' settings (or their nets' checksums) were saved in
+    /// it names less, and what it does not name is taken on trust.
     fn is(&self, saved: &MatchIdentity) -> bool {
         let ours = MatchIdentity {
             a_settings: saved.a_settings.as_ref().and(self.a_settings.clone()),
             b_settings: saved.b_settings.as_ref().and(self.b_settings.clone()),
+            nets: saved.nets.as_ref().and(self.nets.clone()),
             ..self.clone()
         };
         ours == *saved
@@ -198,7 +204,7 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
     let done = if config.resume { finished_games(config)? } else { Vec::new() };
     write_atomic(
         &config.out.join(IDENTITY_FILE),
-        serde_json::to_string_pretty(&MatchIdentity::of(config))?.as_bytes(),
+        serde_json::to_string_pretty(&MatchIdentity::of(config)?)?.as_bytes(),
     )?;
     // The log holds the finished games (a line torn by a kill is dropped),
     // then each new one as it ends.
@@ -271,7 +277,20 @@ fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
         ),
         Err(_) => None,
     };
-    let ours = MatchIdentity::of(config);
+    let ours = MatchIdentity::of(config)?;
+    if let Some(theirs) = theirs.as_ref().filter(|theirs| {
+        theirs.nets.is_some()
+            && ours.nets != theirs.nets
+            && ours.is(&MatchIdentity { nets: ours.nets.clone(), ..(*theirs).clone() })
+    }) {
+        anyhow::bail!(
+            "{}: a net of this match has changed since it began (then {:?}, now {:?}): name the nets it began with, \
+             or give another --out",
+            config.out.display(),
+            theirs.nets,
+            ours.nets
+        );
+    }
     if let Some(theirs) = theirs.filter(|theirs| !ours.is(theirs)) {
         anyhow::bail!(
             "{} holds another match ({theirs:?}), not this one ({ours:?}): give another --out, or --force to replace it",

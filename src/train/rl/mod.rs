@@ -232,7 +232,7 @@ pub fn train_rl(
     let learner = match fresh {
         Some(learner) => {
             // Read before --force clears the folder, which may hold it.
-            let start_bytes = source_bytes(start_policy)?;
+            let start_bytes = start_policy.bytes()?;
             ready_folder(out, start)?;
             std::fs::create_dir_all(out.join("pool"))?;
             write_atomic(&kept_start, &start_bytes)?;
@@ -359,17 +359,6 @@ pub fn train_rl(
 
 /// The start policy's copy in the run's pool folder.
 pub const START_FILE: &str = "start.safetensors";
-
-/// The weights file's bytes of `source`.
-fn source_bytes(source: &NetSource) -> Result<Vec<u8>> {
-    match source {
-        NetSource::File(path) => {
-            let file = weights::resolve(path)?;
-            std::fs::read(&file).with_context(|| format!("reading {}", file.display()))
-        }
-        NetSource::BuiltIn { bytes, .. } => Ok(bytes.to_vec()),
-    }
-}
 
 /// Refuses a folder with a run in it unless resuming or replacing; with
 /// [`Start::Overwrite`], removes the run's files.

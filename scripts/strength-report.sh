@@ -2,7 +2,9 @@
 # The playing-strength matches of docs/results/strength.md: policy net against
 # the random agent, MCTS against the policy net alone, and both against
 # GnuGo 3.8 at level 10, on 19x19 with komi 7.5. Each match writes its SGF
-# files, games.jsonl and summary.json under matches/<name>/.
+# files, games.jsonl and summary.json under $MATCHES/<name>/ (default
+# matches/): a match there already is finished (--resume), and a folder
+# holding another (other nets or settings) is refused, never replaced.
 #
 # Usage: scripts/strength-report.sh [POLICY PLAYOUT [VALUE [GAMES_SCALE]]]
 #   POLICY, PLAYOUT, VALUE: checkpoint folders or weights files of the nets
@@ -10,13 +12,14 @@
 #   and nets/value.safetensors; with VALUE "-", MCTS values its leaves by
 #   stone count and the value-leaf match is left out).
 #   GAMES_SCALE: multiplies every match's number of games (default 1).
-# Environment: GNUGO (default /usr/games/gnugo), PARALLEL (games at once),
+# Environment: MATCHES (the folder of the matches), GNUGO (default
+#   /usr/games/gnugo), PARALLEL (games at once),
 #   ROOT_POLICY (the net that chooses MCTS's root children in the match of
 #   the engine as `go-train gtp` plays; default nets/resnet-policy.safetensors
 #   with the shipped policy, none when POLICY is given; "-" for none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case ${1:-} in -h|--help) sed -n 2,16p "$0"; exit 0;; esac
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0;; esac
 policy=${1:-nets/policy.safetensors} playout=${2:-nets/playout.safetensors} value=${3:-nets/value.safetensors} scale=${4:-1}
 gnugo=${GNUGO:-/usr/games/gnugo}
 parallel=${PARALLEL:-$(nproc)}
@@ -29,7 +32,7 @@ match() { # name games A B [more eval flags]
   local name=$1 games=$(( $2 * scale )) a=$3 b=$4; shift 4
   echo "== $name: $a vs $b, $games games"
   $bin eval --match "$a" "$b" "${nets[@]}" --games "$games" --parallel "$parallel" \
-    --out "matches/$name" --force "$@"
+    --out "${MATCHES:-matches}/$name" --resume "$@"
 }
 
 match policy-vs-random 100 policy random

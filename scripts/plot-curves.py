@@ -12,7 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:
+    sys.exit("plot-curves: needs matplotlib (pip install matplotlib)")
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -20,11 +23,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def runs(args):
     for arg in args:
-        label, _, folder = arg.partition("=")
+        label, eq, folder = arg.partition("=")
+        if not eq or not folder:
+            sys.exit(f"plot-curves: {arg}: give LABEL=CHECKPOINT_DIR")
         path = Path(folder) / "metrics.jsonl"
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        try:
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except (OSError, json.JSONDecodeError) as e:
+            sys.exit(f"plot-curves: {path}: {e}")
         if not rows:
             sys.exit(f"{path}: no epochs yet")
+        # train-rl's metrics are iterations with win rates, plotted by the
+        # run itself (metrics.png): not curves of a supervised run.
+        if "validation" not in rows[0]:
+            sys.exit(f"plot-curves: {path}: not the metrics of train-policy, train-playout or train-value")
         yield label, rows
 
 

@@ -256,6 +256,6 @@ case ${1:-} in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    env) echo "export SLURM_CONF=$CONF" ;;
+    env) printf 'export SLURM_CONF=%q\n' "$CONF" ;;
     *) usage ;;
 esac

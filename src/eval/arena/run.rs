@@ -481,6 +481,7 @@ mod tests {
             seed: 31,
             a_settings: a_settings.map(String::from),
             b_settings: None,
+            nets: Some([vec!["policy: crc32 3b7f4ea1".into()], Vec::new()]),
         }
     }
 
@@ -498,5 +499,11 @@ mod tests {
         .unwrap();
         assert!(ours.is(&older));
         assert!(!ours.is(&MatchIdentity { seed: 32, ..older }));
+        // Another net at the same path is another match; a record without
+        // the nets' checksums takes them on trust.
+        let other_net =
+            MatchIdentity { nets: Some([vec!["policy: crc32 00000000".into()], Vec::new()]), ..ours.clone() };
+        assert!(!ours.is(&other_net));
+        assert!(ours.is(&MatchIdentity { nets: None, ..ours.clone() }));
     }
 }

@@ -255,7 +255,7 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
     details.sort_by_key(|g| g.index);
     let summary = summarize(names, details);
     let path = config.out.join(SUMMARY_FILE);
-    fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+    write_atomic(&path, serde_json::to_string_pretty(&summary)?.as_bytes())?;
     if let Some(e) = first_error.into_inner().unwrap_or(None) {
         let kept = format!("the {} finished games are in {}", summary.games, config.out.display());
         return Err(e.context(kept));

@@ -150,10 +150,11 @@ pub fn run(args: Args) -> Result<()> {
     let n = &args.nets;
     // `none` names no net here as everywhere (it was read as a file).
     let named = |p: &&PathBuf| matches!(NetChoice::named(p), NetChoice::Net(_));
-    let nets: Vec<(&str, &PathBuf)> = [("policy", &n.policy), ("value", &n.value), ("playout", &n.playout)]
-        .into_iter()
-        .filter_map(|(k, p)| Some((k, p.as_ref().filter(named)?)))
-        .collect();
+    let nets: Vec<(&str, &PathBuf)> =
+        [("policy", &n.judging.policy), ("value", &n.judging.value), ("playout", &n.playout)]
+            .into_iter()
+            .filter_map(|(k, p)| Some((k, p.as_ref().filter(named)?)))
+            .collect();
     if nets.is_empty() {
         bail!(
             "name at least one net to score: --policy, --value or --playout (with --data no net is taken by default)"

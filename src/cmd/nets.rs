@@ -23,27 +23,23 @@ const BUILT_IN: [(&str, &[u8]); 5] = [
 /// shipped one.
 #[derive(clap::Args, Clone, Default)]
 pub struct NetPaths {
-    /// Policy net [default: the shipped nets/policy.safetensors].
-    #[arg(long, value_name = "NET|none")]
-    pub policy: Option<PathBuf>,
-    /// Value net (MCTS leaf evaluation) [default: the shipped
-    /// nets/value.safetensors].
-    #[arg(long, value_name = "NET|none")]
-    pub value: Option<PathBuf>,
+    #[command(flatten)]
+    pub judging: JudgingNets,
     /// Fast playout net (playout agent; MCTS rollouts) [default: the
     /// shipped nets/playout.safetensors].
     #[arg(long, value_name = "NET|none")]
     pub playout: Option<PathBuf>,
 }
 
-/// The nets that judge a position without searching it, for commands that
-/// only ask them (`review`, `raw-nn`): no playout net.
+/// The policy and the value net: all that commands which only ask the nets
+/// (`review`, `raw-nn`) take, and two of [`NetPaths`].
 #[derive(clap::Args, Clone, Default)]
 pub struct JudgingNets {
     /// Policy net [default: the shipped nets/policy.safetensors].
     #[arg(long, value_name = "NET|none")]
     pub policy: Option<PathBuf>,
-    /// Value net [default: the shipped nets/value.safetensors].
+    /// Value net (MCTS leaf evaluation, the win rates of review and
+    /// raw-nn) [default: the shipped nets/value.safetensors].
     #[arg(long, value_name = "NET|none")]
     pub value: Option<PathBuf>,
 }
@@ -53,7 +49,7 @@ impl JudgingNets {
     /// one of them.
     pub fn defaults(&self) -> anyhow::Result<DefaultNets> {
         let none = Some(PathBuf::from("none"));
-        let paths = NetPaths { policy: self.policy.clone(), value: self.value.clone(), playout: none };
+        let paths = NetPaths { judging: self.clone(), playout: none };
         let nets = paths.defaults(BOARD, None, true)?;
         if nets.policy.is_none() && nets.value.is_none() {
             let why = |flag: &str, named: &Option<PathBuf>| match named {
@@ -94,10 +90,10 @@ impl NetPaths {
             None => shipped(file),
         };
         Ok(DefaultNets {
-            policy: pick(&self.policy, "policy.safetensors"),
-            value: pick(&self.value, "value.safetensors"),
+            policy: pick(&self.judging.policy, "policy.safetensors"),
+            value: pick(&self.judging.value, "value.safetensors"),
             playout: pick(&self.playout, "playout.safetensors"),
-            root_policy: match (root_policy, &self.policy) {
+            root_policy: match (root_policy, &self.judging.policy) {
                 (Some(path), _) => NetChoice::named(path).source().cloned(),
                 (None, None) => shipped("resnet-policy.safetensors"),
                 (None, Some(_)) => None,

@@ -264,7 +264,7 @@ fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) 
     };
     // The shipped RL policy plays the end of the games unless a policy of
     // one's own is named.
-    let rl_default = match args.nets.policy {
+    let rl_default = match args.nets.judging.policy {
         Some(_) => nets.policy.clone(),
         None => super::nets::shipped_net("rl-policy.safetensors").or_else(|| nets.policy.clone()),
     };

@@ -293,8 +293,7 @@ impl Slot {
                             // A side that plays no colour (the recipe's moves
                             // before the random one) loses no game: the run
                             // stops, as for a player that cannot start.
-                            let Some(color) = [Color::Black, Color::White].into_iter().find(|&c| plan.side(c) == s)
-                            else {
+                            let Some(color) = plan.colour_of(s) else {
                                 return Err(e.context(format!("{} failed to set up game {index}", run.sides[s].name())));
                             };
                             let error = format!("{color} failed to set up the game: {e:#}");
@@ -378,7 +377,7 @@ impl Slot {
             let Some(player) = player.as_mut().filter(|_| Some(s) != by) else { continue };
             if let Err(e) = player.play(color, mv) {
                 let error = format!("a player failed to take {color} {}: {e:#}", mv.to_gtp(config.size));
-                return Some(self.forfeit(self.colour_of(s).unwrap_or(color.opponent()), error));
+                return Some(self.forfeit(self.plan.colour_of(s).unwrap_or(color.opponent()), error));
             }
         }
         let reason = if self.game.is_over() {
@@ -389,11 +388,6 @@ impl Slot {
             return None;
         };
         Some(counted(self.game.clone(), reason, config, self.seed, [0.0; 2]))
-    }
-
-    /// The colour side `s` plays from here on, if it plays one.
-    fn colour_of(&self, s: usize) -> Option<Color> {
-        [Color::Black, Color::White].into_iter().find(|&c| self.plan.side(c) == s)
     }
 
     /// The game lost by `loser`, who failed or broke the rules.

@@ -69,6 +69,12 @@ impl GamePlan {
     pub fn side(&self, color: Color) -> usize {
         self.sides[color.index()]
     }
+
+    /// The colour side `side` plays ([`GamePlan::side`]), if any: the
+    /// recipe's moves before the random one are another side's.
+    pub fn colour_of(&self, side: usize) -> Option<Color> {
+        [Color::Black, Color::White].into_iter().find(|&c| self.side(c) == side)
+    }
 }
 
 /// How the games of a run are planned.

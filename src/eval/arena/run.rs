@@ -201,11 +201,10 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
         }
     }
 
-    let done = if config.resume { finished_games(config)? } else { Vec::new() };
-    write_atomic(
-        &config.out.join(IDENTITY_FILE),
-        serde_json::to_string_pretty(&MatchIdentity::of(config)?)?.as_bytes(),
-    )?;
+    // Once: it reads every net's file for its checksum.
+    let identity = MatchIdentity::of(config)?;
+    let done = if config.resume { finished_games(config, &identity)? } else { Vec::new() };
+    write_atomic(&config.out.join(IDENTITY_FILE), serde_json::to_string_pretty(&identity)?.as_bytes())?;
     // The log holds the finished games (a line torn by a kill is dropped),
     // then each new one as it ends.
     let log_path = config.out.join(LOG_FILE);
@@ -266,7 +265,7 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
 /// The games of a stopped match in `config.out` that can be kept: logged
 /// in `games.jsonl` with their SGF file present. Refuses a folder that
 /// holds another match.
-fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
+fn finished_games(config: &MatchConfig, ours: &MatchIdentity) -> Result<Vec<GameSummary>> {
     let identity_path = config.out.join(IDENTITY_FILE);
     // A match begun by a go-train that wrote no match.json: its log is
     // taken on trust, as the user asked for it.
@@ -277,21 +276,17 @@ fn finished_games(config: &MatchConfig) -> Result<Vec<GameSummary>> {
         ),
         Err(_) => None,
     };
-    let ours = MatchIdentity::of(config)?;
-    if let Some(theirs) = theirs.as_ref().filter(|theirs| {
-        theirs.nets.is_some()
-            && ours.nets != theirs.nets
-            && ours.is(&MatchIdentity { nets: ours.nets.clone(), ..(*theirs).clone() })
-    }) {
-        anyhow::bail!(
-            "{}: a net of this match has changed since it began (then {:?}, now {:?}): name the nets it began with, \
-             or give another --out",
-            config.out.display(),
-            theirs.nets,
-            ours.nets
-        );
-    }
     if let Some(theirs) = theirs.filter(|theirs| !ours.is(theirs)) {
+        // The same match but for a net's checksum: say which, not the whole.
+        if ours.is(&MatchIdentity { nets: ours.nets.clone(), ..theirs.clone() }) {
+            anyhow::bail!(
+                "{}: a net of this match has changed since it began (then {:?}, now {:?}): name the nets it began \
+                 with, or give another --out",
+                config.out.display(),
+                theirs.nets,
+                ours.nets
+            );
+        }
         anyhow::bail!(
             "{} holds another match ({theirs:?}), not this one ({ours:?}): give another --out, or --force to replace it",
             config.out.display()

@@ -35,7 +35,7 @@ use super::search_flags::setting_flag;
 /// shipped ones for the rest, with the residual policy at MCTS's root where
 /// the policy is the shipped one; the settings' keys are the names of `go-train
 /// gtp`'s search flags) or any GTP engine's command line (`gnugo --mode gtp
-/// --level 10`). Games are
+/// --level 10`, quoted as in a shell where a path has spaces). Games are
 /// refereed under Chinese rules and scored by area, dead stones found by
 /// random-playout ownership. Every game is saved as SGF in --out; the
 /// summary gives wins, the win rate with a 95% interval and the Elo

@@ -33,6 +33,8 @@ pub enum GtpError {
     Spawn { command: String, cause: std::io::Error },
     #[error("engine command line is empty")]
     EmptyCommand,
+    #[error("engine command line `{0}` has an unclosed quote or a trailing backslash")]
+    Quoting(String),
     #[error("engine `{engine}` failed on `{command}`: {message}")]
     Refused { engine: String, command: String, message: String },
     #[error("engine `{engine}` stopped answering during `{command}`{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
@@ -96,10 +98,17 @@ pub struct GtpClient {
     failed: Option<String>,
 }
 
+/// `command_line`'s program and arguments, split as a POSIX shell would
+/// (no variables or globs), so that a path with spaces can be quoted.
+pub fn command_words(command_line: &str) -> Result<Vec<String>, GtpError> {
+    shlex::split(command_line).ok_or_else(|| GtpError::Quoting(command_line.to_string()))
+}
+
 impl GtpClient {
-    /// Starts `command_line` (program and arguments separated by spaces,
-    /// e.g. `gnugo --mode gtp --level 10`) with the default timeouts. The
-    /// engine's stderr is dropped.
+    /// Starts `command_line` (program and arguments split as a shell
+    /// would, e.g. `gnugo --mode gtp --level 10` or `'/opt/my go/gnugo'
+    /// --mode gtp`) with the default timeouts. The engine's stderr is
+    /// dropped.
     pub fn spawn(command_line: &str) -> Result<GtpClient, GtpError> {
         GtpClient::spawn_with(command_line, GtpTimeouts::default())
     }
@@ -108,8 +117,8 @@ impl GtpClient {
     /// the client on the thread that starts it: the engine dies with that
     /// thread (see the module's comment).
     pub fn spawn_with(command_line: &str, timeouts: GtpTimeouts) -> Result<GtpClient, GtpError> {
-        let mut words = command_line.split_whitespace();
-        let program = words.next().ok_or(GtpError::EmptyCommand)?;
+        let words = command_words(command_line)?;
+        let (program, words) = words.split_first().ok_or(GtpError::EmptyCommand)?;
         let mut command = Command::new(program);
         command.args(words).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         die_with_this_thread(&mut command);
@@ -341,6 +350,25 @@ mod tests {
         let message = format!("{:#}", anyhow::Error::from(e));
         assert!(message.starts_with("cannot start engine `/nonexistent/go-engine --mode gtp`: "), "{message}");
         assert_eq!(message.matches("No such file").count(), 1, "{message}");
+    }
+
+    #[test]
+    fn an_engine_path_with_spaces_is_quoted_as_in_a_shell() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("my engines");
+        std::fs::create_dir(&folder).unwrap();
+        let engine = folder.join("echo engine.sh");
+        // Answers every command with its own first argument, so the test
+        // sees that `--name 'two words'` arrived as one argument.
+        std::fs::write(&engine, "#!/bin/sh\nwhile read line; do printf '= %s\\n\\n' \"$1\"; done\n").unwrap();
+        std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let line = format!("'{}' 'two words' --mode gtp", engine.display());
+        let mut client = GtpClient::spawn(&line).unwrap();
+        assert_eq!(client.send("name").unwrap(), "two words");
+        let e = GtpClient::spawn("'/opt/my go/gnugo --mode gtp").err().expect("an unclosed quote");
+        assert!(matches!(e, GtpError::Quoting(_)), "{e}");
+        assert!(e.to_string().contains("unclosed quote"), "{e}");
     }
 
     #[test]

@@ -10,5 +10,5 @@ pub mod input;
 pub mod json_id;
 pub mod protocol;
 
-pub use client::{GtpClient, GtpError, GtpTimeouts};
+pub use client::{command_words, GtpClient, GtpError, GtpTimeouts};
 pub use engine::{Engine, Flow, COMMANDS};

@@ -45,6 +45,10 @@ impl PlayerSpec {
         if kind_word.parse::<crate::search::AgentKind>().is_ok() {
             return Ok(PlayerSpec::Agent(Box::new(text.parse()?)));
         }
+        let words = crate::gtp::command_words(text)?;
+        if words.first().is_none_or(|program| program.is_empty()) {
+            bail!("empty player: name an agent (random, policy, playout, mcts) or a GTP command line");
+        }
         Ok(PlayerSpec::Gtp(text.to_string()))
     }
 
@@ -71,16 +75,19 @@ impl PlayerSpec {
     pub fn label(&self) -> String {
         match self {
             PlayerSpec::Agent(spec) => format!("{:?}", spec.kind).to_lowercase(),
-            PlayerSpec::Gtp(command) => command.split_whitespace().next().map_or_else(String::new, |program| {
+            PlayerSpec::Gtp(command) => {
+                // `parse` checked the quoting.
+                let words = crate::gtp::command_words(command).unwrap_or_default();
+                let Some((program, rest)) = words.split_first() else { return String::new() };
                 let name = std::path::Path::new(program).file_name().map_or(program.into(), |n| n.to_string_lossy());
                 let rest: Vec<&str> =
-                    command.split_whitespace().skip(1).filter(|w| *w != "--mode" && *w != "gtp").collect();
+                    rest.iter().map(String::as_str).filter(|w| *w != "--mode" && *w != "gtp").collect();
                 if rest.is_empty() {
                     name.to_string()
                 } else {
                     format!("{name} {}", rest.join(" "))
                 }
-            }),
+            }
         }
     }
 
@@ -167,5 +174,20 @@ impl Player for GtpPlayer {
         let answer = self.client.send(&format!("genmove {}", color.letter()))?;
         Move::parse_gtp(&answer, self.size)
             .with_context(|| format!("engine `{}` answered genmove with {answer:?}", self.client.engine()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_is_labelled_by_its_program_and_its_quoted_arguments() {
+        let spec = PlayerSpec::parse("'/opt/my go/gnugo' --mode gtp --level 10").unwrap();
+        assert_eq!(spec.label(), "gnugo --level 10");
+        assert_eq!(PlayerSpec::parse("/usr/games/gnugo --mode gtp").unwrap().label(), "gnugo");
+        let e = PlayerSpec::parse("'/opt/my go/gnugo --mode gtp").unwrap_err().to_string();
+        assert!(e.contains("unclosed quote"), "{e}");
+        assert!(PlayerSpec::parse("''").is_err());
     }
 }

@@ -24,12 +24,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// [`write_atomic`] for a file that several processes may write at once,
 /// with the same bytes (the manifest of a dataset whose last parts finish
-/// together): each writes its own temporary file, `<name>.<pid>.tmp`, so
-/// that one's rename cannot take another's file away.
+/// together): each writes its own temporary file, `<name>.<random>.tmp`,
+/// created exclusively so that one's rename cannot take another's file
+/// away. (A pid in the name was not enough: nodes of a cluster writing to
+/// a shared file system can have the same pids.)
 pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".{}.tmp", std::process::id()));
-    write_through(path, &path.with_file_name(name), bytes)
+    let name = path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut prefix = name.to_os_string();
+    prefix.push(".");
+    // As `File::create` makes a file (the umask applies), not tempfile's 0600.
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o666);
+    let mut tmp = tempfile::Builder::new()
+        .permissions(mode)
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write a temporary file for {} in {}", path.display(), dir.display()))?;
+    let tmp_path = tmp.path().to_path_buf();
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", tmp_path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot rename {} to {}", tmp_path.display(), path.display()))?;
+    sync_dir(dir)
 }
 
 fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
@@ -103,6 +122,28 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         assert!(!tmp_path(&path).exists());
         assert!(write_atomic(Path::new("/"), b"x").is_err(), "a folder is no file name");
+    }
+
+    /// Writers of a shared file each use a temporary file of their own,
+    /// not named by the pid (which two nodes may share), and the file gets
+    /// the usual permissions, not a temporary file's 0600.
+    #[test]
+    fn a_shared_write_uses_its_own_temporary_and_the_usual_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        // Where a pid-named temporary of another node's writer would lie.
+        let other = dir.path().join(format!("manifest.json.{}.tmp", std::process::id()));
+        std::fs::write(&other, b"another writer's half").unwrap();
+        write_atomic_shared(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        assert_eq!(std::fs::read(&other).unwrap(), b"another writer's half");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let created = dir.path().join("created");
+        std::fs::File::create(&created).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), mode(&created));
     }
 
     /// A rename that fails (here onto a folder) leaves no temporary file

@@ -645,3 +645,22 @@ fn eval_of_an_empty_split_is_refused() {
     let out = eval(&["--split", "train"]).unwrap();
     assert!(out.status.success() && text(&out).contains("50 positions"), "{}", text(&out));
 }
+
+/// zstd's fast levels are negative numbers, which the option once took
+/// for an unknown flag (`--level -5` was refused; only `--level=-5` ran).
+#[test]
+fn a_fast_zstd_level_is_given_as_a_negative_number() {
+    let Some(games) = common::sgf_files("kgs-6d") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("games.list");
+    let lines: String = games.iter().take(4).map(|g| format!("{}\t0\n", g.display())).collect();
+    std::fs::write(&list, lines).unwrap();
+    let data = dir.path().join("data");
+    let out = common::run(&["prepare", path(&list), "--out", path(&data), "--level", "-5", "--threads", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["settings"]["zstd_level"], -5);
+    let out = common::run(&["dataset", "verify", path(&data)]);
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -268,3 +268,46 @@ fn a_finished_dataset_survives_parts_and_a_failed_force() {
     assert_eq!(records(&out), before, "the parts hold the first dataset's records");
     succeeded(common::go_train(&["dataset", "verify", path(&out)]));
 }
+
+/// Finished parts not yet merged are work a whole-list `prepare` would
+/// throw away (it once removed them silently, even of another list), and
+/// a part's shard cut short since must not be merged into a dataset that
+/// looks finished (it once was, by `dataset merge` and by the last part).
+#[test]
+fn unmerged_parts_are_kept_and_a_damaged_part_is_not_merged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(list) = short_list(tmp.path()) else { return };
+    let out = tmp.path().join("data");
+    succeeded(prepare(&list, &out, &["--part", "1/2"]));
+    let unlocked = |dir: &Path| {
+        let mut files = modified(dir);
+        files.retain(|name, _| !name.ends_with(".lock"));
+        files
+    };
+    let part_one = unlocked(&out);
+    let shown = prepare(&list, &out, &["--seed", "2"]).output().unwrap();
+    assert!(!shown.status.success(), "{}", text(&shown));
+    assert!(text(&shown).contains("part-0001-of-0002.json") && text(&shown).contains("--force"), "{}", text(&shown));
+    assert_eq!(unlocked(&out), part_one, "part 1 is untouched");
+
+    succeeded(prepare(&list, &out, &["--part", "2/2"]));
+    let merged = records(&out);
+    std::fs::remove_file(out.join("manifest.json")).unwrap();
+    let shard = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("-p0002of0002-") && p.to_string_lossy().ends_with(".shard"))
+        .expect("a shard of part 2");
+    let file = std::fs::OpenOptions::new().write(true).open(&shard).unwrap();
+    file.set_len(100).unwrap();
+    let shown = common::go_train(&["dataset", "merge", path(&out)]).output().unwrap();
+    assert!(!shown.status.success(), "{}", text(&shown));
+    assert!(text(&shown).contains("part 2's") && text(&shown).contains("not its"), "{}", text(&shown));
+    assert!(!out.join("manifest.json").exists(), "no manifest over a damaged part");
+    // The last part to finish does not merge it either; part 2 run again does.
+    let shown = succeeded(prepare(&list, &out, &["--part", "1/2"]));
+    assert!(shown.contains("part 2's") && !out.join("manifest.json").exists(), "{shown}");
+    succeeded(prepare(&list, &out, &["--part", "2/2"]));
+    assert_eq!(records(&out), merged);
+    succeeded(common::go_train(&["dataset", "verify", path(&out)]));
+}

@@ -73,8 +73,9 @@ pub struct Args {
     /// whole: 1 to 65,536).
     #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     block_records: usize,
-    /// zstd compression level (1 to 22, or zstd's fast levels below 0).
-    #[arg(long, default_value_t = 3, value_parser = zstd_levels())]
+    /// zstd compression level: 1 to 22, zstd's fast levels below 0 (`--level
+    /// -5`), or 0 for zstd's default (3).
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = zstd_levels())]
     level: i32,
     /// Worker threads, 1 to 4096 [default: all cores].
     #[arg(long, value_parser = super::thread_counts())]

@@ -198,10 +198,12 @@ pub fn part_manifest_files(dir: &Path) -> Result<BTreeMap<PathBuf, Result<PartMa
 pub fn merge(dir: &Path) -> Result<Manifest> {
     match write_merged(dir)? {
         Merged::Complete(manifest) => Ok(*manifest),
-        Merged::Missing { parts, missing } => {
+        Merged::Missing { parts, missing, damaged } => {
             let names: Vec<String> = missing.iter().map(|i| i.to_string()).collect();
+            let what =
+                if damaged.is_empty() { " not finished".to_string() } else { format!(": {}", damaged.join("; ")) };
             bail!(
-                "{}: part {} of {parts} not finished (run `go-train prepare LIST --out {} --part I/N` for each)",
+                "{}: part {} of {parts}{what} (run `go-train prepare LIST --out {} --part I/N` for each)",
                 dir.display(),
                 names.join(", "),
                 dir.display()
@@ -215,13 +217,23 @@ pub fn merge(dir: &Path) -> Result<Manifest> {
 pub fn merge_if_complete(dir: &Path) -> Result<Result<Manifest, Vec<usize>>> {
     Ok(match write_merged(dir)? {
         Merged::Complete(manifest) => Ok(*manifest),
-        Merged::Missing { missing, .. } => Err(missing),
+        Merged::Missing { missing, damaged, .. } => {
+            for why in damaged {
+                eprintln!("prepare: {why}: that part is to be prepared again before the merge");
+            }
+            Err(missing)
+        }
     })
 }
 
 enum Merged {
     Complete(Box<Manifest>),
-    Missing { parts: usize, missing: Vec<usize> },
+    /// Parts not finished, or finished with a shard since damaged (why, for each).
+    Missing {
+        parts: usize,
+        missing: Vec<usize>,
+        damaged: Vec<String>,
+    },
 }
 
 /// Merges the parts and, when all are there, writes the dataset's
@@ -256,7 +268,21 @@ fn merged(dir: &Path) -> Result<Merged> {
     let by_index: BTreeMap<usize, &PartManifest> = found.values().map(|p| (p.part, p)).collect();
     let missing: Vec<usize> = (1..=parts).filter(|i| !by_index.contains_key(i)).collect();
     if !missing.is_empty() {
-        return Ok(Merged::Missing { parts, missing });
+        return Ok(Merged::Missing { parts, missing, damaged: Vec::new() });
+    }
+    // A part's shard gone or cut short would make a manifest that only
+    // `dataset verify` or training finds wrong; prepared again, the part
+    // writes it anew (`clear_part`).
+    let damaged: Vec<(usize, String)> = by_index
+        .iter()
+        .filter_map(|(index, part)| {
+            let entry = part.dataset.damaged_shard(dir)?;
+            Some((*index, format!("part {index}'s {} is missing or not its {} bytes", entry.file, entry.bytes)))
+        })
+        .collect();
+    if !damaged.is_empty() {
+        let (missing, damaged) = damaged.into_iter().unzip();
+        return Ok(Merged::Missing { parts, missing, damaged });
     }
     let mut manifest = first.dataset.clone();
     manifest.splits = BTreeMap::new();
@@ -280,9 +306,9 @@ fn merged(dir: &Path) -> Result<Merged> {
         }
         manifest.shards.extend(part.dataset.shards.iter().cloned());
     }
-    // Split by split, then part by part (the tag sorts by part), as a
-    // one-process prepare lists them.
-    manifest.shards.sort_by(|a, b| (a.split, &a.file).cmp(&(b.split, &b.file)));
+    // Split by split, then part by part, each part's in its own order, as
+    // a one-process prepare lists them.
+    manifest.shards.sort_by_key(|s| s.split);
     Ok(Merged::Complete(Box::new(manifest)))
 }
 

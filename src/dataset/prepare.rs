@@ -207,6 +207,19 @@ pub fn prepare(
                 out.display()
             );
         }
+    } else if options.part.is_none() && !options.force {
+        // Parts not yet merged are finished work of a `--part` job, which
+        // the whole list would replace (and once did, silently).
+        let parts: Vec<String> =
+            part_manifest_files(out)?.into_keys().map(|p| p.file_name().unwrap().to_string_lossy().into()).collect();
+        if !parts.is_empty() {
+            bail!(
+                "{} holds parts of a dataset prepared with --part ({}): run the missing parts or `go-train dataset \
+                 merge`, or use --force to prepare the whole list there instead",
+                out.display(),
+                parts.join(", ")
+            );
+        }
     }
     // The whole list is written beside the dataset it replaces, which
     // stays whole until the new one is known to hold something (a
@@ -709,8 +722,9 @@ impl<'a> DatasetWriter<'a> {
         for split in Split::ALL {
             self.close_shard(split)?;
         }
-        // List shards split by split, then by number: stable and readable.
-        self.shards.sort_by(|a, b| (a.split, &a.file).cmp(&(b.split, &b.file)));
+        // Split by split, each in the order written: by number (a sort by
+        // name would put shard 100000 before 10001).
+        self.shards.sort_by_key(|s| s.split);
         Ok((self.counts, self.dropped, self.shards))
     }
 }

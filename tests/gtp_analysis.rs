@@ -101,7 +101,7 @@ fn parse_line(line: &str, leela: bool, size: usize) -> (Vec<Info>, Option<Vec<f6
                         "order" => info.order = value.parse().expect("order is an integer"),
                         "prior" | "lcb" => {
                             let x = number(value) / scale;
-                            assert!((-1.0..=1.0).contains(&x), "{key} {value} in {line:?}");
+                            assert!((0.0..=1.0).contains(&x), "{key} {value} in {line:?}");
                             if leela {
                                 assert!(!value.contains('.'), "Leela Zero's numbers are integers: {line:?}");
                             }

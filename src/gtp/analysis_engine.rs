@@ -549,9 +549,7 @@ fn response(
     let mut move_infos = Vec::new();
     for (order, m) in view.moves.iter().filter(|m| m.visits > 0).enumerate() {
         let winrate = m.winrate.unwrap_or(root_winrate);
-        // The bound below the side to move's win rate is, seen from
-        // the other side, the bound above.
-        let lcb = if flip { 1.0 - (2.0 * winrate - m.lcb()) } else { m.lcb() };
+        let lcb = if flip { m.opponent_lcb() } else { m.lcb() };
         let estimate = facts.after(game, m.mv)?;
         let mut info = json!({
             "move": m.mv.to_gtp(size), "visits": m.visits, "winrate": seen(winrate), "scoreLead": lead(estimate),

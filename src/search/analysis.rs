@@ -34,10 +34,24 @@ impl MoveInfo {
     /// to rank moves: the mean less 1.96 standard errors. Values here are
     /// win probabilities, whose spread the tree does not record, so the
     /// Bernoulli variance `w·(1 − w)` stands in for it (the largest a
-    /// value in 0..1 with that mean can have). An unvisited move gets 0.
+    /// value in 0..1 with that mean can have). A win probability has no
+    /// bound below 0, so a wide interval stops there, as Leela Zero's and
+    /// KataGo's do. An unvisited move gets 0.
     pub fn lcb(&self) -> f32 {
+        self.lower_bound(|w| w)
+    }
+
+    /// [`MoveInfo::lcb`] on the opponent's win rate `1 − w`, whose
+    /// spread is the same.
+    pub fn opponent_lcb(&self) -> f32 {
+        self.lower_bound(|w| 1.0 - w)
+    }
+
+    fn lower_bound(&self, mean: impl Fn(f32) -> f32) -> f32 {
         match self.winrate {
-            Some(w) if self.visits > 0 => w - 1.96 * (w * (1.0 - w) / self.visits as f32).sqrt(),
+            Some(w) if self.visits > 0 => {
+                (mean(w) - 1.96 * (w * (1.0 - w) / self.visits as f32).sqrt()).clamp(0.0, 1.0)
+            }
             _ => 0.0,
         }
     }
@@ -54,5 +68,21 @@ mod tests {
         assert!(few < many && many < 0.6, "{few} {many}");
         assert!((many - (0.6 - 1.96 * (0.24f32 / 400.0).sqrt())).abs() < 1e-6);
         assert_eq!(MoveInfo { winrate: None, ..info(0, 0.5) }.lcb(), 0.0);
+    }
+
+    #[test]
+    fn the_bound_stays_within_a_probability() {
+        let info = |visits, w| MoveInfo { mv: Move::Pass, visits, winrate: Some(w), prior: 0.1, pv: vec![] };
+        // One visit at 0.2: 0.2 − 1.96·0.4 would be −0.58.
+        assert_eq!(info(1, 0.2).lcb(), 0.0);
+        assert_eq!(info(1, 0.8).opponent_lcb(), 0.0);
+        let wide = info(2, 0.7);
+        assert!((wide.opponent_lcb() - 0.0).abs() < 1e-6, "{}", wide.opponent_lcb());
+        let tight = info(400, 0.6);
+        assert!((tight.opponent_lcb() - (0.4 - 1.96 * (0.24f32 / 400.0).sqrt())).abs() < 1e-6);
+        for (visits, w) in [(1, 0.0), (1, 1.0), (3, 0.5), (1000, 0.999)] {
+            let m = info(visits, w);
+            assert!((0.0..=1.0).contains(&m.lcb()) && (0.0..=1.0).contains(&m.opponent_lcb()), "{visits} {w}");
+        }
     }
 }

@@ -377,6 +377,11 @@ fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
     );
     assert_eq!(answers[4], "= white", "{answers:?}");
     assert_eq!(answers[5], "= C7 G7 C3");
+    // Written elsewhere, with `HA` and no `PL`: White is to move, as GnuGo
+    // answers.
+    std::fs::write(&file, "(;GM[1]FF[4]SZ[19]KM[0.5]HA[2]AB[pd][dp])").unwrap();
+    let (answers, _) = session(&[], &format!("loadsgf {f}\n"));
+    assert_eq!(answers[0], "= white", "{answers:?}");
     // A file that is not SGF is refused with the reason.
     std::fs::write(&file, "not a game record").unwrap();
     let (answers, _) = session(&[], &format!("loadsgf {f}\n"));

@@ -114,6 +114,9 @@ impl GameRecord {
                 // `loadsgf FILE N` answers.
                 if let Some(next) = self.moves.get(i) {
                     game.set_to_move(next.color);
+                } else if self.moves.is_empty() && self.says_nobody_to_move() && self.is_handicap_setup() {
+                    // A handicap position saved before White's first move.
+                    game.set_to_move(Color::White);
                 }
                 break;
             }
@@ -129,6 +132,19 @@ impl GameRecord {
             game.play_unchecked(mv.color, mv.mv);
         }
         Ok(game)
+    }
+
+    /// Whether no `PL` says who moves.
+    fn says_nobody_to_move(&self) -> bool {
+        self.player_to_move.is_none() && self.later_to_move.is_empty()
+    }
+
+    /// Whether the setup is a handicap: `HA` of 2 or more, or black stones
+    /// added and nothing else.
+    fn is_handicap_setup(&self) -> bool {
+        let changes = || self.setup.iter().chain(self.later_setup.iter().flat_map(|(_, setup)| setup));
+        self.handicap.is_some_and(|h| h >= 2)
+            || (changes().next().is_some() && changes().all(|(_, color)| *color == Some(Color::Black)))
     }
 }
 
@@ -226,6 +242,21 @@ mod tests {
         let plain = parse_game("(;SZ[9];B[ee];W[ff];AB[aa];B[gg])").unwrap();
         let plain = crate::sgf::write_game(&GameRecord::from_game(&plain.replay(Rules::CHINESE).unwrap()));
         assert!(!plain.contains("PL["), "{plain}");
+    }
+
+    #[test]
+    fn a_handicap_position_without_moves_has_white_to_move() {
+        let to_move = |sgf: &str| parse_game(sgf).unwrap().replay(Rules::CHINESE).unwrap().to_move();
+        assert_eq!(to_move("(;SZ[19]KM[0.5]HA[2]AB[pd][dp])"), Color::White);
+        assert_eq!(to_move("(;SZ[19]AB[pd][dp])"), Color::White, "black stones alone, no HA");
+        assert_eq!(to_move("(;SZ[19]HA[2])"), Color::White);
+        // `PL`, or setup that is no handicap, leaves Black to move.
+        assert_eq!(to_move("(;SZ[19]HA[2]AB[pd][dp]PL[B])"), Color::Black);
+        assert_eq!(to_move("(;SZ[19]AB[pd]AW[dp])"), Color::Black);
+        assert_eq!(to_move("(;SZ[19]AW[pd])"), Color::Black);
+        assert_eq!(to_move("(;SZ[19])"), Color::Black);
+        // After moves, the moves say it.
+        assert_eq!(to_move("(;SZ[19]HA[2]AB[pd][dp];W[dd];B[pp])"), Color::White);
     }
 
     #[test]

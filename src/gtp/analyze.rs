@@ -252,6 +252,9 @@ impl Engine {
             Some(report) => Some(report.map(|r| r.best)),
             None => None,
         };
+        if request.genmove {
+            self.clock.charge(color, started.elapsed());
+        }
         match chosen {
             Some(Ok(mv)) if request.genmove => {
                 if self.verbose {
@@ -404,6 +407,18 @@ mod tests {
         let line = info_line(&analysis, &k, 19, Some(&owned));
         assert!(line.starts_with("info move D4 visits 100 winrate 0.562500 prior 0.250000"), "{line}");
         assert!(line.contains("ownership 1.000000 "), "{line}");
+    }
+
+    #[test]
+    fn genmove_analyze_charges_the_engines_time_to_its_clock() {
+        let agent = Box::new(crate::search::RandomAgent::new(5));
+        let mut engine = Engine::new(agent, crate::go::Rules::CHINESE, 9);
+        let input = std::io::Cursor::new(b"time_settings 10 0 0\nkata-genmove_analyze b\n".to_vec());
+        let mut output = Vec::new();
+        engine.run(input, &mut output).unwrap();
+        assert!(String::from_utf8(output).unwrap().contains("\nplay "));
+        let [(black, _), (white, _)] = engine.clock.left;
+        assert!(black < 10.0 && white == 10.0, "black {black}, white {white}");
     }
 
     #[test]

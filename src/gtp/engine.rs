@@ -38,6 +38,7 @@ pub const COMMANDS: &[&str] = &[
     "final_status_list",
     "time_settings",
     "time_left",
+    "kgs-time_settings",
     "loadsgf",
     "printsgf",
     "list_stones",
@@ -69,9 +70,11 @@ pub enum Flow {
     Quit,
 }
 
-/// The time controls a controller announced (`time_settings`) and the time
-/// it says each side has left (`time_left`).
-#[derive(Clone, Copy, Debug, Default)]
+/// The time controls a controller announced (`time_settings`,
+/// `kgs-time_settings`) and the time each side has left: the engine's own
+/// count, charged with its thinking time after each move it generates,
+/// until a `time_left` from the controller overwrites it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Clock {
     /// Main time, seconds.
     main: f64,
@@ -79,34 +82,114 @@ pub(super) struct Clock {
     byo_yomi: f64,
     /// Stones per byo-yomi period (0: absolute time).
     byo_stones: u32,
-    /// Whether `time_settings` was given at all.
+    /// Japanese byo-yomi (KGS's `byoyomi`): a period holds one move, and a
+    /// `time_left` in byo-yomi counts periods left, not stones.
+    japanese: bool,
+    /// Whether time is limited at all.
     set: bool,
     /// Per colour: seconds left and stones left in the period (0: main time).
-    left: [Option<(f64, u32)>; 2],
+    pub(super) left: [(f64, u32); 2],
 }
 
 impl Clock {
+    /// A clock of `main` seconds then byo-yomi periods of `byo_yomi`
+    /// seconds for `byo_stones` stones each (Canadian; none when either is
+    /// 0), both sides' time full.
+    fn limited(main: f64, byo_yomi: f64, byo_stones: u32) -> Clock {
+        let mut clock = Clock { main, byo_yomi, byo_stones, set: true, ..Clock::default() };
+        clock.reset();
+        clock
+    }
+
+    /// Whether there is byo-yomi after main time.
+    fn has_byo_yomi(&self) -> bool {
+        self.byo_yomi > 0.0 && self.byo_stones > 0
+    }
+
+    /// GTP's `time_settings` with byo-yomi time but 0 stones means "no
+    /// time limits".
+    fn unlimited(&self) -> bool {
+        !self.set || (self.byo_yomi > 0.0 && self.byo_stones == 0)
+    }
+
+    /// A fresh byo-yomi period.
+    fn period(&self) -> (f64, u32) {
+        (self.byo_yomi, self.byo_stones)
+    }
+
+    /// Both sides' time as the settings give it, for a new game.
+    pub(super) fn reset(&mut self) {
+        let start = if self.main <= 0.0 && self.has_byo_yomi() { self.period() } else { (self.main, 0) };
+        self.left = [start; 2];
+    }
+
+    /// What the controller says `color` has left (`time_left`): `seconds`
+    /// of main time when `stones` is 0, else of the period for `stones`.
+    fn set_left(&mut self, color: Color, seconds: f64, stones: u32) {
+        // KGS counts Japanese periods where Canadian byo-yomi counts
+        // stones; the move to come has this period to itself.
+        let stones = if self.japanese && stones > 0 { 1 } else { stones };
+        self.left[color.index()] = (seconds.max(0.0), stones);
+    }
+
+    /// Charges `color` for `elapsed` spent on a move. Main time running
+    /// out starts byo-yomi, which this move already counts in; the last
+    /// stone of a period starts the next one.
+    pub(super) fn charge(&mut self, color: Color, elapsed: Duration) {
+        if self.unlimited() {
+            return;
+        }
+        let spent = elapsed.as_secs_f64();
+        let (has_byo_yomi, period) = (self.has_byo_yomi(), self.period());
+        let (seconds, stones) = &mut self.left[color.index()];
+        if *stones == 0 {
+            if spent < *seconds || !has_byo_yomi {
+                *seconds = (*seconds - spent).max(0.0);
+                return;
+            }
+            // Into byo-yomi: what main time did not cover comes out of the
+            // first period.
+            let overrun = spent - *seconds;
+            *seconds = (period.0 - overrun).max(0.0);
+            *stones = period.1 - 1;
+        } else {
+            *seconds = (*seconds - spent).max(0.0);
+            *stones -= 1;
+        }
+        if *stones == 0 {
+            (*seconds, *stones) = period;
+        }
+    }
+
     /// A time budget for `color`'s next move on `board`, or `None` when no
-    /// clock is set or time is unlimited (GTP's `time_settings` with
-    /// byo-yomi time but 0 stones means "no time limits").
+    /// clock is set or time is unlimited.
     pub(super) fn budget(&self, color: Color, board: &Board) -> Option<Duration> {
-        if !self.set || (self.byo_yomi > 0.0 && self.byo_stones == 0) {
+        if self.unlimited() {
             return None;
         }
-        let (left, stones) = self.left[color.index()].unwrap_or((self.main, 0));
-        let seconds = if stones > 0 {
+        let (left, stones) = self.left[color.index()];
+        let byo_share = if self.has_byo_yomi() { self.byo_yomi / self.byo_stones as f64 } else { 0.0 };
+        let (seconds, available) = if stones > 0 {
             // In byo-yomi: share the period, keeping a margin for overhead.
-            0.8 * left / stones as f64
+            (0.8 * left / stones as f64, left / stones as f64)
         } else {
             // Main time: spread it over the moves likely left (about half
             // the empty points), then byo-yomi can take over.
             let moves_left = (board.empty_count() as f64 / 2.0).max(20.0);
-            left / moves_left + if self.byo_stones > 0 { 0.5 * self.byo_yomi / self.byo_stones as f64 } else { 0.0 }
+            (left / moves_left + 0.5 * byo_share, left + byo_share)
         };
+        // The shares above stay within what is available; a floor for
+        // moves short of time must too.
+        let seconds = seconds.max(MIN_BUDGET_SECONDS.min(available / 2.0));
         // Beyond what a Duration holds the clock is as good as unlimited.
-        Duration::try_from_secs_f64(seconds.max(0.05)).ok()
+        Duration::try_from_secs_f64(seconds).ok()
     }
 }
+
+/// The least budget of a move with time to spare, so that a long game's
+/// late moves still search; a move short of time gets at most half of what
+/// it has, leaving the rest for overhead.
+const MIN_BUDGET_SECONDS: f64 = 0.05;
 
 /// A GTP engine over one agent.
 pub struct Engine {
@@ -273,6 +356,7 @@ impl Engine {
             "final_status_list" => self.final_status_list(&args),
             "time_settings" => self.time_settings(&args),
             "time_left" => self.time_left(&args),
+            "kgs-time_settings" => self.kgs_time_settings(&args),
             "loadsgf" => self.loadsgf(&args),
             "printsgf" => self.printsgf(&args),
             "list_stones" => match args.first().and_then(|c| Color::parse(c)) {
@@ -315,6 +399,10 @@ impl Engine {
         let mut mv = self.agent.genmove(&position, budget).map_err(|e| format!("{e:#}"))?;
         if mode == Mode::Cleanup && mv == Move::Pass {
             mv = cleanup_move(&position).unwrap_or(Move::Pass);
+        }
+        // `reg_genmove` only asks: no move on the board, none on the clock.
+        if mode != Mode::Regression {
+            self.clock.charge(color, started.elapsed());
         }
         if self.verbose {
             eprintln!(
@@ -442,7 +530,32 @@ impl Engine {
         if !(main.is_finite() && byo.is_finite() && main >= 0.0 && byo >= 0.0) {
             return Err("syntax error".to_string());
         }
-        self.clock = Clock { main, byo_yomi: byo, byo_stones: stones, set: true, left: [None; 2] };
+        self.clock = Clock::limited(main, byo, stones);
+        Ok(String::new())
+    }
+
+    /// KGS's `kgs-time_settings none | absolute MAIN | byoyomi MAIN PERIOD
+    /// PERIODS | canadian MAIN PERIOD STONES`. Japanese byo-yomi is kept
+    /// as Canadian periods of one stone: the extra periods are a margin
+    /// the engine never plans to spend.
+    fn kgs_time_settings(&mut self, args: &[&str]) -> Result<String, String> {
+        let syntax = || "syntax error".to_string();
+        let seconds = |text: &str| text.parse::<f64>().ok().filter(|t| t.is_finite() && *t >= 0.0).ok_or_else(syntax);
+        let count = |text: &str| text.parse::<u32>().map_err(|_| syntax());
+        self.clock = match args {
+            ["none"] => Clock::default(),
+            ["absolute", main] => Clock::limited(seconds(main)?, 0.0, 0),
+            ["canadian", main, period, stones] => Clock::limited(seconds(main)?, seconds(period)?, count(stones)?),
+            ["byoyomi", main, period, periods] => {
+                let (main, period, periods) = (seconds(main)?, seconds(period)?, count(periods)?);
+                if periods == 0 || period == 0.0 {
+                    Clock::limited(main, 0.0, 0)
+                } else {
+                    Clock { japanese: true, ..Clock::limited(main, period, 1) }
+                }
+            }
+            _ => return Err(syntax()),
+        };
         Ok(String::new())
     }
 
@@ -455,7 +568,7 @@ impl Engine {
         if !time.is_finite() {
             return Err("syntax error".to_string());
         }
-        self.clock.left[color.index()] = Some((time.max(0.0), stones));
+        self.clock.set_left(color, time, stones);
         Ok(String::new())
     }
 
@@ -595,22 +708,109 @@ fn free_handicap(size: usize, n: usize) -> Option<Vec<Vertex>> {
 mod tests {
     use super::*;
 
+    /// Sends `line` to `engine`, expecting success.
+    fn send(engine: &mut Engine, line: &str) -> String {
+        let command = parse_line(line).unwrap().unwrap();
+        engine.handle(&command).0.unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    fn random_engine() -> Engine {
+        Engine::new(Box::new(crate::search::RandomAgent::new(7)), Rules::CHINESE, 9)
+    }
+
     #[test]
     fn the_clock_spreads_main_time_and_shares_byo_yomi() {
         let board = Board::new(19);
         let mut clock = Clock::default();
         assert_eq!(clock.budget(Color::Black, &board), None, "no clock: no budget");
-        clock = Clock { main: 361.0, set: true, ..Clock::default() };
+        clock = Clock::limited(361.0, 0.0, 0);
         // Main time over about half the empty points.
         assert_eq!(clock.budget(Color::Black, &board), Some(Duration::from_secs_f64(2.0)));
         // In byo-yomi: 80% of the period's share per stone.
-        clock.byo_yomi = 30.0;
-        clock.byo_stones = 5;
-        clock.left[Color::White.index()] = Some((20.0, 4));
+        clock = Clock::limited(361.0, 30.0, 5);
+        clock.set_left(Color::White, 20.0, 4);
         assert_eq!(clock.budget(Color::White, &board), Some(Duration::from_secs_f64(4.0)));
         // GTP's "no time limits": byo-yomi time with no stones.
-        clock.byo_stones = 0;
+        clock = Clock::limited(361.0, 30.0, 0);
         assert_eq!(clock.budget(Color::White, &board), None);
+    }
+
+    #[test]
+    fn the_clock_charges_each_move_and_enters_byo_yomi_when_main_time_runs_out() {
+        // Absolute time: spent until nothing is left.
+        let mut clock = Clock::limited(10.0, 0.0, 0);
+        clock.charge(Color::Black, Duration::from_secs(3));
+        assert_eq!(clock.left, [(7.0, 0), (10.0, 0)], "only the mover pays");
+        clock.charge(Color::Black, Duration::from_secs(8));
+        assert_eq!(clock.left[Color::Black.index()], (0.0, 0));
+        // Canadian byo-yomi: the move that overruns main time is the
+        // period's first, and pays the overrun; the last stone starts a
+        // new period.
+        let mut clock = Clock::limited(10.0, 30.0, 3);
+        clock.charge(Color::White, Duration::from_secs(12));
+        assert_eq!(clock.left[Color::White.index()], (28.0, 2));
+        clock.charge(Color::White, Duration::from_secs(5));
+        assert_eq!(clock.left[Color::White.index()], (23.0, 1));
+        clock.charge(Color::White, Duration::from_secs(5));
+        assert_eq!(clock.left[Color::White.index()], (30.0, 3));
+        // No main time: byo-yomi from the first move.
+        assert_eq!(Clock::limited(0.0, 30.0, 3).left, [(30.0, 3); 2]);
+        // The controller's word overwrites the engine's count; a new game
+        // starts from the settings.
+        clock.set_left(Color::White, 100.0, 0);
+        assert_eq!(clock.left[Color::White.index()], (100.0, 0));
+        clock.reset();
+        assert_eq!(clock.left, [(10.0, 0); 2]);
+        // Unlimited time is never charged.
+        let mut unlimited = Clock::limited(10.0, 30.0, 0);
+        unlimited.charge(Color::Black, Duration::from_secs(60));
+        assert_eq!(unlimited.left, [(10.0, 0); 2]);
+    }
+
+    #[test]
+    fn a_move_short_of_time_gets_at_most_half_of_it() {
+        let board = Board::new(9);
+        let mut clock = Clock::limited(10.0, 0.0, 0);
+        clock.set_left(Color::Black, 0.01, 0);
+        assert_eq!(clock.budget(Color::Black, &board), Some(Duration::from_secs_f64(0.005)));
+        clock.set_left(Color::Black, 0.0, 0);
+        assert_eq!(clock.budget(Color::Black, &board), Some(Duration::ZERO));
+        // With time to spare, the floor holds.
+        clock.set_left(Color::Black, 1.0, 0);
+        assert_eq!(clock.budget(Color::Black, &board), Some(Duration::from_secs_f64(0.05)));
+    }
+
+    #[test]
+    fn kgs_time_settings_name_the_same_clocks_as_time_settings() {
+        let mut engine = random_engine();
+        send(&mut engine, "kgs-time_settings canadian 600 30 5");
+        assert_eq!(engine.clock, Clock::limited(600.0, 30.0, 5));
+        send(&mut engine, "kgs-time_settings absolute 600");
+        assert_eq!(engine.clock, Clock::limited(600.0, 0.0, 0));
+        send(&mut engine, "kgs-time_settings none");
+        assert_eq!(engine.clock.budget(Color::Black, engine.game.board()), None);
+        // Japanese periods: one move each, and `time_left` counts periods.
+        send(&mut engine, "kgs-time_settings byoyomi 0 10 5");
+        assert_eq!(engine.clock.left, [(10.0, 1); 2]);
+        send(&mut engine, "time_left w 9 4");
+        assert_eq!(engine.clock.left[Color::White.index()], (9.0, 1));
+        assert_eq!(engine.clock.budget(Color::White, engine.game.board()), Some(Duration::from_secs_f64(7.2)));
+        send(&mut engine, "kgs-time_settings byoyomi 60 10 0");
+        assert_eq!(engine.clock, Clock::limited(60.0, 0.0, 0), "no periods: absolute time");
+        for refused in ["kgs-time_settings", "kgs-time_settings fischer 60 5", "kgs-time_settings absolute -1"] {
+            assert!(engine.handle(&parse_line(refused).unwrap().unwrap()).0.is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn genmove_charges_the_engines_own_time_to_its_clock() {
+        let mut engine = random_engine();
+        send(&mut engine, "time_settings 10 0 0");
+        send(&mut engine, "genmove b");
+        let [(black, _), (white, _)] = engine.clock.left;
+        assert!(black < 10.0 && white == 10.0, "black {black}, white {white}");
+        send(&mut engine, "reg_genmove w");
+        assert_eq!(engine.clock.left[Color::White.index()], (10.0, 0), "reg_genmove plays no move");
     }
 
     #[test]

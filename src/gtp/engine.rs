@@ -328,6 +328,7 @@ impl Engine {
             "boardsize" => self.boardsize(&args),
             "clear_board" => {
                 self.game = Game::new(self.game.size(), self.rules);
+                self.clock.reset();
                 Ok(String::new())
             }
             // Within the bounds of `--komi`: any finite float once passed
@@ -378,6 +379,7 @@ impl Engine {
             return Err("unacceptable size".to_string());
         }
         self.game = Game::new(size, self.rules);
+        self.clock.reset();
         Ok(String::new())
     }
 
@@ -610,6 +612,7 @@ impl Engine {
         let game = record.replay_until(rules, stop).map_err(|e| format!("{path}: {e}"))?;
         self.rules = rules;
         self.game = game;
+        self.clock.reset();
         Ok(if self.game.to_move() == Color::Black { "black" } else { "white" }.to_string())
     }
 
@@ -811,6 +814,25 @@ mod tests {
         assert!(black < 10.0 && white == 10.0, "black {black}, white {white}");
         send(&mut engine, "reg_genmove w");
         assert_eq!(engine.clock.left[Color::White.index()], (10.0, 0), "reg_genmove plays no move");
+    }
+
+    #[test]
+    fn a_new_game_starts_with_the_time_settings_whatever_time_left_said() {
+        let mut engine = random_engine();
+        send(&mut engine, "time_settings 10 0 0");
+        let full = [(10.0, 0); 2];
+        send(&mut engine, "time_left b 3 0");
+        send(&mut engine, "clear_board");
+        assert_eq!(engine.clock.left, full, "clear_board");
+        send(&mut engine, "time_left w 3 0");
+        send(&mut engine, "boardsize 7");
+        assert_eq!(engine.clock.left, full, "boardsize");
+        send(&mut engine, "time_left b 3 0");
+        let dir = tempfile::tempdir().unwrap();
+        let sgf = dir.path().join("game.sgf");
+        std::fs::write(&sgf, "(;SZ[9];B[ee])").unwrap();
+        send(&mut engine, &format!("loadsgf {}", sgf.display()));
+        assert_eq!(engine.clock.left, full, "loadsgf");
     }
 
     #[test]

@@ -152,6 +152,21 @@ fn list_commands_and_known_command_agree_and_cover_the_issue() {
 }
 
 #[test]
+fn commands_that_need_a_search_or_nets_are_offered_only_with_them() {
+    let script = "known_command kata-analyze\nknown_command kata-raw-nn\nknown_command gogui-value\n\
+                  known_command kata-genmove_analyze\nlist_commands\ngogui-analyze_commands\n";
+    // Random play: no search at all.
+    let (answers, _) = session(&[], script);
+    assert_eq!(answers[..4], ["= false", "= false", "= false", "= true"], "{answers:?}");
+    assert!(!answers[4].lines().any(|c| c.ends_with("analyze") && !c.contains("genmove")), "{}", answers[4]);
+    assert_eq!(answers[5], "= gfx/Ownership/gogui-ownership");
+    // MCTS on a board the nets do not play: a search, no nets.
+    let (answers, _) = session(&["--engine", "mcts", "--size", "9"], script);
+    assert_eq!(answers[..4], ["= true", "= false", "= false", "= true"], "{answers:?}");
+    assert!(answers[4].lines().any(|c| c == "lz-analyze") && !answers[4].contains("kata-raw-nn"), "{}", answers[4]);
+}
+
+#[test]
 fn showboard_printsgf_and_a_replayed_game_agree() {
     let (answers, _) =
         session(&["--seed", "5"], "boardsize 7\nplay b d4\ngenmove w\ngenmove b\nshowboard\nprintsgf\nfinal_score\n");

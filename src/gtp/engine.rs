@@ -14,7 +14,9 @@ use crate::search::ownership::{judge_default, Ownership};
 use crate::search::{acceptable_points, Agent, Mcts};
 use crate::sgf::{read_file_up_to_damage, write_game, GameRecord, PartialGame};
 
-/// Every command the engine knows, in `list_commands` order.
+/// Every command the engine knows, in `list_commands` order; those that
+/// need a search or its nets are listed only where the engine has them
+/// ([`Engine::offers`]).
 pub const COMMANDS: &[&str] = &[
     "protocol_version",
     "name",
@@ -238,6 +240,32 @@ impl Engine {
         }
     }
 
+    /// Whether `command` is one this engine can carry out. Commands that
+    /// read the search or its nets are not, where it has none: GUIs ask
+    /// `known_command` before they offer a command, and one that can only
+    /// be refused should not be offered.
+    pub(super) fn offers(&mut self, command: &str) -> bool {
+        let (policy, value) = match self.search_mut() {
+            Ok(search) => {
+                let (policy, value) = search.nets();
+                (policy.is_some(), value.is_some())
+            }
+            Err(_) => (false, false),
+        };
+        match command {
+            "lz-analyze" | "kata-analyze" | "analyze" => self.search_mut().is_ok(),
+            "kata-raw-nn" => policy || value,
+            "gogui-policy_heatmap" => policy,
+            "gogui-value" => value,
+            _ => COMMANDS.contains(&command),
+        }
+    }
+
+    /// The commands this engine offers, in `list_commands` order.
+    pub(super) fn offered_commands(&mut self) -> Vec<&'static str> {
+        COMMANDS.iter().copied().filter(|c| self.offers(c)).collect()
+    }
+
     /// Describes the engine to `gomill-describe_engine` (the agent's name
     /// by default).
     pub fn set_description(&mut self, description: String) {
@@ -322,8 +350,8 @@ impl Engine {
             "protocol_version" => Ok("2".to_string()),
             "name" => Ok("go-train".to_string()),
             "version" => Ok(env!("CARGO_PKG_VERSION").to_string()),
-            "known_command" => Ok(args.first().is_some_and(|c| COMMANDS.contains(c)).to_string()),
-            "list_commands" => Ok(COMMANDS.join("\n")),
+            "known_command" => Ok(args.first().is_some_and(|c| self.offers(c)).to_string()),
+            "list_commands" => Ok(self.offered_commands().join("\n")),
             "quit" => return (Ok(String::new()), Flow::Quit),
             "boardsize" => self.boardsize(&args),
             "clear_board" => {
@@ -833,6 +861,24 @@ mod tests {
         std::fs::write(&sgf, "(;SZ[9];B[ee])").unwrap();
         send(&mut engine, &format!("loadsgf {}", sgf.display()));
         assert_eq!(engine.clock.left, full, "loadsgf");
+    }
+
+    #[test]
+    fn an_engine_without_a_search_offers_no_command_that_needs_one() {
+        let mut engine = random_engine();
+        for needs_search in
+            ["lz-analyze", "kata-analyze", "analyze", "kata-raw-nn", "gogui-policy_heatmap", "gogui-value"]
+        {
+            assert_eq!(send(&mut engine, &format!("known_command {needs_search}")), "false", "{needs_search}");
+            assert!(!engine.offered_commands().contains(&needs_search), "{needs_search} listed");
+        }
+        // The genmove forms play the agent's own move; ownership comes from
+        // playouts.
+        for works in ["genmove", "lz-genmove_analyze", "kata-genmove_analyze", "gogui-ownership", "kgs-time_settings"] {
+            assert_eq!(send(&mut engine, &format!("known_command {works}")), "true", "{works}");
+        }
+        assert_eq!(send(&mut engine, "gogui-analyze_commands"), "gfx/Ownership/gogui-ownership");
+        assert_eq!(send(&mut engine, "list_commands").lines().count(), COMMANDS.len() - 6);
     }
 
     #[test]

@@ -12,10 +12,10 @@ use crate::features::Symmetry;
 use crate::go::{Color, Rules, Vertex};
 use crate::search::nets::{raw_output, RawOutput};
 
-/// What `gogui-analyze_commands` lists: `type/label/command`.
-const GOGUI_ANALYZE: &str = "gfx/Policy heatmap/gogui-policy_heatmap\n\
-                             string/Value/gogui-value\n\
-                             gfx/Ownership/gogui-ownership";
+/// What `gogui-analyze_commands` lists, where the engine offers the
+/// command: `type/label/command`.
+const GOGUI_ANALYZE: &[&str] =
+    &["gfx/Policy heatmap/gogui-policy_heatmap", "string/Value/gogui-value", "gfx/Ownership/gogui-ownership"];
 
 impl Engine {
     /// Answers the extension `name`, or `None` when it is none of them.
@@ -30,12 +30,22 @@ impl Engine {
                 Ok(format!("go-train {}\n{description}", env!("CARGO_PKG_VERSION")))
             }
             "gomill-cpu_time" => Ok(format!("{:.3}", crate::cpu_time::process_cpu_seconds().unwrap_or(0.0))),
-            "gogui-analyze_commands" => Ok(GOGUI_ANALYZE.to_string()),
+            "gogui-analyze_commands" => Ok(self.gogui_analyze_commands()),
             "gogui-policy_heatmap" => self.policy_heatmap(),
             "gogui-value" => self.value_text(),
             "gogui-ownership" => Ok(self.ownership_gfx()),
             _ => return None,
         })
+    }
+
+    fn gogui_analyze_commands(&mut self) -> String {
+        let mut listed = Vec::new();
+        for entry in GOGUI_ANALYZE {
+            if entry.rsplit('/').next().is_some_and(|command| self.offers(command)) {
+                listed.push(*entry);
+            }
+        }
+        listed.join("\n")
     }
 
     /// `kata-raw-nn [COLOR] SYMMETRY|all`: KataGo's key-value format.

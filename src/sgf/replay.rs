@@ -139,12 +139,11 @@ impl GameRecord {
         self.player_to_move.is_none() && self.later_to_move.is_empty()
     }
 
-    /// Whether the setup is a handicap: `HA` of 2 or more, or black stones
-    /// added and nothing else.
+    /// Whether `HA` says the game has a handicap of 2 or more, as GnuGo
+    /// reads it: black stones set up without `HA` are a problem's
+    /// position, with Black to move.
     fn is_handicap_setup(&self) -> bool {
-        let changes = || self.setup.iter().chain(self.later_setup.iter().flat_map(|(_, setup)| setup));
         self.handicap.is_some_and(|h| h >= 2)
-            || (changes().next().is_some() && changes().all(|(_, color)| *color == Some(Color::Black)))
     }
 }
 
@@ -248,9 +247,11 @@ mod tests {
     fn a_handicap_position_without_moves_has_white_to_move() {
         let to_move = |sgf: &str| parse_game(sgf).unwrap().replay(Rules::CHINESE).unwrap().to_move();
         assert_eq!(to_move("(;SZ[19]KM[0.5]HA[2]AB[pd][dp])"), Color::White);
-        assert_eq!(to_move("(;SZ[19]AB[pd][dp])"), Color::White, "black stones alone, no HA");
         assert_eq!(to_move("(;SZ[19]HA[2])"), Color::White);
-        // `PL`, or setup that is no handicap, leaves Black to move.
+        assert_eq!(to_move("(;SZ[19]HA[2]AB[pd]AW[dp])"), Color::White);
+        // As GnuGo answers `loadsgf`: black stones without HA are a problem.
+        assert_eq!(to_move("(;SZ[19]AB[pd][dp])"), Color::Black);
+        // `PL`, or no HA, leaves Black to move.
         assert_eq!(to_move("(;SZ[19]HA[2]AB[pd][dp]PL[B])"), Color::Black);
         assert_eq!(to_move("(;SZ[19]AB[pd]AW[dp])"), Color::Black);
         assert_eq!(to_move("(;SZ[19]AW[pd])"), Color::Black);

@@ -117,3 +117,55 @@ fn two_ranks_train_the_weights_of_one_process() {
     });
     assert!(errors[0].contains("already holds a run") && errors[1].contains("rank 0 refused"), "{errors:?}");
 }
+
+/// Rank 0 failing at an epoch's end (here its metrics cannot be written: a
+/// folder stands at their temporary name) stops every rank: the others once
+/// waited for it in the next all-reduce for ever.
+#[test]
+fn a_rank_0_failing_after_an_epoch_stops_every_rank() {
+    let Some(games) = testkit::kgs_games(6) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+    let out = tmp.path().join("run");
+    std::fs::create_dir_all(out.join("metrics.jsonl.tmp").join("in the way")).unwrap();
+    let config = config(&data, &out, 3);
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = InProcess::group(2)
+            .into_iter()
+            .map(|member| {
+                let config = &config;
+                scope.spawn(move || format!("{:#}", train(config, Start::Fresh, false, None, &member).unwrap_err()))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(errors[0].contains("metrics.jsonl"), "{errors:?}");
+    assert!(errors[1].contains("rank 0 refused"), "{errors:?}");
+}
+
+/// With `linear_scaling` the global batch and learning rate follow the
+/// number of ranks: a run resumed on another number would go on with other
+/// steps, and once did, silently. On the same number it goes on.
+#[test]
+fn a_linearly_scaled_run_resumes_only_on_as_many_ranks() {
+    let Some(games) = testkit::kgs_games(6) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+    let out = tmp.path().join("run");
+    let scaled = |epochs| {
+        let mut c = config(&data, &out, epochs);
+        c.linear_scaling = true;
+        c.batch = 10;
+        c
+    };
+    train_ranks(&scaled(1), 2, Start::Fresh);
+    let e = format!("{:#}", train(&scaled(2), Start::Resume, false, None, &Alone::new()).unwrap_err());
+    assert!(e.contains("global batch of 20") && e.contains("would be 10"), "{e}");
+    train_ranks(&scaled(2), 2, Start::Resume);
+    let lines = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines().count();
+    assert_eq!(lines, 2);
+}

@@ -556,7 +556,7 @@ fn several_ranks_need_nccl_and_one_srun_task_trains_alone() {
     let launched = |vars: &[(&str, &str)]| {
         let mut cmd = common::go_train(&args);
         cmd.args(["--set", "batch=8", "--steps-per-epoch", "2"]);
-        for var in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"] {
+        for var in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"] {
             cmd.env_remove(var);
         }
         cmd.envs(vars.iter().copied()).output().unwrap()
@@ -566,7 +566,7 @@ fn several_ranks_need_nccl_and_one_srun_task_trains_alone() {
     assert!(!out.status.success());
     assert!(err.contains("torchrun: RANK=0, WORLD_SIZE=2") && err.contains("--features nccl"), "{err}");
     assert!(!out_dir.join("config.toml").exists(), "nothing is written");
-    let out = launched(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("SLURM_LOCALID", "0")]);
+    let out = launched(&[("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_LOCALID", "0")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(metrics(&out_dir).len(), 1);
 }

@@ -53,6 +53,11 @@ pub struct TrainState {
     /// before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<TrainedOn>,
+    /// The positions a step trained on, over all ranks: `batch`, or with
+    /// `linear_scaling` `batch` times the ranks (absent in checkpoints
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_batch: Option<usize>,
 }
 
 /// The dataset a run trains on, as its checkpoint records it.
@@ -226,8 +231,14 @@ mod tests {
         let dir = temp_dir("roundtrip");
         let (model, opt) = trained(1);
         let dataset = Some(TrainedOn { id: DatasetId(0x1234abcd), dir: "datasets/kgs".into() });
-        let state =
-            TrainState { epoch: 2, step: 17, rng: Some(Pcg64Mcg::seed_from_u64(5)), best_metric: Some(0.5), dataset };
+        let state = TrainState {
+            epoch: 2,
+            step: 17,
+            rng: Some(Pcg64Mcg::seed_from_u64(5)),
+            best_metric: Some(0.5),
+            dataset,
+            global_batch: Some(64),
+        };
         save(&dir, &model, opt.as_ref(), &state).unwrap();
         let (fresh, mut fresh_opt) = trained(2);
         assert_ne!(values(&fresh), values(&model));

@@ -43,14 +43,18 @@ impl World {
     }
 
     /// From the launcher's variables: torchrun's `RANK`, `WORLD_SIZE`,
-    /// `LOCAL_RANK`, else Slurm's `SLURM_PROCID`, `SLURM_NTASKS`,
+    /// `LOCAL_RANK`, else Slurm's `SLURM_PROCID`, `SLURM_STEP_NUM_TASKS`,
     /// `SLURM_LOCALID` (an `srun` task), else one process. torchrun's come
-    /// first: inside a Slurm allocation they are what the job meant.
+    /// first: inside a Slurm allocation they are what the job meant. The
+    /// step's task count, not the job's `SLURM_NTASKS`: a batch script of
+    /// a job of N tasks has `SLURM_PROCID=0` and `SLURM_NTASKS=N` too,
+    /// and go-train run there directly, not under `srun`, is one process
+    /// (taken for rank 0 of N, it waited for ranks that never came).
     /// `env` reads a variable.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<World> {
         let launchers = [
             ("torchrun", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]),
-            ("srun", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"]),
+            ("srun", ["SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"]),
         ];
         for (launcher, [rank, size, local]) in launchers {
             let (Some(r), Some(s)) = (env(rank), env(size)) else { continue };
@@ -270,11 +274,20 @@ mod tests {
     #[test]
     fn the_world_comes_from_the_launcher() {
         assert_eq!(World::from_env(env(&[])).unwrap().size, 1);
-        let srun = [("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1")];
+        let srun =
+            [("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_STEP_NUM_TASKS", "8"), ("SLURM_LOCALID", "1")];
         let w = World::from_env(env(&srun)).unwrap();
         assert_eq!((w.rank, w.size, w.local_rank), (5, 8, 1));
-        let both =
-            [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("RANK", "3"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "3")];
+        // A job's batch script, not an srun step: one process.
+        let batch = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "16"), ("SLURM_LOCALID", "0"), ("SLURM_JOB_ID", "9")];
+        assert_eq!(World::from_env(env(&batch)).unwrap(), World::single());
+        let both = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "1"),
+            ("RANK", "3"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "3"),
+        ];
         let w = World::from_env(env(&both)).unwrap();
         assert_eq!((w.rank, w.size, w.local_rank), (3, 4, 3), "torchrun's variables first");
         assert!(World::from_env(env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).is_err());

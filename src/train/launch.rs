@@ -27,7 +27,14 @@ pub fn join(world: World, device_spec: &str, dir: &std::path::Path) -> Result<Bo
     #[cfg(feature = "nccl")]
     {
         let device = crate::nn::device(&world.device_spec(device_spec))?;
-        Ok(Box::new(super::nccl::Nccl::connect(world, &device, meet.as_ref())?))
+        let rank = world.rank;
+        let nccl = super::nccl::Nccl::connect(world, &device, meet.as_ref())?;
+        if let Some(meet) = &meet {
+            // Every rank has read it once all are past a collective.
+            nccl.barrier()?;
+            meet.finish(rank)?;
+        }
+        Ok(Box::new(nccl))
     }
     #[cfg(not(feature = "nccl"))]
     {

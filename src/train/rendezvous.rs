@@ -15,7 +15,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
@@ -35,8 +35,9 @@ pub const WAIT: Duration = Duration::from_secs(600);
 impl Rendezvous {
     /// `GO_TRAIN_RENDEZVOUS` (`host:port`, or a file path) when set; else
     /// torchrun's `MASTER_ADDR` on `MASTER_PORT + 1`; else a file in
-    /// `dir` named after the Slurm job and step (so that a later job never
-    /// reads an old id).
+    /// `dir` named after the Slurm job, step and restart (a requeued job
+    /// keeps its id and starts again at step 0: without the restart count
+    /// its ranks could read the id of the run before, whose rank 0 is gone).
     pub fn from_env(env: impl Fn(&str) -> Option<String>, dir: &Path) -> Result<Rendezvous> {
         if let Some(given) = env("GO_TRAIN_RENDEZVOUS") {
             let tcp =
@@ -44,14 +45,28 @@ impl Rendezvous {
             return Ok(if tcp { Rendezvous::Tcp(given) } else { Rendezvous::File(given.into()) });
         }
         if let (Some(addr), Some(port)) = (env("MASTER_ADDR"), env("MASTER_PORT")) {
-            let port: u16 = port.trim().parse().with_context(|| format!("MASTER_PORT={port}: not a port"))?;
-            return Ok(Rendezvous::Tcp(format!("{addr}:{}", port.wrapping_add(1))));
+            let next = port.trim().parse::<u16>().ok().and_then(|p| p.checked_add(1));
+            let Some(next) = next else {
+                bail!("MASTER_PORT={port}: not a port below 65535 (the rendezvous listens on the port after it)")
+            };
+            return Ok(Rendezvous::Tcp(format!("{addr}:{next}")));
         }
         let Some(job) = env("SLURM_JOB_ID") else {
             bail!("several ranks but no way to meet: set GO_TRAIN_RENDEZVOUS (host:port or a shared file), or launch with srun or torchrun")
         };
         let step = env("SLURM_STEP_ID").unwrap_or_else(|| "0".into());
-        Ok(Rendezvous::File(dir.join(format!(".rendezvous-{job}.{step}"))))
+        let restart = env("SLURM_RESTART_COUNT").unwrap_or_else(|| "0".into());
+        Ok(Rendezvous::File(dir.join(format!(".rendezvous-{job}.{step}.{restart}"))))
+    }
+
+    /// Called by every rank once all have joined: rank 0 removes the file,
+    /// which no one needs any more and which a later run given the same
+    /// path must not read.
+    pub fn finish(&self, rank: usize) -> Result<()> {
+        match self {
+            Rendezvous::File(path) if rank == 0 => crate::atomic::remove_if_present(path),
+            _ => Ok(()),
+        }
     }
 
     /// Rank 0 gives `secret`; the others receive it. Every rank returns
@@ -62,21 +77,49 @@ impl Rendezvous {
                 crate::atomic::write_atomic(path, secret)?;
                 Ok(secret.to_vec())
             }
-            (Rendezvous::File(path), None) => wait_for_file(path, len),
+            (Rendezvous::File(path), None) => wait_for_file(path, len, SystemTime::now() - STALE),
             (Rendezvous::Tcp(addr), Some(secret)) => serve(addr, ranks - 1, secret),
             (Rendezvous::Tcp(addr), None) => fetch(addr, rank, len),
         }
     }
 }
 
-fn wait_for_file(path: &Path, len: usize) -> Result<Vec<u8>> {
+/// How much older than a rank's wait a rendezvous file may be and still be
+/// rank 0's of this run: ranks start at about the same time, but rank 0
+/// may write before a slow rank begins to wait, and the clocks of nodes
+/// and file server differ a little. A file older than that is a run's
+/// that died before removing it ([`Rendezvous::finish`]).
+const STALE: Duration = Duration::from_secs(120);
+
+/// Waits for rank 0's file, written at `not_before` or later.
+fn wait_for_file(path: &Path, len: usize, not_before: SystemTime) -> Result<Vec<u8>> {
     let started = Instant::now();
+    let mut stale = None;
     loop {
-        match std::fs::read(path) {
-            Ok(bytes) if bytes.len() == len => return Ok(bytes),
-            Ok(bytes) => bail!("{}: {} bytes, not the {len} of a rendezvous", path.display(), bytes.len()),
-            Err(_) if started.elapsed() < WAIT => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => bail!("{}: rank 0 did not write it within {} s ({e})", path.display(), WAIT.as_secs()),
+        let modified = std::fs::metadata(path).and_then(|m| m.modified());
+        let fresh = match modified {
+            Ok(at) if at < not_before => {
+                stale = Some(at);
+                false
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        let read = if fresh { std::fs::read(path).ok() } else { None };
+        match read {
+            Some(bytes) if bytes.len() == len => return Ok(bytes),
+            Some(bytes) => bail!("{}: {} bytes, not the {len} of a rendezvous", path.display(), bytes.len()),
+            None if started.elapsed() < WAIT => std::thread::sleep(Duration::from_millis(100)),
+            None => {
+                let why = match stale {
+                    Some(at) => format!(
+                        "the file there is {} s older than this run's start, another run's: remove it",
+                        not_before.duration_since(at).unwrap_or_default().as_secs() + STALE.as_secs()
+                    ),
+                    None => "no file".into(),
+                };
+                bail!("{}: rank 0 did not write it within {} s ({why})", path.display(), WAIT.as_secs())
+            }
         }
     }
 }
@@ -153,6 +196,34 @@ mod tests {
         everyone_gets_the_secret(Rendezvous::File(dir.path().join(".rendezvous-7.0")));
     }
 
+    /// A file a dead run left (rank 0 removes it once all have joined) is
+    /// not taken for this run's: it once was, and its ranks waited for a
+    /// rank 0 that was gone.
+    #[test]
+    fn a_rendezvous_file_of_a_run_before_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".rendezvous-7.0.0");
+        let meet = Rendezvous::File(path.clone());
+        let (old, new) = (vec![1u8; 16], vec![2u8; 16]);
+        std::fs::write(&path, &old).unwrap();
+        let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(an_hour_ago).unwrap();
+        let got = std::thread::scope(|scope| {
+            let waiting = {
+                let path = &path;
+                scope.spawn(move || wait_for_file(path, 16, SystemTime::now() - STALE))
+            };
+            std::thread::sleep(Duration::from_millis(300));
+            meet.exchange(0, 2, Some(&new), 16).unwrap();
+            waiting.join().unwrap().unwrap()
+        });
+        assert_eq!(got, new);
+        meet.finish(1).unwrap();
+        assert!(path.exists(), "only rank 0 removes it");
+        meet.finish(0).unwrap();
+        assert!(!path.exists());
+    }
+
     #[test]
     fn ranks_meet_over_tcp() {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -171,8 +242,17 @@ mod tests {
         );
         assert_eq!(
             env(&[("SLURM_JOB_ID", "42"), ("SLURM_STEP_ID", "3")]).unwrap(),
-            Rendezvous::File("/ckpt/.rendezvous-42.3".into())
+            Rendezvous::File("/ckpt/.rendezvous-42.3.0".into())
         );
+        // A requeued job has the same id and steps: its restart count
+        // names another file.
+        assert_eq!(
+            env(&[("SLURM_JOB_ID", "42"), ("SLURM_STEP_ID", "0"), ("SLURM_RESTART_COUNT", "1")]).unwrap(),
+            Rendezvous::File("/ckpt/.rendezvous-42.0.1".into())
+        );
+        // The port after 65535 once wrapped to 0, and every rank waited.
+        let e = env(&[("MASTER_ADDR", "node1"), ("MASTER_PORT", "65535")]).unwrap_err().to_string();
+        assert!(e.contains("MASTER_PORT=65535"), "{e}");
         assert_eq!(env(&[("GO_TRAIN_RENDEZVOUS", "10.0.0.1:7000")]).unwrap(), Rendezvous::Tcp("10.0.0.1:7000".into()));
         assert!(env(&[]).is_err());
     }

@@ -98,7 +98,8 @@ pub fn train(
     }
     let mut optimizer = config.optimizer.build(model.parameters());
     let same_data = match &plan {
-        Some(Plan::Resume { at, .. }) => run_folder::check_trained_on(out, at, &dataset),
+        Some(Plan::Resume { at, .. }) => run_folder::check_trained_on(out, at, &dataset)
+            .and_then(|()| run_folder::check_global_batch(out, at, config.batch, world.size)),
         _ => Ok(()),
     };
     follow_leader(collective, same_data, out)?;
@@ -123,6 +124,7 @@ pub fn train(
         state.best_metric = None;
     }
     state.dataset = Some(TrainedOn { id: dataset.manifest().identity(), dir: config.data.clone() });
+    state.global_batch = Some(config.batch);
     // Every rank has read the checkpoint before rank 0 writes anything.
     collective.barrier()?;
     let all_tensors: Vec<_> = model.tensors().into_iter().map(|(_, v)| v).collect();
@@ -184,73 +186,75 @@ pub fn train(
             Progress::hidden()
         };
         let steps = Steps { total, global_batch: config.batch, collective, ownership_weight: config.ownership_weight };
+        let steps_before = state.step;
         let train = train_epoch(&model, optimizer.as_mut(), &dataset, &options, &steps, &progress, &mut state)?;
         progress.finish();
-        if !leader {
-            // Rank 0 scores the epoch and writes it; this rank goes on to
-            // the next, where the first all-reduce waits for rank 0.
-            state.epoch = epoch + 1;
-            if state.epoch < config.epochs && leader_decides(collective, false)? {
-                return Ok(Summary { epochs: history, already_done: false });
-            }
-            continue;
-        }
-        let trained_for = started.elapsed().as_secs_f64();
-        if config.batch_norm_batches > 0 {
-            // Other batches than the epoch's last ones: the next epoch's.
-            let options = BatchOptions { epoch: epoch + 1, ranks: (0, 1), ..options };
-            let inputs = dataset.batches(Split::Train, &options).take(config.batch_norm_batches);
-            model
-                .settle_batch_norms(inputs.map(|batch| Ok(batch_tensors(&model, &batch?, dataset.board_size())?.0)))?;
-        }
-        let validation = evaluate(&model, &dataset, Split::Validation, 500, config.validation_positions)?;
-        // Before anything of the epoch is written: its net would be scored
-        // as a NaN (which metrics.jsonl cannot hold) and could become best.
-        if !validation.loss.is_finite() {
-            bail!(
-                "the validation loss became {} after epoch {}: lower the learning rate (nothing of this epoch was \
-                 saved: --resume trains it again from the last checkpoint)",
-                validation.loss,
-                epoch + 1
-            );
-        }
-        let metrics = EpochMetrics {
-            epoch: epoch + 1,
-            step: state.step,
-            lr,
-            samples_per_second: train.positions as f64 / trained_for,
-            seconds: started.elapsed().as_secs_f64(),
-            train,
-            validation,
-        };
+        // Every rank's positions, not this rank's slices.
+        let trained = (state.step - steps_before) * config.batch as u64;
         state.epoch = epoch + 1;
-        // Metrics before the checkpoint: after a crash between the two, the
-        // resumed run redoes this epoch and replaces its line.
-        history.push(metrics.clone());
-        metrics::write(out, &history)?;
-        let key = EpochMetrics::key_accuracy(&metrics.validation);
-        if state.best_metric.is_none_or(|best| key > best) {
-            state.best_metric = Some(key);
-            let meta = Meta { dataset: Some(dataset.manifest().identity().0), ..Meta::of(&model, None) };
-            crate::nn::weights::save_as(&out.join(crate::nn::weights::BEST_FILE), &model, &meta)?;
-        }
-        checkpoint::save(&last, &model, optimizer.as_ref(), &state)?;
-        log_epoch(&metrics);
-        slowest_epoch = slowest_epoch.max(started.elapsed());
-        if state.epoch < config.epochs {
-            let stop = stop_after.is_some_and(|limit| run_started.elapsed() + slowest_epoch > limit);
-            if leader_decides(collective, stop)? {
-                if let Some(limit) = stop_after {
-                    eprintln!(
-                        "stopping after epoch {} of {}: another would pass --stop-after {} s; continue with --resume",
-                        state.epoch,
-                        config.epochs,
-                        // Whole seconds said "0 s" for --stop-after 0.1.
-                        limit.as_secs_f64()
-                    );
-                    return Ok(Summary { epochs: history, already_done: false });
+        // Rank 0 scores the epoch and writes it, and whether that fails
+        // reaches every rank: a rank 0 that stopped alone once left the
+        // others waiting in the next all-reduce.
+        let ended = match leader {
+            false => Ok(false),
+            true => (|| -> Result<bool> {
+                let trained_for = started.elapsed().as_secs_f64();
+                if config.batch_norm_batches > 0 {
+                    // Other batches than the epoch's last ones: the next epoch's.
+                    let options = BatchOptions { epoch: epoch + 1, ranks: (0, 1), ..options };
+                    let inputs = dataset.batches(Split::Train, &options).take(config.batch_norm_batches);
+                    model.settle_batch_norms(
+                        inputs.map(|batch| Ok(batch_tensors(&model, &batch?, dataset.board_size())?.0)),
+                    )?;
                 }
+                let validation = evaluate(&model, &dataset, Split::Validation, 500, config.validation_positions)?;
+                // Before anything of the epoch is written: its net would be scored
+                // as a NaN (which metrics.jsonl cannot hold) and could become best.
+                if !validation.loss.is_finite() {
+                    bail!(
+                        "the validation loss became {} after epoch {}: lower the learning rate (nothing of this epoch \
+                         was saved: --resume trains it again from the last checkpoint)",
+                        validation.loss,
+                        epoch + 1
+                    );
+                }
+                let metrics = EpochMetrics {
+                    epoch: epoch + 1,
+                    step: state.step,
+                    lr,
+                    samples_per_second: trained as f64 / trained_for,
+                    seconds: started.elapsed().as_secs_f64(),
+                    train,
+                    validation,
+                };
+                // Metrics before the checkpoint: after a crash between the two, the
+                // resumed run redoes this epoch and replaces its line.
+                history.push(metrics.clone());
+                metrics::write(out, &history)?;
+                let key = EpochMetrics::key_accuracy(&metrics.validation);
+                if state.best_metric.is_none_or(|best| key > best) {
+                    state.best_metric = Some(key);
+                    let meta = Meta { dataset: Some(dataset.manifest().identity().0), ..Meta::of(&model, None) };
+                    crate::nn::weights::save_as(&out.join(crate::nn::weights::BEST_FILE), &model, &meta)?;
+                }
+                checkpoint::save(&last, &model, optimizer.as_ref(), &state)?;
+                log_epoch(&metrics);
+                slowest_epoch = slowest_epoch.max(started.elapsed());
+                Ok(stop_after.is_some_and(|limit| run_started.elapsed() + slowest_epoch > limit))
+            })(),
+        };
+        let stop = follow_leader(collective, ended, out)?;
+        if state.epoch < config.epochs && leader_decides(collective, stop)? {
+            if let Some(limit) = stop_after.filter(|_| leader) {
+                eprintln!(
+                    "stopping after epoch {} of {}: another would pass --stop-after {} s; continue with --resume",
+                    state.epoch,
+                    config.epochs,
+                    // Whole seconds said "0 s" for --stop-after 0.1.
+                    limit.as_secs_f64()
+                );
             }
+            return Ok(Summary { epochs: history, already_done: false });
         }
     }
     Ok(Summary { epochs: history, already_done: false })
@@ -332,7 +336,8 @@ fn train_epoch(
             (loss, pred)
         };
         state.step += 1;
-        progress.inc(batch.len as u64);
+        // The global batch: every rank's slices of it.
+        progress.inc(steps.global_batch as u64);
         // Tally reads the targets alone: the planes and ownership can go.
         (batch.planes, batch.planes_bits, batch.ownership) = (Vec::new(), Vec::new(), Vec::new());
         unread.push((state.step, loss, pred, batch));

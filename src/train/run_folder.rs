@@ -213,6 +213,22 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
     Ok(Plan::Resume { at: Box::new(at), best_lost })
 }
 
+/// Refuses to resume with another global batch than the checkpoint's
+/// steps took (`global_batch` on `ranks` ranks now): with
+/// `linear_scaling` the batch and learning rate follow the number of
+/// ranks, and another number would go on with another run's steps.
+pub fn check_global_batch(out: &Path, at: &TrainState, global_batch: usize, ranks: usize) -> Result<()> {
+    match at.global_batch {
+        Some(trained) if trained != global_batch => bail!(
+            "{}: the run trained with a global batch of {trained}; with linear_scaling on {ranks} rank(s) it would be \
+             {global_batch}, with the learning rate scaled alike: resume it on as many ranks as it began with, or \
+             start a new run",
+            out.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses to resume a checkpoint made for another net, seed or batch
 /// than `config` asks for, or whose settings cannot be read.
 fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {

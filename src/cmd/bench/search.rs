@@ -45,13 +45,16 @@ pub fn run(args: SearchArgs) -> Result<()> {
         let size = record.size;
         bail!("{}: a {size}x{size} game, and the nets play on 19x19 only", args.sgf.display());
     }
-    // The position after every `every`-th move, the last one's included.
+    // The position after every `every`-th move, the last one's included
+    // unless the game is over there: a finished game's search ends at
+    // once and would flatter every agent's speed.
     let positions: Vec<_> = (args.every..=record.moves.len())
         .step_by(args.every)
         .map(|n| record.replay_until(rules, n).with_context(|| format!("{}: move {n}", args.sgf.display())))
+        .filter(|game| !game.as_ref().is_ok_and(|g| g.is_over()))
         .collect::<Result<_>>()?;
     if positions.is_empty() {
-        bail!("{}: fewer than {} moves, no position to search", args.sgf.display(), args.every);
+        bail!("{}: fewer than {} moves before the game's end, no position to search", args.sgf.display(), args.every);
     }
     let defaults = args.nets.defaults(go_train::nn::BOARD, None, true)?;
     let named: Vec<&str> = match args.agents.is_empty() {

@@ -65,6 +65,10 @@ pub struct GameRecord {
     /// [`GameRecord::later_setup`] is: what a problem or a position saved
     /// by GnuGo (`AW…AB…PL[W]` after the moves) tells.
     pub later_to_move: Vec<(usize, Color)>,
+    /// The comments (`C`) of the main line's move nodes, keyed by the
+    /// move's index in [`GameRecord::moves`]: what a review adds its own
+    /// figures to rather than replaces.
+    pub move_comments: Vec<(usize, String)>,
     /// Root properties no field above holds (`GN`, `EV`, `PC`, `C`, `TM`,
     /// ..., or a `KM`/`HA`/`DT`/`PL` whose value could not be read, as
     /// sgf-parse's `Invalid`), in file order. Written back by
@@ -135,6 +139,7 @@ impl GameRecord {
             moves: Vec::new(),
             later_setup: Vec::new(),
             later_to_move: Vec::new(),
+            move_comments: Vec::new(),
             extra_properties: Vec::new(),
         }
     }
@@ -350,6 +355,13 @@ impl GameRecord {
             size,
         })?;
         self.moves.push(ColoredMove { color, mv });
+        let comment = node.properties().find_map(|p| match p {
+            Prop::C(text) if !text.text.trim().is_empty() => Some(text.text.clone()),
+            _ => None,
+        });
+        if let Some(comment) = comment {
+            self.move_comments.push((number - 1, comment));
+        }
         Ok(())
     }
 }

@@ -25,8 +25,9 @@ pub fn write_game(record: &GameRecord) -> String {
     write_annotated(record, &[])
 }
 
-/// [`write_game`] with `comments[i]` as the comment (`C`) of move `i`'s
-/// node (a game review's figures); moves past the list get none.
+/// [`write_game`] with `comments[i]` added to the comment (`C`) of move
+/// `i`'s node (a game review's figures), after the game's own comment
+/// there, if it has one.
 pub fn write_annotated(record: &GameRecord, comments: &[String]) -> String {
     let mut root = vec![Prop::FF(4), Prop::GM(1), Prop::CA(text("UTF-8"))];
     // sgf-parse writes `SZ` as `19:19`, FF[4]'s form for rectangles that
@@ -71,10 +72,19 @@ pub fn write_annotated(record: &GameRecord, comments: &[String]) -> String {
             out.push_str(&format!("\n{}\n", node(properties)));
         }
     };
+    let mut own_comments = record.move_comments.iter().peekable();
     for (i, mv) in record.moves.iter().enumerate() {
         later_nodes(i, &mut out);
+        // The game's own comment first, then what the caller adds.
+        let own = std::iter::from_fn(|| own_comments.next_if(|(k, _)| *k <= i)).last().filter(|(k, _)| *k == i);
+        let added = comments.get(i).filter(|c| !c.is_empty());
+        let comment = match (own, added) {
+            (Some((_, own)), Some(added)) => Some(format!("{own}\n\n{added}")),
+            (Some((_, own)), None) => Some(own.clone()),
+            (None, added) => added.cloned(),
+        };
         if let Some(prop) = move_property(*mv) {
-            let comment = comments.get(i).filter(|c| !c.is_empty()).map(|c| Prop::C(sgf_parse::Text::from(c.as_str())));
+            let comment = comment.map(|c| Prop::C(sgf_parse::Text::from(c.as_str())));
             out.push_str(&node([prop].into_iter().chain(comment).collect()));
         }
         if (i + 1) % MOVES_PER_LINE == 0 {
@@ -183,6 +193,21 @@ mod tests {
         // The extra KM is shadowed by the komi field, so not written.
         record.extra_properties.pop();
         assert_eq!(parse_game(&text).unwrap(), record);
+    }
+
+    /// A game's own move comments survive writing, and a review's figures
+    /// go after them (a review once replaced them).
+    #[test]
+    fn a_games_move_comments_are_kept_and_added_to() {
+        let record = parse_game("(;SZ[19]C[the root];B[aa]C[first \\] move];W[bb];B[cc]C[  ];W[dd]C[last])").unwrap();
+        assert_eq!(record.move_comments, vec![(0, "first ] move".to_string()), (3, "last".to_string())]);
+        let again = parse_game(&write_game(&record)).unwrap();
+        assert_eq!(again.move_comments, record.move_comments);
+        let review: Vec<String> = ["one", "two", "", "four"].map(String::from).to_vec();
+        let written = parse_game(&write_annotated(&record, &review)).unwrap();
+        let expected = [(0, "first ] move\n\none"), (1, "two"), (3, "last\n\nfour")];
+        assert_eq!(written.move_comments, expected.map(|(i, c)| (i, c.to_string())).to_vec());
+        assert!(written.extra_properties.iter().any(|p| matches!(p, Prop::C(t) if t.text == "the root")));
     }
 
     #[test]

@@ -82,9 +82,18 @@ impl World {
 
     /// The device this rank trains on, for the config's `spec`: with
     /// several ranks, `cuda` and `auto` mean this machine's GPU number
-    /// `local_rank` (one process per GPU).
+    /// `local_rank` (one process per GPU), or the one GPU the rank sees
+    /// when the launcher gave each its own (`CUDA_VISIBLE_DEVICES` of one
+    /// device, as `srun --gpus-per-task=1` sets: `cuda:LOCAL_RANK` was no
+    /// device there).
     pub fn device_spec(&self, spec: &str) -> String {
+        self.device_spec_seeing(spec, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())
+    }
+
+    fn device_spec_seeing(&self, spec: &str, visible: Option<&str>) -> String {
+        let one_gpu = visible.is_some_and(|v| !v.trim().is_empty() && !v.contains(','));
         match spec {
+            "cuda" | "auto" if self.size > 1 && one_gpu => "cuda:0".to_string(),
             "cuda" | "auto" if self.size > 1 => format!("cuda:{}", self.local_rank),
             _ => spec.to_string(),
         }
@@ -292,6 +301,16 @@ mod tests {
         assert_eq!((w.rank, w.size, w.local_rank), (3, 4, 3), "torchrun's variables first");
         assert!(World::from_env(env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).is_err());
         assert!(World::from_env(env(&[("RANK", "x"), ("WORLD_SIZE", "4")])).is_err());
+    }
+
+    #[test]
+    fn a_rank_trains_on_its_own_gpu_or_the_one_it_sees() {
+        let third = World { rank: 2, size: 4, local_rank: 2, source: String::new() };
+        assert_eq!(third.device_spec_seeing("cuda", None), "cuda:2");
+        assert_eq!(third.device_spec_seeing("auto", Some("0,1,2,3")), "cuda:2");
+        assert_eq!(third.device_spec_seeing("cuda", Some("5")), "cuda:0", "--gpus-per-task=1");
+        assert_eq!(third.device_spec_seeing("cpu", Some("5")), "cpu");
+        assert_eq!(World::single().device_spec_seeing("cuda", Some("5")), "cuda");
     }
 
     #[test]

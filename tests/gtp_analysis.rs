@@ -187,6 +187,15 @@ fn analysis_streams_by_each_grammar_until_the_next_command() {
 
     let lines = analyze_then_interrupt(&mut s, "lz-analyze w 5", 2, true, 9);
     assert!(!lines[1].contains("ownership"));
+    // `avoid` keeps the moves out of the search's root, `allow` keeps it to them.
+    let avoided = ["D4", "D5", "D6", "E4", "E6", "F4", "F5", "F6"];
+    let command = format!("lz-analyze w 5 avoid w {} 1", avoided.join(","));
+    let lines = analyze_then_interrupt(&mut s, &command, 2, true, 9);
+    let (infos, _) = parse_line(&lines[1], true, 9);
+    assert!(!infos.is_empty() && infos.iter().all(|i| !avoided.contains(&i.mv.as_str())), "{}", lines[1]);
+    let lines = analyze_then_interrupt(&mut s, "kata-analyze w 5 allow w G7,B2 1", 2, false, 9);
+    let (infos, _) = parse_line(&lines[1], false, 9);
+    assert!(!infos.is_empty() && infos.iter().all(|i| i.mv == "G7" || i.mv == "B2"), "{}", lines[1]);
     // Sabaki's dialect: KataGo's, every float with a decimal point.
     let lines = analyze_then_interrupt(&mut s, "analyze b interval 5 maxmoves 2", 2, false, 9);
     let (infos, _) = parse_line(&lines[1], false, 9);

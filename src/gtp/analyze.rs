@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use super::engine::Engine;
 use super::input::Incoming;
 use super::protocol::{format_answer, Command};
-use crate::go::{Color, Game};
+use crate::go::{Color, Game, Move};
 use crate::search::ownership::judge_default;
+use crate::search::restrict::MoveFilter;
 use crate::search::Analysis;
 
 /// How numbers are written.
@@ -56,15 +57,19 @@ pub struct AnalysisRequest {
     pub ownership: bool,
     /// Append `rootInfo visits N winrate W` (KataGo's dialects).
     pub root_info: bool,
+    /// Moves the search leaves out (`avoid`) or keeps to (`allow`), as
+    /// the JSON analysis engine's `avoidMoves` and `allowMoves`.
+    pub filters: Vec<MoveFilter>,
 }
 
 impl AnalysisRequest {
     /// The request `name args` makes, `None` when `name` is no analysis
     /// command, an error message when its arguments are wrong. Arguments:
     /// `[color] [interval] [key value]...` with keys `interval`,
-    /// `minmoves`, `maxmoves`, and for KataGo's dialects `ownership` and
-    /// `rootInfo` (`true`/`false`).
-    pub fn parse(name: &str, args: &[String]) -> Option<Result<AnalysisRequest, String>> {
+    /// `minmoves`, `maxmoves`, for KataGo's dialects `ownership` and
+    /// `rootInfo` (`true`/`false`), and `avoid`/`allow PLAYER
+    /// V1,V2,... UNTILDEPTH` (vertices of a `size` board).
+    pub fn parse(name: &str, args: &[String], size: usize) -> Option<Result<AnalysisRequest, String>> {
         let (dialect, genmove) = match name {
             "lz-analyze" => (Dialect::Leela, false),
             "kata-analyze" => (Dialect::Kata, false),
@@ -83,11 +88,12 @@ impl AnalysisRequest {
             max_moves: usize::MAX,
             ownership: false,
             root_info: false,
+            filters: Vec::new(),
         };
-        Some(request.read_args(args).map(|_| request))
+        Some(request.read_args(args, size).map(|_| request))
     }
 
-    fn read_args(&mut self, args: &[String]) -> Result<(), String> {
+    fn read_args(&mut self, args: &[String], size: usize) -> Result<(), String> {
         let mut rest = args;
         if let Some(color) = rest.first().and_then(|c| Color::parse(c)) {
             self.color = Some(color);
@@ -104,8 +110,16 @@ impl AnalysisRequest {
             _ => Err(format!("{key} {value}: give true or false")),
         };
         let kata = self.dialect != Dialect::Leela;
-        for pair in rest.chunks(2) {
-            let [key, value] = pair else { return Err(format!("{}: a key without a value", pair[0])) };
+        while let Some((key, after)) = rest.split_first() {
+            if key == "avoid" || key == "allow" {
+                let [player, vertices, depth, after @ ..] = after else {
+                    return Err(format!("{key}: give a player, vertices (D4,Q16) and a depth"));
+                };
+                self.filters.push(move_filter(key == "allow", player, vertices, depth, size)?);
+                rest = after;
+                continue;
+            }
+            let Some((value, after)) = after.split_first() else { return Err(format!("{key}: a key without a value")) };
             match key.as_str() {
                 "interval" => self.interval = centiseconds(number(key, value)?),
                 "minmoves" => self.min_moves = number(key, value)? as usize,
@@ -114,9 +128,37 @@ impl AnalysisRequest {
                 "rootInfo" if kata => self.root_info = flag(key, value)?,
                 _ => return Err(format!("unknown analysis option {key}")),
             }
+            rest = after;
+        }
+        // KataGo's rule: one `allow` a player (two would leave no move).
+        for color in [Color::Black, Color::White] {
+            if self.filters.iter().filter(|f| f.allow && f.player == color).count() > 1 {
+                return Err(format!("more than one allow for {color}"));
+            }
         }
         Ok(())
     }
+}
+
+/// `avoid` or `allow`'s rule: `player`'s `vertices` (comma-separated)
+/// until `depth` moves deep, counted from the analysed position.
+fn move_filter(allow: bool, player: &str, vertices: &str, depth: &str, size: usize) -> Result<MoveFilter, String> {
+    let key = if allow { "allow" } else { "avoid" };
+    let player = Color::parse(player).ok_or_else(|| format!("{key} {player}: not a player (b or w)"))?;
+    let moves = vertices
+        .split(',')
+        .map(|v| {
+            Move::parse_gtp(v.trim(), size)
+                .filter(|m| *m != Move::Resign)
+                .ok_or_else(|| format!("{key} {v}: not a vertex of a {size}x{size} board"))
+        })
+        .collect::<Result<Vec<Move>, String>>()?;
+    let until_depth = depth
+        .parse::<u32>()
+        .ok()
+        .filter(|&d| d >= 1)
+        .ok_or_else(|| format!("{key} depth {depth}: give a whole number from 1"))?;
+    Ok(MoveFilter { player, moves, allow, until_depth })
 }
 
 fn centiseconds(cs: u64) -> Option<Duration> {
@@ -193,7 +235,7 @@ impl Engine {
         out: &mut impl Write,
         lines: &Receiver<Incoming>,
     ) -> io::Result<Option<Option<Incoming>>> {
-        match AnalysisRequest::parse(&command.name, &command.args) {
+        match AnalysisRequest::parse(&command.name, &command.args, self.game.size()) {
             None => Ok(None),
             Some(Ok(request)) => self.stream_analysis(command.id.as_deref(), &request, out, lines).map(Some),
             Some(Err(message)) => {
@@ -322,19 +364,26 @@ fn stream_search(
         }
         ControlFlow::Continue(())
     };
+    search.restrict(request.filters.clone());
     let report = search.search_observed(position, budget, iterations, &mut observe);
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    // The last word of the search, whenever lines were asked for or it
-    // ends a genmove.
-    if request.interval.is_some() || request.genmove {
-        let line = search.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
-        if let Some(line) = line.filter(|l| !l.is_empty()) {
-            out.write_all(line.as_bytes())?;
+    let last_word = || -> io::Result<()> {
+        if let Some(e) = failed {
+            return Err(e);
         }
-    }
-    Ok(report)
+        // The last word of the search, whenever lines were asked for or it
+        // ends a genmove.
+        if request.interval.is_some() || request.genmove {
+            let line = search.analysis().map(|a| info_line(&a, request, size, ownership.as_deref()));
+            if let Some(line) = line.filter(|l| !l.is_empty()) {
+                out.write_all(line.as_bytes())?;
+            }
+        }
+        Ok(())
+    };
+    let written = last_word();
+    // The next command searches every move again.
+    search.restrict(Vec::new());
+    written.map(|()| report)
 }
 
 #[cfg(test)]
@@ -349,20 +398,40 @@ mod tests {
 
     #[test]
     fn arguments_are_read_as_leela_zero_and_katago_take_them() {
-        let r = AnalysisRequest::parse("lz-analyze", &args("b 50")).unwrap().unwrap();
+        let r = AnalysisRequest::parse("lz-analyze", &args("b 50"), 19).unwrap().unwrap();
         assert_eq!(
             (r.color, r.interval, r.dialect),
             (Some(Color::Black), Some(Duration::from_millis(500)), Dialect::Leela)
         );
-        let r =
-            AnalysisRequest::parse("kata-analyze", &args("interval 20 ownership true minmoves 3")).unwrap().unwrap();
+        let r = AnalysisRequest::parse("kata-analyze", &args("interval 20 ownership true minmoves 3"), 19)
+            .unwrap()
+            .unwrap();
         assert_eq!((r.color, r.interval, r.ownership, r.min_moves), (None, Some(Duration::from_millis(200)), true, 3));
-        let r = AnalysisRequest::parse("genmove_analyze", &args("W 0")).unwrap().unwrap();
+        let r = AnalysisRequest::parse("genmove_analyze", &args("W 0"), 19).unwrap().unwrap();
         assert!(r.genmove && r.interval.is_none() && r.color == Some(Color::White));
-        assert!(AnalysisRequest::parse("genmove", &[]).is_none());
-        assert!(AnalysisRequest::parse("lz-analyze", &args("ownership true")).unwrap().is_err());
-        assert!(AnalysisRequest::parse("kata-analyze", &args("b 10 maxmoves")).unwrap().is_err());
-        assert!(AnalysisRequest::parse("kata-analyze", &args("minmoves x")).unwrap().is_err());
+        assert!(AnalysisRequest::parse("genmove", &[], 19).is_none());
+        assert!(AnalysisRequest::parse("lz-analyze", &args("ownership true"), 19).unwrap().is_err());
+        assert!(AnalysisRequest::parse("kata-analyze", &args("b 10 maxmoves"), 19).unwrap().is_err());
+        assert!(AnalysisRequest::parse("kata-analyze", &args("minmoves x"), 19).unwrap().is_err());
+    }
+
+    /// Leela Zero's and KataGo's `avoid` and `allow` (Lizzie sends
+    /// `avoid`), once refused as unknown options.
+    #[test]
+    fn avoid_and_allow_become_the_searchs_move_filters() {
+        let parse = |name, text| AnalysisRequest::parse(name, &args(text), 19).unwrap();
+        let r = parse("lz-analyze", "b 10 avoid b D4,q16,pass 1 avoid w C3 2 minmoves 3").unwrap();
+        let d4 = Move::parse_gtp("D4", 19).unwrap();
+        assert_eq!(r.filters.len(), 2);
+        assert_eq!(r.filters[0].moves, vec![d4, Move::parse_gtp("Q16", 19).unwrap(), Move::Pass]);
+        assert!(!r.filters[0].allow && r.filters[0].player == Color::Black && r.filters[0].until_depth == 1);
+        assert_eq!((r.filters[1].player, r.filters[1].until_depth), (Color::White, 2));
+        assert_eq!((r.interval, r.min_moves), (Some(Duration::from_millis(100)), 3));
+        let r = parse("kata-analyze", "allow w D4 1 interval 50").unwrap();
+        assert!(r.filters[0].allow && r.filters[0].moves == vec![d4] && r.interval.is_some());
+        for bad in ["avoid b D4", "avoid x D4 1", "avoid b Z99 1", "avoid b D4 0", "allow b D4 1 allow b C3 1"] {
+            assert!(parse("kata-analyze", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -388,7 +457,7 @@ mod tests {
                 },
             ],
         };
-        let mut r = AnalysisRequest::parse("lz-analyze", &args("10")).unwrap().unwrap();
+        let mut r = AnalysisRequest::parse("lz-analyze", &args("10"), 19).unwrap().unwrap();
         let lcb = (0.5625 - 1.96 * (0.5625f32 * 0.4375 / 100.0).sqrt()) * 10000.0;
         assert_eq!(
             info_line(&analysis, &r, 19, None),
@@ -397,7 +466,8 @@ mod tests {
         r.min_moves = 2;
         assert!(info_line(&analysis, &r, 19, None)
             .contains("info move Q16 visits 0 winrate 5500 prior 1250 lcb 0 order 1 pv\n"));
-        let mut k = AnalysisRequest::parse("kata-analyze", &args("10 rootInfo true ownership true")).unwrap().unwrap();
+        let mut k =
+            AnalysisRequest::parse("kata-analyze", &args("10 rootInfo true ownership true"), 19).unwrap().unwrap();
         let owned = vec![1.0f32; 361];
         let line = info_line(&analysis, &k, 19, Some(&owned));
         assert!(line.starts_with("info move D4 visits 100 winrate 0.5625 prior 0.25 lcb 0.465"), "{line}");
@@ -436,7 +506,7 @@ mod tests {
                 pv: vec![Move::parse_gtp("D4", 19).unwrap()],
             }],
         };
-        let mut r = AnalysisRequest::parse("kata-analyze", &args("10 maxmoves 0")).unwrap().unwrap();
+        let mut r = AnalysisRequest::parse("kata-analyze", &args("10 maxmoves 0"), 19).unwrap().unwrap();
         assert_eq!(info_line(&analysis, &r, 19, None), "");
         let nothing = Analysis { moves: vec![], ..analysis.clone() };
         r.max_moves = usize::MAX;

@@ -3,7 +3,7 @@
 //! the same global batch, and a run resumed with another number of ranks
 //! going on as if it had not changed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 use go_train::dataset::testkit::{self, Layout};
@@ -27,6 +27,28 @@ fn config(data: &Path, out: &Path, epochs: u64) -> TrainConfig {
         set("seed", "5".into()),
     ];
     TrainConfig::built_in("playout", &overrides).unwrap()
+}
+
+/// A dataset of `games` real games in `dir`/data (`None`, skipped, without them).
+fn dataset(dir: &Path, games: usize) -> Option<PathBuf> {
+    let games = testkit::kgs_games(games)?;
+    let data = dir.join("data");
+    std::fs::create_dir(&data).unwrap();
+    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+    Some(data)
+}
+
+/// The errors of a fresh run of `config` on two ranks, each of which must fail.
+fn errors_of_two_ranks(config: &TrainConfig) -> Vec<String> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = InProcess::group(2)
+            .into_iter()
+            .map(|member| {
+                scope.spawn(move || format!("{:#}", train(config, Start::Fresh, false, None, &member).unwrap_err()))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }
 
 /// Trains with `ranks` threads as ranks (one: the plain single process).
@@ -70,11 +92,8 @@ fn largest_difference(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f32 {
 
 #[test]
 fn two_ranks_train_the_weights_of_one_process() {
-    let Some(games) = testkit::kgs_games(12) else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+    let Some(data) = dataset(tmp.path(), 12) else { return };
 
     let (one, two, three) = (tmp.path().join("one"), tmp.path().join("two"), tmp.path().join("three"));
     train_ranks(&config(&data, &one, 1), 1, Start::Fresh);
@@ -105,16 +124,7 @@ fn two_ranks_train_the_weights_of_one_process() {
     // Rank 0 refuses to start over a run: every rank stops with it, none
     // waits for it in a collective.
     let refused = config(&data, &three, 1);
-    let errors: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = InProcess::group(2)
-            .into_iter()
-            .map(|member| {
-                let refused = &refused;
-                scope.spawn(move || format!("{:#}", train(refused, Start::Fresh, false, None, &member).unwrap_err()))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let errors = errors_of_two_ranks(&refused);
     assert!(errors[0].contains("already holds a run") && errors[1].contains("rank 0 refused"), "{errors:?}");
 }
 
@@ -123,24 +133,12 @@ fn two_ranks_train_the_weights_of_one_process() {
 /// waited for it in the next all-reduce for ever.
 #[test]
 fn a_rank_0_failing_after_an_epoch_stops_every_rank() {
-    let Some(games) = testkit::kgs_games(6) else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+    let Some(data) = dataset(tmp.path(), 6) else { return };
     let out = tmp.path().join("run");
     std::fs::create_dir_all(out.join("metrics.jsonl.tmp").join("in the way")).unwrap();
     let config = config(&data, &out, 3);
-    let errors: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = InProcess::group(2)
-            .into_iter()
-            .map(|member| {
-                let config = &config;
-                scope.spawn(move || format!("{:#}", train(config, Start::Fresh, false, None, &member).unwrap_err()))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let errors = errors_of_two_ranks(&config);
     assert!(errors[0].contains("metrics.jsonl"), "{errors:?}");
     assert!(errors[1].contains("rank 0 refused"), "{errors:?}");
 }
@@ -150,11 +148,8 @@ fn a_rank_0_failing_after_an_epoch_stops_every_rank() {
 /// steps, and once did, silently. On the same number it goes on.
 #[test]
 fn a_linearly_scaled_run_resumes_only_on_as_many_ranks() {
-    let Some(games) = testkit::kgs_games(6) else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    testkit::write_dataset(&data, &games, &Layout { block_records: 64, shard_records: 400 }).unwrap();
+    let Some(data) = dataset(tmp.path(), 6) else { return };
     let out = tmp.path().join("run");
     let scaled = |epochs| {
         let mut c = config(&data, &out, epochs);

@@ -17,8 +17,8 @@ use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, Partial
 /// under the policy, the policy's top 3, and Black's win probability
 /// before and after it (value net); then the moves that swung the game
 /// most. Writes the game as SGF with these figures as comments, after the
-/// game's own (open it in Sabaki), and a plot of Black's win probability over the game (PNG, or
-/// SVG for a .svg name). A record with an illegal move is reviewed up to
+/// game's own (open it in Sabaki), and a plot of Black's win probability
+/// over the game (PNG, or SVG for a .svg name). A record with an illegal move is reviewed up to
 /// it. Nets not named are the shipped ones.
 #[derive(Parser)]
 #[command(after_help = "Examples:

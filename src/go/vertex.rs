@@ -99,6 +99,13 @@ impl Move {
         }
     }
 
+    /// Parses a move a player can make on the board: a vertex or `pass`,
+    /// not `resign` (what `play`, `avoid` and the analysis engine's
+    /// `moves` take).
+    pub fn parse_board_move(s: &str, size: usize) -> Option<Move> {
+        Move::parse_gtp(s, size).filter(|m| *m != Move::Resign)
+    }
+
     /// The policy label of this move on a board of `size`: the point's
     /// row-major index, or `size * size` for a pass. Resignation has none.
     pub fn policy_index(self, size: usize) -> Option<usize> {

@@ -835,8 +835,7 @@ fn move_filters(query: &Value, field: &'static str, size: usize) -> Result<Vec<M
                 .iter()
                 .map(|m| {
                     m.as_str()
-                        .and_then(|m| Move::parse_gtp(m, size))
-                        .filter(|m| *m != Move::Resign)
+                        .and_then(|m| Move::parse_board_move(m, size))
                         .ok_or_else(|| entry_bad(&format!("{m} is not a location")))
                 })
                 .collect::<Result<Vec<Move>, QueryError>>()?;
@@ -876,7 +875,7 @@ fn colored_moves(
             let bad = || refuse(field, format!("entry {}: {pair} is not [\"B\"|\"W\", location]", i + 1));
             let [player, location] = pair.as_array().map(Vec::as_slice).ok_or_else(bad)? else { return Err(bad()) };
             let color = player.as_str().and_then(Color::parse).ok_or_else(bad)?;
-            let mv = location.as_str().and_then(|l| Move::parse_gtp(l, size)).filter(|m| *m != Move::Resign);
+            let mv = location.as_str().and_then(|l| Move::parse_board_move(l, size));
             Ok((color, mv.ok_or_else(bad)?))
         })
         .collect()

@@ -148,9 +148,7 @@ fn move_filter(allow: bool, player: &str, vertices: &str, depth: &str, size: usi
     let moves = vertices
         .split(',')
         .map(|v| {
-            Move::parse_gtp(v.trim(), size)
-                .filter(|m| *m != Move::Resign)
-                .ok_or_else(|| format!("{key} {v}: not a vertex of a {size}x{size} board"))
+            Move::parse_board_move(v, size).ok_or_else(|| format!("{key} {v}: not a vertex of a {size}x{size} board"))
         })
         .collect::<Result<Vec<Move>, String>>()?;
     let until_depth = depth

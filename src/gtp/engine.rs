@@ -245,15 +245,10 @@ impl Engine {
     /// `known_command` before they offer a command, and one that can only
     /// be refused should not be offered.
     pub(super) fn offers(&mut self, command: &str) -> bool {
-        let (policy, value) = match self.search_mut() {
-            Ok(search) => {
-                let (policy, value) = search.nets();
-                (policy.is_some(), value.is_some())
-            }
-            Err(_) => (false, false),
-        };
+        let search = self.search_mut().ok().map(|search| search.nets());
+        let (policy, value) = search.map_or((false, false), |(policy, value)| (policy.is_some(), value.is_some()));
         match command {
-            "lz-analyze" | "kata-analyze" | "analyze" => self.search_mut().is_ok(),
+            "lz-analyze" | "kata-analyze" | "analyze" => search.is_some(),
             "kata-raw-nn" => policy || value,
             "gogui-policy_heatmap" => policy,
             "gogui-value" => value,
@@ -415,7 +410,7 @@ impl Engine {
         let invalid = || "invalid color or coordinate".to_string();
         let [color, mv] = args else { return Err(invalid()) };
         let color = Color::parse(color).ok_or_else(invalid)?;
-        let mv = Move::parse_gtp(mv, self.game.size()).filter(|m| *m != Move::Resign).ok_or_else(invalid)?;
+        let mv = Move::parse_board_move(mv, self.game.size()).ok_or_else(invalid)?;
         self.game.play(color, mv).map(|_| String::new()).map_err(|_| "illegal move".to_string())
     }
 

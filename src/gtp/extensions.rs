@@ -39,13 +39,12 @@ impl Engine {
     }
 
     fn gogui_analyze_commands(&mut self) -> String {
-        let mut listed = Vec::new();
-        for entry in GOGUI_ANALYZE {
-            if entry.rsplit('/').next().is_some_and(|command| self.offers(command)) {
-                listed.push(*entry);
-            }
-        }
-        listed.join("\n")
+        let offered: Vec<&str> = GOGUI_ANALYZE
+            .iter()
+            .copied()
+            .filter(|entry| entry.rsplit('/').next().is_some_and(|c| self.offers(c)))
+            .collect();
+        offered.join("\n")
     }
 
     /// `kata-raw-nn [COLOR] SYMMETRY|all`: KataGo's key-value format.

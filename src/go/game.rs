@@ -244,6 +244,16 @@ impl Game {
         self.consecutive_passes >= 2 || self.resigned.is_some()
     }
 
+    /// This game with its closing passes forgotten, so that play can go
+    /// on from its last position: a GUI asks for the analysis of a game
+    /// two passes ended, as of any other (KataGo's search never takes its
+    /// root for finished). A resignation still ends it.
+    pub fn continued(&self) -> Game {
+        let mut game = self.clone();
+        game.consecutive_passes = 0;
+        game
+    }
+
     /// Who resigned, if anyone did.
     pub fn resigned(&self) -> Option<Color> {
         self.resigned

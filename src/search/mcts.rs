@@ -318,6 +318,13 @@ impl Mcts {
     /// Keeps the subtree for `game` when the game is the tree's root game
     /// plus moves the tree has expanded; otherwise starts a new tree.
     fn reuse_or_reset(&mut self, game: &Game) {
+        let continued;
+        let game = if game.resigned().is_none() && game.is_over() {
+            continued = game.continued();
+            &continued
+        } else {
+            game
+        };
         let reusable = self.tree.take().and_then(|mut tree| {
             let old = tree.game.history();
             let new = game.history();
@@ -1019,6 +1026,25 @@ mod tests {
             game.play(color, mv).unwrap_or_else(|e| panic!("move {}: {e}", game.move_count()));
         }
         assert!(game.is_over(), "the game ends by two passes");
+    }
+
+    /// The analysis of a game two passes ended once answered no moves.
+    #[test]
+    fn a_game_two_passes_ended_is_searched_as_if_play_went_on() {
+        let mut game = Game::new(9, Rules::CHINESE);
+        for (c, m) in [(Color::Black, "E5"), (Color::White, "pass"), (Color::Black, "pass")] {
+            game.play(c, v(m, 9)).unwrap();
+        }
+        assert!(game.is_over());
+        let mut mcts = Mcts::new(stones_config(50), None, None, None).unwrap();
+        let report = mcts.search(&game, None).unwrap();
+        let visited: u32 = report.children.iter().map(|c| c.1).sum();
+        assert!(report.children.len() > 1 && visited >= 40, "{:?}", report.children);
+        // A resigned game stays over.
+        let mut resigned = Game::new(9, Rules::CHINESE);
+        resigned.play(Color::Black, Move::Resign).unwrap();
+        let report = mcts.search(&resigned, None).unwrap();
+        assert!(report.children.is_empty(), "{:?}", report.children);
     }
 
     #[test]

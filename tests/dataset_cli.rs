@@ -384,7 +384,12 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     std::fs::create_dir(&folder).unwrap();
     let (in_game, report_in_game) = (game.join("x.list"), game.join("x.json"));
     let file_in_the_way = format!("{} is not a folder", game.display());
-    let cases: [(&[&str], &str); 7] = [
+    // `games.list/` once replaced the report beside the list, then failed.
+    let report = dir.path().join("games.list.report.json");
+    std::fs::write(&report, "the last run's").unwrap();
+    let slashed = format!("{}/", list.display());
+    let cases: [(&[&str], &str); 8] = [
+        (&["filter", path(&game), "--out", &slashed], "names a folder; give the file to write"),
         (&["filter", path(&game), "--out", path(&in_game)], &file_in_the_way),
         // Found before the list is replaced (it once was, and then the
         // report failed).
@@ -403,6 +408,7 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     assert_eq!(std::fs::read(&game).unwrap(), before, "the game is untouched");
     assert_eq!(std::fs::read_to_string(&list).unwrap(), format!("{}\t0\n", game.display()), "the list too");
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "nothing left in the folder");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "the last run's", "nor the report beside the list");
 }
 
 /// Games reached twice, through overlapping inputs or a link, were listed

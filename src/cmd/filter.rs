@@ -85,6 +85,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     // Found before the games are read, not after.
     for (flag, path) in [("--out", &args.out), ("--report", &report_path)] {
+        // `kgs.list/` is no file: its rename failed only after the report
+        // beside it had replaced the last run's.
+        if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.file_name().is_none() {
+            bail!("{flag} {}: names a folder; give the file to write", path.display());
+        }
         if path.is_dir() {
             bail!("{flag} {}: a folder; give the file to write", path.display());
         }
@@ -159,7 +164,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     if report.komi_in_hundredths > 0 {
         eprintln!(
-            "  {:>8}  games wrote komi in Fox's hundredths (KM[750], KM[375] in stones): read as 7.5",
+            "  {:>8}  games wrote komi in Fox's hundredths (KM[650]: 6.5; KM[375], of a stone: 7.5): read in points",
             report.komi_in_hundredths
         );
     }

@@ -141,10 +141,12 @@ impl Criteria {
         if let Some((lo, hi)) = self.komi {
             match record.komi {
                 None => {
-                    // `KM[6,5]` is kept among the extras: show it.
-                    let unreadable =
-                        record.extra_properties.iter().find(|p| matches!(p, Property::Invalid(id, _) if id == "KM"));
-                    let detail = unreadable.map(|p| format!("unreadable KM[{}]", written_value(p)));
+                    // `KM[6,5]`, or `KM[99999]`, is kept among the extras: show it.
+                    let unread = record.extra_properties.iter().find(|p| sgf_parse::SgfProp::identifier(*p) == "KM").map(written_value);
+                    let detail = unread.map(|k| match k.trim().parse::<f64>() {
+                        Ok(_) => format!("KM[{k}] is no komi a game is played with ({})", crate::bounds::KOMI),
+                        Err(_) => format!("unreadable KM[{k}]"),
+                    });
                     return reject(Rejection::NoKomi, detail.unwrap_or_default());
                 }
                 Some(k) if !(lo..=hi).contains(&k) => return reject(Rejection::KomiOutOfRange, k.to_string()),
@@ -154,11 +156,13 @@ impl Criteria {
         if self.require_result && !matches!(record.result, Some(GameResult::Win { .. } | GameResult::Draw)) {
             return reject(Rejection::NoResult, record.result.as_ref().map(|r| r.to_string()).unwrap_or_default());
         }
-        if record.moves.len() < self.min_moves {
-            return reject(Rejection::TooShort, format!("{} moves", record.moves.len()));
+        // Passes after the end are none of the game's moves (prepare drops them).
+        let moves = record.end_of_play();
+        if moves < self.min_moves {
+            return reject(Rejection::TooShort, format!("{moves} moves"));
         }
-        if record.moves.len() > self.max_moves {
-            return reject(Rejection::TooLong, format!("{} moves", record.moves.len()));
+        if moves > self.max_moves {
+            return reject(Rejection::TooLong, format!("{moves} moves"));
         }
         if let Some(end) = record.play_after_two_passes() {
             return reject(Rejection::PlayAfterEnd, format!("{} moves after move {end}", record.moves.len() - end));
@@ -517,14 +521,25 @@ mod tests {
         assert_eq!(reason("SZ[19]DT[2005]"), Rejection::NoKomi);
         let unreadable = c.judge(&game("SZ[19]DT[2005]KM[6,5]")).unwrap_err();
         assert_eq!(unreadable, (Rejection::NoKomi, "unreadable KM[6,5]".to_string()));
+        let (why, detail) = c.judge(&game("SZ[19]DT[2005]KM[99999]")).unwrap_err();
+        assert_eq!(why, Rejection::NoKomi);
+        assert!(detail.starts_with("KM[99999] is no komi") && detail.contains("1000"), "{detail}");
         let strict = Criteria { require_result: true, min_moves: 3, ..Criteria::default() };
         assert_eq!(strict.judge(&game("SZ[19]KM[6.5]DT[2005]RE[Void]")).unwrap_err().0, Rejection::NoResult);
         assert_eq!(strict.judge(&game(even)).unwrap_err().0, Rejection::TooShort);
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[-5]"), Rejection::BadHandicap);
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[99999999999999999999]"), Rejection::BadHandicap);
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[400]"), Rejection::BadHandicap);
-        let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[];W[]".repeat(100))).unwrap();
-        assert_eq!(c.judge(&endless).unwrap_err().0, Rejection::PlayAfterEnd);
+        let played_on = parse_game("(;SZ[19]KM[6.5]DT[2005];B[aa];W[];B[];W[bb])").unwrap();
+        assert_eq!(c.judge(&played_on).unwrap_err().0, Rejection::PlayAfterEnd);
+        // A third pass (NNGS, IGS) ends a game that counts as it ended; a
+        // game of endless passes is one of two.
+        let third_pass = parse_game("(;SZ[19]KM[6.5]DT[2005];B[aa];W[];B[];W[])").unwrap();
+        assert_eq!(c.judge(&third_pass), Ok(()));
+        let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[];W[]".repeat(600))).unwrap();
+        assert_eq!(c.judge(&endless), Ok(()));
+        let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]RE[W+R]{})", ";B[];W[]".repeat(600))).unwrap();
+        assert_eq!(strict.judge(&endless).unwrap_err(), (Rejection::TooShort, "2 moves".to_string()));
         let long = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[aa];W[]".repeat(501))).unwrap();
         assert_eq!(c.judge(&long).unwrap_err().0, Rejection::TooLong);
         let fox = parse_game("(;GM[1]SZ[19]KM[375]DT[2019-05-01];B[cd];W[dc])").unwrap();

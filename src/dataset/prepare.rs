@@ -543,11 +543,14 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     if record.moves.is_empty() {
         return GameOutcome::Dropped("no moves", String::new());
     }
-    // Lists not written by `filter` may name such a game: one of endless
-    // passes would become as many training positions.
+    // Lists not written by `filter` may name such a game.
     if record.play_after_two_passes().is_some() {
         return GameOutcome::Dropped("play after two passes", String::new());
     }
+    // Passes after the end (a game of endless passes) would become as many
+    // training positions after the game.
+    let trimmed = record.without_passes_after_end();
+    let record = trimmed.as_ref().unwrap_or(record);
     let key = game_key(record);
     let split = options.split.assign(key, options.seed);
     let Some(labelled) = options.value.chosen_in(record, key, options.seed) else {
@@ -760,5 +763,25 @@ mod tests {
         files.load([game(&b, 0)].iter());
         assert_eq!(files.parses, 2);
         assert!(files.get(&a).is_none(), "a is no longer needed");
+    }
+
+    /// Passes after a game's end (NNGS recorded a third) once made a
+    /// position after the game, labelled pass; a game that plays on after
+    /// its end is dropped.
+    #[test]
+    fn a_game_learns_nothing_after_its_two_passes() {
+        let options = PrepareOptions { board_size: 9, ..PrepareOptions::default() };
+        let mut planes = PackedPlanes::new(9, options.features.planes());
+        let mut positions = |moves: &str| {
+            let record = crate::sgf::parse_game(&format!("(;SZ[9]KM[6.5]RE[B+R]{moves})")).unwrap();
+            match encode_game(&record, Rules::CHINESE, &options, &mut planes) {
+                GameOutcome::Written { block, .. } => Ok(block.len()),
+                GameOutcome::Dropped(reason, _) => Err(reason),
+            }
+        };
+        assert_eq!(positions(";B[aa];W[];B[]"), Ok(3));
+        assert_eq!(positions(";B[aa];W[];B[];W[]"), Ok(3));
+        assert_eq!(positions(&format!(";B[aa]{}", ";W[];B[]".repeat(300))), Ok(3));
+        assert_eq!(positions(";B[aa];W[];B[];W[bb]"), Err("play after two passes"));
     }
 }

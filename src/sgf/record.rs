@@ -242,12 +242,36 @@ impl GameRecord {
         Ok((record, None))
     }
 
-    /// How many moves end the game when more follow: the game is over at
-    /// the second of two consecutive passes, and moves after it (a game of
-    /// endless passes) are no game to learn from.
+    /// How many moves end the game when stones are played after them: the
+    /// game is over at the second of two consecutive passes, and play after
+    /// it is no game to learn from. Only passes after the end (NNGS and IGS
+    /// recorded a third) end it all the same: see
+    /// [`GameRecord::without_passes_after_end`].
     pub fn play_after_two_passes(&self) -> Option<usize> {
-        let end = self.moves.windows(2).position(|w| w[0].mv == Move::Pass && w[1].mv == Move::Pass)? + 2;
-        (end < self.moves.len()).then_some(end)
+        let end = self.end_of_play();
+        self.moves[end..].iter().any(|m| m.mv != Move::Pass).then_some(end)
+    }
+
+    /// The number of moves the game is made of: up to the second of the
+    /// first two consecutive passes, or all of them.
+    pub fn end_of_play(&self) -> usize {
+        let two_passes = self.moves.windows(2).position(|w| w[0].mv == Move::Pass && w[1].mv == Move::Pass);
+        two_passes.map_or(self.moves.len(), |i| i + 2)
+    }
+
+    /// The record without the passes after its end, when it has any: what
+    /// a dataset learns from (a third pass would be a position after the
+    /// game, labelled).
+    pub fn without_passes_after_end(&self) -> Option<GameRecord> {
+        let end = self.end_of_play();
+        (end < self.moves.len()).then(|| {
+            let mut record = self.clone();
+            record.moves.truncate(end);
+            record.later_setup.retain(|(at, _)| *at <= end);
+            record.later_to_move.retain(|(at, _)| *at <= end);
+            record.move_comments.retain(|(at, _)| *at < end);
+            record
+        })
     }
 
     /// The position of the game marked for value training (a self-play
@@ -664,6 +688,15 @@ pub(crate) mod tests {
         assert_eq!(after(";B[aa];W[];B[];W[bb]"), Some(3));
         assert_eq!(after(";B[aa];W[];B[]"), None);
         assert_eq!(after(";B[];W[bb];B[];W[cc]"), None);
-        assert_eq!(after(&";B[];W[]".repeat(1000)), Some(2));
+        assert_eq!(after(&format!(";B[];W[]{}", ";B[aa];W[]".repeat(500))), Some(2));
+        // Passes after the end (a third, as NNGS recorded) end it all the
+        // same, and a dataset learns without them.
+        assert_eq!(after(";B[aa];W[];B[];W[]"), None);
+        assert_eq!(after(&";B[];W[]".repeat(1000)), None);
+        let record = parse_game("(;SZ[9];B[aa];W[];B[];W[tt]C[third])").unwrap();
+        let trimmed = record.without_passes_after_end().unwrap();
+        assert_eq!(trimmed.moves, record.moves[..3]);
+        assert!(trimmed.move_comments.is_empty());
+        assert!(parse_game("(;SZ[9];B[aa];W[];B[])").unwrap().without_passes_after_end().is_none());
     }
 }

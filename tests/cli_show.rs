@@ -96,12 +96,16 @@ fn a_move_past_the_end_a_device_and_links_are_said_so() {
     let out = go_train(&["show", "--json"]).arg(dir.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
-    // A broken link beside it is named and skipped; the game is shown.
+    // A broken link beside it has its error line, and the game is shown;
+    // the exit code says something failed (it said nothing).
     std::os::unix::fs::symlink(dir.path().join("gone.sgf"), dir.path().join("broken.sgf")).unwrap();
     let out = go_train(&["show", "--json"]).arg(dir.path()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && err.contains("broken.sgf"), "{err}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    assert!(!out.status.success() && err.contains("1 of 2 files could not be read"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines.iter().any(|l| l["error"].as_str().is_some_and(|e| e.contains("broken.sgf"))), "{stdout}");
 }
 
 /// The number of moves `show --json` finds in a game.

@@ -161,19 +161,13 @@ fn set_threads(threads: Option<usize>) -> Result<()> {
 /// The SGF files named by `paths`: files as given, folders searched for
 /// `*.sgf` in any case, following links (a folder of links to games is
 /// common); sorted, each file once. An entry that cannot be read (a
-/// broken link, a link loop) is named and skipped: it once hid every
-/// other game of its folder.
-fn sgf_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+/// broken link, a link loop) is an error naming it, among the others: it
+/// once hid every other game of its folder.
+fn sgf_files(paths: &[PathBuf]) -> Result<Vec<Result<PathBuf, String>>> {
     for path in paths {
         std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
     }
-    let mut files = Vec::new();
-    for found in go_train::dataset::filter::find_sgf_files(paths, true).files {
-        match found {
-            Ok(file) => files.push(file),
-            Err(e) => eprintln!("warning: skipped {e}"),
-        }
-    }
+    let files = go_train::dataset::filter::find_sgf_files(paths, true).files;
     if files.is_empty() {
         bail!("no SGF files in {}", joined(paths));
     }

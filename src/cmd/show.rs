@@ -36,11 +36,19 @@ pub fn run(args: Args) -> Result<()> {
     // Every game is shown, or its error reported, before the command fails:
     // a script must see from the exit code that something went wrong.
     let (mut games_seen, mut bad_games, mut unreadable) = (0usize, 0usize, 0usize);
-    for file in &files {
+    for found in &files {
+        let file = match found {
+            Ok(file) => file,
+            Err(e) => {
+                report_unreadable(&mut out, None, e, args.json)?;
+                unreadable += 1;
+                continue;
+            }
+        };
         let games = match read_file_up_to_damage(file) {
             Ok(games) => games,
             Err(e) => {
-                report_unreadable(&mut out, file, &e.to_string(), args.json)?;
+                report_unreadable(&mut out, Some(file), &e.to_string(), args.json)?;
                 unreadable += 1;
                 continue;
             }
@@ -172,11 +180,17 @@ fn properties(r: &GameRecord) -> Vec<(&'static str, String)> {
     v
 }
 
-fn report_unreadable(out: &mut impl Write, file: &Path, reason: &str, json: bool) -> Result<()> {
+/// A file that could not be read, or (without `file`) an entry of a
+/// folder that could not be, which the reason names.
+fn report_unreadable(out: &mut impl Write, file: Option<&Path>, reason: &str, json: bool) -> Result<()> {
+    let name = file.map(|f| f.display().to_string());
     if json {
-        writeln!(out, "{}", json!({"file": file.display().to_string(), "game": null, "error": reason}))?;
+        writeln!(out, "{}", json!({"file": name, "game": null, "error": reason}))?;
     } else {
-        writeln!(out, "{}: error: {reason}\n", file.display())?;
+        match name {
+            Some(name) => writeln!(out, "{name}: error: {reason}\n")?,
+            None => writeln!(out, "error: {reason}\n")?,
+        }
     }
     Ok(())
 }

@@ -142,7 +142,11 @@ impl Criteria {
             match record.komi {
                 None => {
                     // `KM[6,5]`, or `KM[99999]`, is kept among the extras: show it.
-                    let unread = record.extra_properties.iter().find(|p| sgf_parse::SgfProp::identifier(*p) == "KM").map(written_value);
+                    let unread = record
+                        .extra_properties
+                        .iter()
+                        .find(|p| sgf_parse::SgfProp::identifier(*p) == "KM")
+                        .map(written_value);
                     let detail = unread.map(|k| match k.trim().parse::<f64>() {
                         Ok(_) => format!("KM[{k}] is no komi a game is played with ({})", crate::bounds::KOMI),
                         Err(_) => format!("unreadable KM[{k}]"),

@@ -269,7 +269,18 @@ pub fn resolve(path: &Path) -> Result<PathBuf> {
     }
     // A checkpoint folder itself (`RUN/last`), not only its run's.
     let own = path.join(CHECKPOINT_WEIGHTS);
-    Ok(if own.is_file() { own } else { path.join(LAST_FILE) })
+    let last = path.join(LAST_FILE);
+    match (own.is_file(), last.exists()) {
+        (true, _) => Ok(own),
+        (false, true) => Ok(last),
+        // A folder of nets (`nets/`) once failed as "cannot read
+        // nets/last/weights.safetensors".
+        (false, false) => bail!(
+            "{}: a folder, but no training run's or checkpoint's ({BEST_FILE}, {LAST_FILE} or {CHECKPOINT_WEIGHTS} \
+             in it): name a weights file",
+            path.display()
+        ),
+    }
 }
 
 /// Loads a net from `path` (a weights file, or a checkpoint folder: see
@@ -337,7 +348,7 @@ fn legacy_arch(file: &Path) -> Result<Arch> {
     let folder =
         if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
     let config = folder.join("config.toml");
-    let hint = || format!("{}: names no net, and {} says none", file.display(), config.display());
+    let hint = || format!("{}: names no net in its metadata, nor does {} beside it", file.display(), config.display());
     let text = fs::read_to_string(&config).with_context(hint)?;
     let table: toml::Table = text.parse().with_context(hint)?;
     let net = table.get("net").and_then(|v| v.as_str()).with_context(hint)?;
@@ -360,6 +371,11 @@ mod tests {
         assert_eq!(resolve(&last).unwrap(), last.join(CHECKPOINT_WEIGHTS));
         std::fs::write(dir.path().join(BEST_FILE), b"").unwrap();
         assert_eq!(resolve(dir.path()).unwrap(), dir.path().join(BEST_FILE));
+        // A folder of other files is none of them.
+        std::fs::write(last.join("policy.safetensors"), b"").unwrap();
+        std::fs::remove_file(last.join(CHECKPOINT_WEIGHTS)).unwrap();
+        let err = resolve(&last).unwrap_err().to_string();
+        assert!(err.contains("a folder, but no training run's") && err.contains("name a weights file"), "{err}");
     }
 
     #[test]

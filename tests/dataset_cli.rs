@@ -650,6 +650,52 @@ fn eval_of_an_empty_split_is_refused() {
     assert!(!out.status.success() && text(&out).contains("its test split holds no positions"), "{}", text(&out));
     let out = eval(&["--split", "train"]).unwrap();
     assert!(out.status.success() && text(&out).contains("50 positions"), "{}", text(&out));
+
+    // A second net the data does not fit is refused before the first is
+    // scored, naming its flag and file (the policy's report came first,
+    // then an error naming neither).
+    let resnet = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/resnet-policy.safetensors");
+    let out = eval(&["--split", "train", "--playout", resnet]).unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && said.is_empty(), "{said}");
+    assert!(text(&out).contains("--playout") && text(&out).contains("resnet-policy.safetensors"), "{}", text(&out));
+    // Flags of the other mode are refused, not ignored.
+    let out = eval(&["--games", "7"]).unwrap();
+    assert!(!out.status.success() && text(&out).contains("--games"), "{}", text(&out));
+
+    // The value net's report, as JSON: what was measured, the mix as
+    // given, and at λ = 0 the mix is the net, symmetries and all (the mix
+    // read the net without them).
+    let value = concat!(env!("CARGO_MANIFEST_DIR"), "/nets/value.safetensors");
+    let value_eval = |data: &Path, extra: &[&str]| {
+        common::go_train(&["eval", "--value", value, "--limit", "16", "--json", "--data", path(data)])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let reports = |out: &std::process::Output| -> Vec<serde_json::Value> {
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let out = value_eval(&data, &["--split", "train", "--baseline-positions", "0", "--symmetries", "--mix", "0"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = &reports(&out)[0];
+    assert_eq!((r["symmetries"].as_bool(), r["limit"].as_u64()), (Some(true), Some(16)), "{r}");
+    assert!(r["data"].as_str().unwrap().ends_with("data"), "{r}");
+    let (net, mixed) = (&r["report"]["overall"]["loss"], &r["mixed"]["report"]["overall"]["loss"]);
+    assert!((net.as_f64().unwrap() - mixed.as_f64().unwrap()).abs() < 1e-6, "{net} {mixed}");
+    let out =
+        value_eval(&data, &["--split", "train", "--baseline-positions", "0", "--mix", "0.3", "--mix-playouts", "1"]);
+    assert_eq!(reports(&out)[0]["mixed"]["mix"], serde_json::json!(0.3));
+
+    // No train positions to fit the baseline on: refused before the net
+    // is scored, and the error says how to leave it out.
+    let test_only = dir.path().join("test-only");
+    let out = run_on(&["prepare", path(&list), "--split", "0,0,1", "--features", "extended", "--out"], &test_only);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = value_eval(&test_only, &[]);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(text(&out).contains("--baseline-positions 0"), "{}", text(&out));
+    assert!(value_eval(&test_only, &["--baseline-positions", "0"]).status.success());
 }
 
 /// zstd's fast levels are negative numbers, which the option once took

@@ -10,7 +10,7 @@ use go_train::bounds::{self, count_flag, real_flag, Domain};
 use go_train::dataset::{Dataset, Split};
 use go_train::eval::arena::{run_match, GameConfig, MatchConfig, MatchSummary};
 use go_train::eval::baseline::OwnershipBaseline;
-use go_train::eval::positions::{baseline_by_phase, evaluate_by_phase, mixed_by_phase, Report};
+use go_train::eval::positions::{baseline_by_phase, check_inputs, evaluate_by_phase, mixed_by_phase, Report};
 use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, weights};
 use go_train::progress::Progress;
@@ -60,51 +60,51 @@ pub struct Args {
     #[arg(long = "match", num_args = 2, value_names = ["A", "B"], id = "players")]
     players: Option<Vec<String>>,
     /// Match: games to play.
-    #[arg(long, default_value_t = 10, value_parser = count_flag::<usize>(GAMES))]
+    #[arg(long, conflicts_with = "data", default_value_t = 10, value_parser = count_flag::<usize>(GAMES))]
     games: usize,
     /// Match: board size (nets play 19x19 only).
-    #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
+    #[arg(long, conflicts_with = "data", default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
     size: usize,
     /// Match: komi.
-    #[arg(long, default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
+    #[arg(long, conflicts_with = "data", default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
     komi: f32,
     /// Match: moves after which a game is scored as it stands [default: 3 x size²].
-    #[arg(long, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]
+    #[arg(long, conflicts_with = "data", value_parser = count_flag::<usize>(bounds::MAX_MOVES))]
     max_moves: Option<usize>,
     /// Match: games played at once [default: one per core].
-    #[arg(long, value_parser = count_flag::<usize>(bounds::PARALLEL))]
+    #[arg(long, conflicts_with = "data", value_parser = count_flag::<usize>(bounds::PARALLEL))]
     parallel: Option<usize>,
     /// Match: folder for the SGF files, games.jsonl and summary.json.
-    #[arg(long, default_value = "matches/latest")]
+    #[arg(long, conflicts_with = "data", default_value = "matches/latest")]
     out: PathBuf,
     /// Match: replace the games already in --out.
-    #[arg(long, conflicts_with = "resume")]
+    #[arg(long, conflicts_with_all = ["resume", "data"])]
     force: bool,
     /// Match: keep the games a stopped match (same players and settings)
     /// finished in --out, and play only the others.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "data")]
     resume: bool,
     /// Match: seeds the agents and the scoring.
-    #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
+    #[arg(long, conflicts_with = "data", default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
     /// Match: compare our score of each counted game with this engine's
     /// final_score, e.g. '/usr/games/gnugo --mode gtp --chinese-rules'.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "data")]
     cross_check: Option<String>,
     /// Match: seconds a GTP engine has to answer a command; one that does
     /// not forfeits the game. A game's setup gets at least the default.
-    #[arg(long, value_name = "SECONDS", default_value_t = GtpTimeouts::DEFAULT_SECONDS)]
+    #[arg(long, conflicts_with = "data", value_name = "SECONDS", default_value_t = GtpTimeouts::DEFAULT_SECONDS)]
     gtp_timeout: f64,
     /// Which split.
-    #[arg(long, default_value = "test")]
+    #[arg(long, conflicts_with = "players", default_value = "test")]
     split: Split,
     #[command(flatten)]
     nets: super::nets::NetPaths,
     /// Positions at most (0: the whole split).
-    #[arg(long, default_value_t = 0, value_parser = count_flag::<u64>(Domain::Count { min: 0, max: u64::MAX }))]
+    #[arg(long, conflicts_with = "players", default_value_t = 0, value_parser = count_flag::<u64>(Domain::Count { min: 0, max: u64::MAX }))]
     limit: u64,
     /// Positions per batch.
-    #[arg(long, default_value_t = 500, value_parser = count_flag::<usize>(BATCH))]
+    #[arg(long, conflicts_with = "players", default_value_t = 500, value_parser = count_flag::<usize>(BATCH))]
     batch: usize,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
@@ -113,21 +113,21 @@ pub struct Args {
     /// through a logistic) on this many train positions, drawn across the
     /// split with a fixed seed, and score it on the same positions as the
     /// net; 0 leaves it out.
-    #[arg(long, default_value_t = 4000, value_parser = count_flag::<usize>(BASELINE_POSITIONS))]
+    #[arg(long, conflicts_with = "players", default_value_t = 4000, value_parser = count_flag::<usize>(BASELINE_POSITIONS))]
     baseline_positions: usize,
     /// Value nets: also score the net mixed with random playouts as MCTS
     /// leaves mix them (`mix=λ`): (1 − λ)·net + λ·(share of playouts won),
     /// λ from 0 to 1.
-    #[arg(long, value_name = "λ", value_parser = setting_flag::<f32>("mix"))]
+    #[arg(long, conflicts_with = "players", value_name = "λ", value_parser = setting_flag::<f32>("mix"))]
     mix: Option<f32>,
     /// Random playouts per position for --mix.
-    #[arg(long, default_value_t = 8, value_parser = setting_flag::<usize>("mix-playouts"))]
+    #[arg(long, conflicts_with = "players", requires = "mix", default_value_t = 8, value_parser = setting_flag::<usize>("mix-playouts"))]
     mix_playouts: usize,
     /// Random playouts for --mix that answer ataris (`mix-tactics=on`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "players")]
     mix_tactics: bool,
     /// Average each prediction over the 8 symmetries of the board (8x slower).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "players")]
     symmetries: bool,
     /// One JSON object per net (or the match summary) on stdout.
     #[arg(long)]
@@ -197,8 +197,17 @@ pub fn run(args: Args) -> Result<()> {
         if model.output() != wanted {
             bail!("{}: a {} net, which --{role} cannot take", file.display(), model.arch());
         }
+        check_inputs(&model, &dataset).with_context(|| format!("--{role} {}", file.display()))?;
         loaded.push((role, file, model));
     }
+    // Fitted before any net is scored: a split it cannot be fitted on
+    // once failed after the value net's minutes, its report lost.
+    let fitted = match loaded.iter().any(|(role, _, _)| *role == "value") && args.baseline_positions > 0 {
+        true => Some(OwnershipBaseline::fit(&dataset, args.baseline_positions)?),
+        false => None,
+    };
+    // A setting as given (`0.3`, not the f32's `0.30000001192092896`).
+    let mix_as_given = args.mix.map(|m| m.to_string().parse::<f64>().unwrap_or(m as f64));
     for (role, file, model) in loaded {
         if let Some(note) = go_train::eval::positions::trained_on_note(&file, &dataset, args.split)? {
             eprintln!("{note}");
@@ -206,28 +215,26 @@ pub fn run(args: Args) -> Result<()> {
         let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit, args.symmetries)?;
         // A value net is measured against a predictor that learns nothing
         // of Go, on the same positions.
-        let baseline = match role == "value" && args.baseline_positions > 0 {
-            true => {
-                let fitted = OwnershipBaseline::fit(&dataset, args.baseline_positions)?;
-                Some((fitted, baseline_by_phase(&fitted, &dataset, args.split, args.batch, args.limit)?))
-            }
-            false => None,
+        let baseline = match fitted.filter(|_| role == "value") {
+            Some(fitted) => Some((fitted, baseline_by_phase(&fitted, &dataset, args.split, args.batch, args.limit)?)),
+            None => None,
         };
         let mixed = match (role, args.mix) {
             ("value", Some(lambda)) => {
                 let setting = LeafMix { lambda, playouts: args.mix_playouts, tactical: args.mix_tactics };
-                Some(mixed_by_phase(&model, &dataset, args.split, args.batch, args.limit, setting)?)
+                Some(mixed_by_phase(&model, &dataset, args.split, args.batch, args.limit, setting, args.symmetries)?)
             }
             _ => None,
         };
         if args.json {
             let value = serde_json::json!({
                 "net": role, "checkpoint": file.display().to_string(), "arch": model.arch().to_string(),
-                "features": model.features(), "split": args.split, "report": report,
+                "features": model.features(), "data": data.display().to_string(), "split": args.split,
+                "limit": args.limit, "symmetries": args.symmetries, "report": report,
                 "ownership_baseline": baseline.as_ref().map(|(f, r)| serde_json::json!({
                     "slope": f.slope, "white": f.white, "bias": f.bias, "fitted_on": f.fitted_on, "report": r})),
                 "mixed": mixed.as_ref().map(|r| serde_json::json!({
-                    "mix": args.mix, "playouts": args.mix_playouts, "tactics": args.mix_tactics, "report": r})),
+                    "mix": mix_as_given, "playouts": args.mix_playouts, "tactics": args.mix_tactics, "report": r})),
             });
             println!("{value}");
         } else {

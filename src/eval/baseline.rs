@@ -4,8 +4,9 @@
 //! (and the constant ½).
 //!
 //! Each position is rebuilt from its planes (own and opponent stones; the
-//! side to move from the move number's parity, exact in games without
-//! handicap, whose positions datasets hold), [`Ownership`] runs random
+//! side to move from the features' black-to-move plane, or without one
+//! from the move number's parity, exact in games without handicap),
+//! [`Ownership`] runs random
 //! playouts from it, and the expected area margin of the side to move `m`
 //! (points, −361..361) gives `P(win) = σ(a·m + b·[White to move] + c)`:
 //! `b` learns komi, which no plane of the seed's features shows.
@@ -36,14 +37,48 @@ pub struct OwnershipBaseline {
     pub fitted_on: usize,
 }
 
+/// How a dataset's records hold a position: the board's size and the
+/// plane, if its features have one, that says Black is to move.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordShape {
+    pub size: usize,
+    pub black_to_move_plane: Option<usize>,
+}
+
+impl RecordShape {
+    pub fn of(dataset: &Dataset) -> RecordShape {
+        RecordShape { size: dataset.board_size(), black_to_move_plane: dataset.features().black_to_move_plane() }
+    }
+
+    /// The side to move in record `row` of `batch`: from the black-to-move
+    /// plane where there is one (in a handicap game White moves at even
+    /// move numbers, which parity took for Black's), else from the move
+    /// number's parity.
+    pub fn side_to_move(&self, batch: &Batch, row: usize) -> Color {
+        let black = match self.black_to_move_plane {
+            Some(plane) => {
+                let per = batch.planes.len() / batch.len.max(1);
+                batch.planes[row * per + plane * self.size * self.size] == 1.0
+            }
+            None => batch.move_number[row].is_multiple_of(2),
+        };
+        if black {
+            Color::Black
+        } else {
+            Color::White
+        }
+    }
+}
+
 /// The position of record `row` of `batch`, rebuilt from its stone planes
 /// with its side to move (history and ko are not in the planes; random
 /// playouts barely notice them).
-pub fn position(batch: &Batch, row: usize, size: usize) -> Result<Game> {
+pub fn position(batch: &Batch, row: usize, shape: RecordShape) -> Result<Game> {
+    let size = shape.size;
     let n = size * size;
     let per = batch.planes.len() / batch.len.max(1);
     let planes = &batch.planes[row * per..(row + 1) * per];
-    let me = if batch.move_number[row].is_multiple_of(2) { Color::Black } else { Color::White };
+    let me = shape.side_to_move(batch, row);
     let stones: Vec<(Vertex, Option<Color>)> = (0..n)
         .filter_map(|i| {
             let color = if planes[OWN * n + i] == 1.0 {
@@ -67,15 +102,15 @@ pub fn position(batch: &Batch, row: usize, size: usize) -> Result<Game> {
 /// Each value of the side to move in `batch`, mixed with `mix.playouts`
 /// random playouts from its position as an MCTS leaf mixes them
 /// ([`Ownership::mix`]), with komi 7.5.
-pub fn mix_with_playouts(values: &[f32], batch: &Batch, size: usize, mix: LeafMix) -> Result<Vec<f32>> {
-    values.iter().enumerate().map(|(i, &v)| Ok(mix.value(&position(batch, i, size)?, v, i as u64))).collect()
+pub fn mix_with_playouts(values: &[f32], batch: &Batch, shape: RecordShape, mix: LeafMix) -> Result<Vec<f32>> {
+    values.iter().enumerate().map(|(i, &v)| Ok(mix.value(&position(batch, i, shape)?, v, i as u64))).collect()
 }
 
 /// What the logistic reads of one position: the area margin of the side
 /// to move and whether White is to move.
-fn inputs(batch: &Batch, row: usize, size: usize, seed: u64) -> Result<(f64, f64)> {
-    let n = size * size;
-    let game = position(batch, row, size)?;
+fn inputs(batch: &Batch, row: usize, shape: RecordShape, seed: u64) -> Result<(f64, f64)> {
+    let n = shape.size * shape.size;
+    let game = position(batch, row, shape)?;
     let me = game.to_move();
     let ownership = Ownership::estimate(&game, PLAYOUTS, seed);
     let mine: f64 = (0..n).map(|i| ownership.share(i, me) as f64).sum();
@@ -91,12 +126,12 @@ impl OwnershipBaseline {
     /// training split, drawn as [`fitting_batches`] reads them (Newton's
     /// method on the log-likelihood).
     pub fn fit(dataset: &Dataset, positions: usize) -> Result<OwnershipBaseline> {
-        let size = dataset.board_size();
+        let shape = RecordShape::of(dataset);
         let mut rows: Vec<([f64; 3], f64)> = Vec::new();
         for batch in fitting_batches(dataset) {
             let batch = batch?;
             for i in 0..batch.len {
-                let (margin, white) = inputs(&batch, i, size, rows.len() as u64)?;
+                let (margin, white) = inputs(&batch, i, shape, rows.len() as u64)?;
                 rows.push(([margin / 100.0, white, 1.0], batch.value[i] as f64));
             }
             if rows.len() >= positions {
@@ -104,7 +139,11 @@ impl OwnershipBaseline {
             }
         }
         if rows.is_empty() {
-            bail!("{}: no value-labelled positions in the train split to fit the baseline on", dataset.dir().display());
+            bail!(
+                "{}: no value-labelled positions in the train split to fit the ownership baseline on \
+                 (--baseline-positions 0 leaves it out)",
+                dataset.dir().display()
+            );
         }
         rows.truncate(positions);
         let mut w = [0.0f64; 3];
@@ -131,10 +170,10 @@ impl OwnershipBaseline {
     }
 
     /// The win probability of the side to move in each position of `batch`.
-    pub fn predict(&self, batch: &Batch, size: usize) -> Result<Vec<f32>> {
+    pub fn predict(&self, batch: &Batch, shape: RecordShape) -> Result<Vec<f32>> {
         (0..batch.len)
             .map(|i| {
-                let (margin, white) = inputs(batch, i, size, i as u64)?;
+                let (margin, white) = inputs(batch, i, shape, i as u64)?;
                 Ok(sigmoid(self.slope * margin + self.white * white + self.bias) as f32)
             })
             .collect()
@@ -251,9 +290,22 @@ mod tests {
                 ownership: vec![],
             }
         };
-        let (black_margin, black_white) = inputs(&batch_for(100), 0, size, 1).unwrap();
-        let (white_margin, white_white) = inputs(&batch_for(101), 0, size, 1).unwrap();
+        let parity = RecordShape { size, black_to_move_plane: None };
+        let (black_margin, black_white) = inputs(&batch_for(100), 0, parity, 1).unwrap();
+        let (white_margin, white_white) = inputs(&batch_for(101), 0, parity, 1).unwrap();
         assert_eq!((black_white, white_white), (0.0, 1.0));
         assert!(black_margin > 50.0 && white_margin < -50.0, "{black_margin} {white_margin}");
+        // In a handicap game White moves at move 100: the black-to-move
+        // plane says so where parity would not (it once took it for Black).
+        let plane = 14;
+        let mut handicap = batch_for(101);
+        handicap.move_number[0] = 100;
+        let marked = RecordShape { size, black_to_move_plane: Some(plane) };
+        assert_eq!(marked.side_to_move(&handicap, 0), Color::White);
+        let (margin, white) = inputs(&handicap, 0, marked, 1).unwrap();
+        assert_eq!(white, 1.0);
+        assert!(margin < -50.0, "{margin}");
+        handicap.planes[plane * n..(plane + 1) * n].fill(1.0);
+        assert_eq!(marked.side_to_move(&handicap, 0), Color::Black);
     }
 }

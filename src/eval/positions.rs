@@ -7,11 +7,12 @@ use anyhow::{bail, Result};
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use super::baseline::{mix_with_playouts, OwnershipBaseline};
+use super::baseline::{mix_with_playouts, OwnershipBaseline, RecordShape};
 use crate::dataset::manifest::DatasetId;
 use crate::dataset::MANIFEST;
 use crate::dataset::{Batch, BatchOptions, Dataset, Split};
 use crate::features::Symmetry;
+use crate::go::Color;
 use crate::nn::{inputs, Model, Output};
 use crate::search::ownership::LeafMix;
 
@@ -95,7 +96,8 @@ impl Tally {
                     let (q, won) = (p[i] as f64, batch.value[i] as f64);
                     self.loss_sum += (q - won) * (q - won);
                     // A NaN is no answer, not a "lost" one.
-                    self.hits1 += (!q.is_nan() && (q > 0.5) == (won > 0.5)) as u64;
+                    // Nor is ½: it once counted as a right call of a loss.
+                    self.hits1 += (!q.is_nan() && q != 0.5 && (q > 0.5) == (won > 0.5)) as u64;
                     self.prediction_sum += q;
                     self.outcome_sum += won;
                 }
@@ -196,23 +198,22 @@ pub fn mixed_by_phase(
     batch_size: usize,
     limit: u64,
     mix: LeafMix,
+    average_symmetries: bool,
 ) -> Result<Report> {
     check_inputs(model, dataset)?;
-    let size = dataset.board_size();
+    let shape = RecordShape::of(dataset);
     report_by_phase(model.output(), dataset, split, batch_size, limit, |batch| {
-        let Predictions::Values(net) = model_predictions(model, batch, size, false)? else {
+        let Predictions::Values(net) = model_predictions(model, batch, shape.size, average_symmetries)? else {
             bail!("mixing with playouts needs a value net, not a {} net", model.arch());
         };
-        Ok(Predictions::Values(mix_with_playouts(&net, batch, size, mix)?))
+        Ok(Predictions::Values(mix_with_playouts(&net, batch, shape, mix)?))
     })
 }
 
 /// Whether Black is to move in record `i` of `batch`, when its planes say.
 fn black_to_move(dataset: &Dataset, batch: &Batch, i: usize) -> Option<bool> {
-    let plane = dataset.features().black_to_move_plane()?;
-    let points = dataset.board_size() * dataset.board_size();
-    let per_record = dataset.features().planes() * points;
-    Some(batch.planes[i * per_record + plane * points] == 1.0)
+    let shape = RecordShape::of(dataset);
+    shape.black_to_move_plane.map(|_| shape.side_to_move(batch, i) == Color::Black)
 }
 
 /// Scores the ownership baseline on the positions [`evaluate_by_phase`]
@@ -225,7 +226,7 @@ pub fn baseline_by_phase(
     limit: u64,
 ) -> Result<Report> {
     report_by_phase(Output::WinProb, dataset, split, batch_size, limit, |batch| {
-        Ok(Predictions::Values(baseline.predict(batch, dataset.board_size())?))
+        Ok(Predictions::Values(baseline.predict(batch, RecordShape::of(dataset))?))
     })
 }
 
@@ -426,6 +427,10 @@ mod tests {
         assert_eq!((s.mean_prediction, s.mean_outcome), (Some(0.5), Some(0.75)));
         assert_eq!(s.loss, (0.25 + 0.0625 + 0.0625 + 0.25) / 4.0);
         assert_eq!(s.accuracy, Some(0.5), "0.25 for a loss and 0.75 for a win are right; ½ is no call");
+        // Nor for a loss.
+        let mut lost = Tally::new(Output::WinProb);
+        lost.add(&Predictions::Values(vec![0.5, 0.5]), &Batch { value: vec![0.0, 0.0], len: 2, ..batch.clone() }, 0..2);
+        assert_eq!(lost.scores().accuracy, Some(0.0));
         let moves = Tally::new(Output::MoveLogProbs).scores();
         assert_eq!((moves.mean_prediction, moves.mean_outcome), (None, None));
         let mut nan = Tally::new(Output::WinProb);

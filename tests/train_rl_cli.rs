@@ -141,6 +141,11 @@ fn resume_and_force_keep_to_the_folder_given() {
     let settings = std::fs::read(copy.join("rl.json")).unwrap();
     let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "3", "--pool-every", "1"]);
     assert!(err.contains("--pool-every"), "{err}");
+    // Every 4 found no snapshot missing, and left the run's of iteration 2
+    // out of the pool.
+    let err = fails(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "4", "--pool-every", "4"]);
+    assert!(err.contains("rl.json") && err.contains("pool_every 2") && err.contains("--pool-every 4"), "{err}");
+    assert_eq!(metrics(&copy).len(), 2, "nothing played");
     assert_eq!(std::fs::read(copy.join("rl.json")).unwrap(), settings, "a refused resume keeps the run's settings");
     // A resume reads no shipped nets: a GO_TRAIN_NETS that names nothing is no matter.
     let done = common::go_train(&["train-rl", "--out", path(&copy), "--resume", "--iterations", "1", "--lr", "0.5"])
@@ -148,7 +153,9 @@ fn resume_and_force_keep_to_the_folder_given() {
         .output()
         .unwrap();
     assert!(done.status.success(), "{}", common::text(&done));
-    assert!(common::text(&done).contains("done"), "{}", common::text(&done));
+    // The run's count, not the flag's.
+    let said = common::text(&done);
+    assert!(said.contains("2 iterations are done") && said.contains("--iterations 1"), "{said}");
     assert_eq!(std::fs::read(copy.join("rl.json")).unwrap(), settings, "a finished run keeps its settings");
 
     // The run's own copy of its start, which --force removes with the run.
@@ -171,6 +178,60 @@ fn resume_and_force_keep_to_the_folder_given() {
         assert!(err.contains("not of train-rl") && err.contains("another --out"), "{force:?}: {err}");
     }
     assert!(supervised.join("config.toml").is_file() && supervised.join("last").is_dir(), "the run is untouched");
+}
+
+/// A fresh run killed between copying its start policy into the folder and
+/// writing its settings left a folder holding that copy alone: the next
+/// fresh run takes it, and a folder holding more is still refused.
+#[test]
+fn a_start_killed_before_its_settings_is_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = ["--games", "2", "--max-moves", "10", "--eval-every", "0", "--threads", "1", "--iterations", "1"];
+    let killed = dir.path().join("killed");
+    std::fs::create_dir_all(killed.join("pool")).unwrap();
+    std::fs::copy(init(), killed.join("pool/start.safetensors")).unwrap();
+    ok(&[&["train-rl", "--init", init(), "--out", path(&killed)][..], &quick].concat());
+    assert!(killed.join("rl.json").is_file() && killed.join("last/state.json").is_file());
+    assert_eq!(metrics(&killed).len(), 1);
+
+    let more = dir.path().join("more");
+    std::fs::create_dir_all(more.join("pool")).unwrap();
+    std::fs::copy(init(), more.join("pool/start.safetensors")).unwrap();
+    std::fs::copy(init(), more.join("pool/iteration-000002.safetensors")).unwrap();
+    let err = fails(&[&["train-rl", "--init", init(), "--out", path(&more)][..], &quick].concat());
+    assert!(err.contains("--force"), "{err}");
+    assert!(more.join("pool/iteration-000002.safetensors").is_file() && !more.join("rl.json").exists());
+}
+
+/// Settings that would train nothing are refused before a game is played:
+/// the mean baseline of one game is its outcome, so every move weighs 0.
+#[test]
+fn settings_that_learn_nothing_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let quick = ["--max-moves", "10", "--iterations", "1", "--eval-every", "0", "--threads", "1"];
+    let base = ["train-rl", "--init", init(), "--out", path(&out)];
+    let err = fails(&[&base[..], &quick, &["--games", "1"]].concat());
+    assert!(err.contains("games 1") && err.contains("baseline"), "{err}");
+    let err = fails(&[&base[..], &quick, &["--games", "16", "--move-fraction", "1e-9"]].concat());
+    assert!(err.contains("move_fraction") && err.contains("max_moves"), "{err}");
+    assert!(!out.exists(), "refused before the folder was made");
+    // Without a baseline one game is enough.
+    ok(&[&base[..], &quick, &["--games", "1", "--baseline", "none"]].concat());
+    // A share that may keep none of the learner's two moves: each
+    // iteration that learnt from nothing says so.
+    let few = dir.path().join("few");
+    let args =
+        ["train-rl", "--init", init(), "--out", path(&few), "--games", "2", "--max-moves", "2", "--threads", "1"];
+    let done = ok(&[&args[..], &["--move-fraction", "0.5", "--iterations", "4", "--eval-every", "0"]].concat());
+    let said = common::text(&done);
+    let empty: Vec<u64> =
+        (metrics(&few).iter()).filter(|m| m["positions"] == 0).map(|m| m["iteration"].as_u64().unwrap()).collect();
+    assert!(!empty.is_empty(), "this seed keeps no move in some iteration");
+    for m in metrics(&few) {
+        let warned = said.contains(&format!("iteration {} learnt from no position", m["iteration"]));
+        assert_eq!(warned, m["positions"] == 0, "{m}: {said}");
+    }
 }
 
 fn copy_folder(from: &Path, to: &Path) {

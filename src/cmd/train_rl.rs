@@ -27,12 +27,13 @@ use go_train::train::run::Start;
 /// learner plays --eval-games against the start policy, and the best of
 /// those checkpoints is best.safetensors. Metrics per iteration go to
 /// metrics.jsonl and metrics.svg/png; a checkpoint after every iteration; --resume continues exactly (on the CPU, same --threads), with
-/// the run's own settings (rl.json) and any flag given overriding them.
+/// the run's own settings (rl.json) and any flag given overriding them
+/// (but --pool-every, which a resume must leave as the run's).
 #[derive(Parser)]
 #[command(after_help = "Examples:
   go-train train-rl --out checkpoints/rl   # from the shipped policy
   go-train train-rl --out checkpoints/rl --resume --stop-after 3000   # in segments
-  go-train train-rl --init checkpoints/policy-x2/best.safetensors --out checkpoints/rl2 --games 128 --lr 0.0001
+  go-train train-rl --init checkpoints/policy --out checkpoints/rl2 --games 128 --lr 0.0001   # from a train-policy run
   go-train selfplay --games 400 --out matches/rl-vs-sl --agent policy:policy=checkpoints/rl/best.safetensors,temperature=1 --opponent policy:temperature=1")]
 pub struct Args {
     /// The policy to start from: a weights file or checkpoint folder
@@ -49,7 +50,7 @@ pub struct Args {
     #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     games: Option<usize>,
     /// A snapshot of the learner joins the opponent pool every this many
-    /// iterations [default: 10].
+    /// iterations [default: 10; a resume keeps the run's own].
     #[arg(long)]
     pool_every: Option<u64>,
     /// Learning rate of SGD [default: 0.0003; AlphaGo's: 0.001].
@@ -177,7 +178,12 @@ pub fn run(args: Args) -> Result<()> {
     let start_policy = start_policy.unwrap_or_else(|| NetSource::File(config.init.clone()));
     let summary = train_rl(&config, &start_policy, start, args.stop_after)?;
     if summary.already_done {
-        eprintln!("{}: all {} iterations are done", config.out.display(), config.iterations);
+        eprintln!(
+            "{}: {} iterations are done, --iterations {} asks for no more",
+            config.out.display(),
+            summary.done,
+            config.iterations
+        );
     }
     if let Some(last) = summary.metrics.iter().rev().find_map(|m| m.against_start.map(|a| (m.iteration, a))) {
         let (iteration, a) = last;

@@ -148,6 +148,26 @@ impl RlConfig {
         if !(self.move_fraction > 0.0 && self.move_fraction <= 1.0) {
             bail!("move_fraction {}: give a share above 0 and at most 1", self.move_fraction);
         }
+        if self.games < 2 && self.baseline == Baseline::Mean {
+            bail!(
+                "games {} with baseline mean: the mean outcome of one game is its outcome, so every move would \
+                 weigh 0 and nothing be learnt: give games 2 or more, or baseline none",
+                self.games
+            );
+        }
+        // Even if every game ran to max_moves, an iteration would expect to
+        // keep less than one of the learner's moves: most would learn nothing.
+        let most = self.games as f64 * self.max_moves.div_ceil(2) as f64 * self.move_fraction;
+        if most < 1.0 {
+            bail!(
+                "move_fraction {}: of the learner's at most {} moves an iteration (games {}, max_moves {}) it \
+                 would keep {most:.2e} on average, so steps would learn from no position: give a larger share",
+                self.move_fraction,
+                self.games * self.max_moves.div_ceil(2),
+                self.games,
+                self.max_moves
+            );
+        }
         if !(self.temperature.is_finite() && self.temperature > 0.0 && self.temperature <= 10.0) {
             bail!("temperature {}: sample at a temperature above 0 and at most 10", self.temperature);
         }
@@ -197,6 +217,8 @@ pub struct RlSummary {
     pub metrics: Vec<IterationMetrics>,
     /// Whether it had nothing left to do.
     pub already_done: bool,
+    /// Iterations the run has done, this call's with the earlier ones.
+    pub done: u64,
 }
 
 /// Runs `config` (see the module's notes); with `stop_after`, stops
@@ -243,6 +265,9 @@ pub fn train_rl(
         }
         None => NetEval::load(&kept_start, &device, Output::MoveLogProbs).context("the run's start policy")?,
     };
+    if resuming {
+        check_pool_every(out, config.pool_every)?;
+    }
     let learner = Arc::new(learner);
     let model = learner.model();
     let mut optimizer = config.optimizer.build(model.parameters());
@@ -266,7 +291,7 @@ pub fn train_rl(
     let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
     // A finished run keeps the settings it trained with.
     if state.step >= config.iterations {
-        return Ok(RlSummary { metrics: all, already_done: true });
+        return Ok(RlSummary { metrics: all, already_done: true, done: state.step });
     }
     // Only once the run is known to go on with these settings: a resume
     // refused for one of them leaves the run's own.
@@ -293,6 +318,13 @@ pub fn train_rl(
             temperature: config.temperature,
         };
         let examples = Examples::of(&games, 0, features, &weighting)?;
+        if examples.is_empty() {
+            progress.note(&format!(
+                "train-rl: iteration {iteration} learnt from no position (the learner only passed, or \
+                 --move-fraction {} kept none of its moves)",
+                config.move_fraction
+            ));
+        }
         let (grads, loss, mean_log_p) = examples.gradient(model, config.chunk)?;
         // Before anything of the iteration is written: a net of NaNs once
         // went on to be saved, resumed and reviewed with.
@@ -354,7 +386,24 @@ pub fn train_rl(
         slowest = slowest.max(started.elapsed());
     }
     progress.finish();
-    Ok(RlSummary { metrics: all, already_done: false })
+    Ok(RlSummary { metrics: all, already_done: false, done: state.step })
+}
+
+/// Refuses a resume with another snapshot interval than the run's own: its
+/// pool is the snapshots of that interval, and another one would leave
+/// some of them out of it (every 4 after every 2: iteration 2's) or find
+/// some missing.
+fn check_pool_every(out: &Path, pool_every: u64) -> Result<()> {
+    match saved_config(out)? {
+        Some(saved) if saved.pool_every != pool_every => bail!(
+            "{}: the run takes a snapshot into its pool every {} iterations (pool_every {}), so --pool-every \
+             {pool_every} would leave its pool another: resume without --pool-every, or start another run",
+            out.join(CONFIG_FILE).display(),
+            saved.pool_every,
+            saved.pool_every
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The start policy's copy in the run's pool folder.
@@ -374,7 +423,20 @@ fn ready_folder(out: &Path, start: Start) -> Result<()> {
         );
     }
     let ours = ["last", "last.new", "last.old", "pool", "best.safetensors", CONFIG_FILE, "metrics.jsonl"];
-    let holds_a_run = ours.iter().any(|name| out.join(name).exists());
+    // A fresh run writes its copy of the start policy before its settings:
+    // killed between the two, it left a pool of that copy alone, which no
+    // resume takes (it has no settings) and the next fresh run replaces.
+    let unfinished_start = |name: &&str| {
+        *name == "pool"
+            && !out.join(CONFIG_FILE).exists()
+            && std::fs::read_dir(out.join("pool")).is_ok_and(|entries| {
+                entries.flatten().all(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name == START_FILE || name.ends_with(".tmp")
+                })
+            })
+    };
+    let holds_a_run = ours.iter().filter(|name| !unfinished_start(name)).any(|name| out.join(name).exists());
     match start {
         Start::Fresh if holds_a_run => {
             bail!("{} holds a train-rl run: --resume to continue it, --force to replace it", out.display())

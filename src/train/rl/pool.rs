@@ -3,7 +3,6 @@
 //! uniformly from it, which keeps the learner from overfitting to its
 //! current self (AlphaGo's stage 2).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,14 +13,21 @@ use crate::go::zobrist::mix;
 use crate::nn::{weights, Model, Output};
 use crate::search::NetEval;
 
+/// Nets kept loaded at once: the start policy, which every match against
+/// the start plays, and the last opponents drawn. A pool of hundreds of
+/// snapshots once kept each one drawn in memory to the run's end.
+const KEPT_LOADED: usize = 3;
+
 /// The pool's members, as weights files.
 pub struct Pool {
     /// The start policy, then the snapshots in order.
     members: Vec<(String, PathBuf)>,
     /// Where snapshots are written.
     dir: PathBuf,
-    /// Nets loaded so far, by member.
-    loaded: HashMap<usize, Arc<NetEval>>,
+    /// The nets last used, by member, the most recent last. One read
+    /// again from its file is the same net, so what is kept changes no
+    /// game.
+    loaded: Vec<(usize, Arc<NetEval>)>,
 }
 
 impl Pool {
@@ -34,14 +40,14 @@ impl Pool {
             let path = snapshot_path(dir, iteration);
             if !path.is_file() {
                 bail!(
-                    "{}: the pool's snapshot of iteration {iteration} is missing (a snapshot every {every} \
-                     iterations, --pool-every, would have written it: is that the run's own setting?)",
+                    "{}: the pool's snapshot of iteration {iteration} is missing (the run takes one every {every} \
+                     iterations), so the run cannot go on as it was (--force starts it again)",
                     path.display()
                 );
             }
             members.push((format!("iteration {iteration}"), path));
         }
-        Ok(Pool { members, dir: dir.to_path_buf(), loaded: HashMap::new() })
+        Ok(Pool { members, dir: dir.to_path_buf(), loaded: Vec::new() })
     }
 
     pub fn len(&self) -> usize {
@@ -63,13 +69,16 @@ impl Pool {
         &self.members[member].0
     }
 
-    /// The member's net, loaded once.
+    /// The member's net: loaded from its file unless used lately.
     pub fn net(&mut self, member: usize, device: &Device) -> Result<Arc<NetEval>> {
-        if let Some(net) = self.loaded.get(&member) {
-            return Ok(net.clone());
+        let net = match self.loaded.iter().position(|(m, _)| *m == member) {
+            Some(i) => self.loaded.remove(i).1,
+            None => Arc::new(NetEval::load(&self.members[member].1, device, Output::MoveLogProbs)?),
+        };
+        self.loaded.push((member, net.clone()));
+        if self.loaded.len() > KEPT_LOADED {
+            self.loaded.remove(0);
         }
-        let net = Arc::new(NetEval::load(&self.members[member].1, device, Output::MoveLogProbs)?);
-        self.loaded.insert(member, net.clone());
         Ok(net)
     }
 
@@ -106,5 +115,31 @@ mod tests {
         let drawn: std::collections::HashSet<usize> = (0..40).map(|i| reopened.draw(3, i)).collect();
         assert_eq!(drawn.len(), 2, "both members are drawn");
         assert_eq!(reopened.draw(3, 17), reopened.draw(3, 17));
+    }
+
+    /// A long run's pool holds hundreds of snapshots: they are not all
+    /// kept in memory, and one loaded again plays as it did.
+    #[test]
+    fn only_a_few_opponents_stay_loaded_and_one_loaded_again_is_the_same_net() {
+        use crate::features::FeatureSet;
+        use crate::go::{Game, Rules};
+        use crate::nn::Arch;
+        let dir = tempfile::tempdir().unwrap();
+        let start = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/nets/policy.safetensors"));
+        let mut pool = Pool::open(start, dir.path(), 1, 0).unwrap();
+        for i in 1..=KEPT_LOADED as u64 + 2 {
+            pool.add(i, &Model::new(Arch::Policy, FeatureSet::Seed, &Device::Cpu, i).unwrap()).unwrap();
+        }
+        let game = Game::new(19, Rules::CHINESE);
+        let probs = |net: &NetEval| net.move_probs(&[&game]).unwrap();
+        let first: Vec<_> = (0..pool.len()).map(|m| probs(&pool.net(m, &Device::Cpu).unwrap())).collect();
+        assert_ne!(first[1], first[2], "each member its own net");
+        assert!(pool.loaded.len() <= KEPT_LOADED, "{} nets loaded", pool.loaded.len());
+        for member in (0..pool.len()).rev() {
+            assert_eq!(probs(&pool.net(member, &Device::Cpu).unwrap()), first[member], "member {member}");
+            assert!(pool.loaded.len() <= KEPT_LOADED, "{} nets loaded", pool.loaded.len());
+        }
+        let (a, b) = (pool.net(2, &Device::Cpu).unwrap(), pool.net(2, &Device::Cpu).unwrap());
+        assert!(Arc::ptr_eq(&a, &b), "a net drawn again soon is not read again");
     }
 }

@@ -139,7 +139,7 @@ fn alphagos_recipe_writes_one_labelled_position_a_game_into_a_dataset() {
     // Unnamed, the policies are the shipped SL and RL ones.
     let shipped = dir.path().join("shipped");
     ok(&["selfplay", "--games", "2", "--max-moves", "20", "--value-positions", "alphago", "--out", path(&shipped)]);
-    let players = std::fs::read_to_string(shipped.join("selfplay.json")).unwrap();
+    let players = std::fs::read_to_string(shipped.join("summary.json")).unwrap();
     assert!(players.contains("SL policy built-in policy.safetensors"), "{players}");
     assert!(players.contains("RL policy built-in rl-policy.safetensors"), "{players}");
 }
@@ -211,6 +211,45 @@ fn a_resume_refuses_another_net_at_the_same_path() {
         text(&refused)
     );
     assert_eq!(games(&out).len(), 3, "no game played with the other net");
+}
+
+/// A resume finds its run by the files of the nets its players play with,
+/// however their paths are spelt, and not by nets they never use (a
+/// policy agent and --value); another net is refused, and the advice
+/// says what --force would delete.
+#[test]
+fn a_resume_takes_the_same_nets_however_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(shipped("policy"), dir.path().join("p.safetensors")).unwrap();
+    std::fs::copy(shipped("rl-policy"), dir.path().join("r.safetensors")).unwrap();
+    let absolute = dir.path().join("p.safetensors");
+    let in_dir = |games: &str, out: &str, extra: &[&str]| {
+        let args = ["selfplay", "--games", games, "--max-moves", "10", "--threads", "1", "--out", out];
+        let done = common::go_train(&[&args[..], extra].concat()).current_dir(dir.path()).output().unwrap();
+        (done.status.success(), text(&done))
+    };
+    let agent = |net: &str| format!("policy:policy={net},temperature=1");
+    let (done, said) = in_dir("2", "run", &["--agent", &agent("p.safetensors")]);
+    assert!(done, "{said}");
+    for (games, extra) in [
+        ("3", vec!["--agent".to_string(), agent("./p.safetensors")]),
+        ("4", vec!["--agent".to_string(), agent(path(&absolute))]),
+        ("5", vec!["--agent".to_string(), agent("p.safetensors"), "--value".into(), shipped("value")]),
+    ] {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let (done, said) = in_dir(games, "run", &[&["--resume"][..], &extra].concat());
+        assert!(done, "{extra:?}: {said}");
+    }
+    assert_eq!(games(&dir.path().join("run")).len(), 5);
+    let (done, said) = in_dir("6", "run", &["--resume", "--agent", &agent("r.safetensors")]);
+    assert!(!done && said.contains("nets") && said.contains("deleting its 5 finished games"), "{said}");
+
+    let recipe = ["--value-positions", "alphago", "--sl-policy", "p.safetensors", "--rl-policy", "r.safetensors"];
+    let (done, said) = in_dir("1", "value", &recipe);
+    assert!(done, "{said}");
+    let respelt = ["--value-positions", "alphago", "--sl-policy", "./p.safetensors", "--rl-policy", "./r.safetensors"];
+    let (done, said) = in_dir("2", "value", &[&respelt[..], &["--resume"]].concat());
+    assert!(done, "{said}");
 }
 
 /// An engine that dies while a game is set up loses that game, as in a
@@ -297,6 +336,18 @@ fn bad_settings_and_a_failed_write_are_named() {
         assert!(err.contains("cannot play on 9x9") && !err.contains("--resume"), "{err}");
         assert!(!out.exists(), "{agent}: a refused run left {}", out.display());
     }
+    // Without a net named, the board size is what is wrong, not a net
+    // missing: the shipped nets are there, for 19x19.
+    let err = fails(&["selfplay", "--games", "2", "--size", "9", "--out", o]);
+    assert!(err.contains("19x19") && err.contains("--size 9") && !err.contains("give --policy"), "{err}");
+    let err = fails(&["selfplay", "--games", "2", "--size", "9", "--value-positions", "alphago", "--out", o]);
+    assert!(err.contains("19x19") && err.contains("--size 9") && !err.contains("no shipped"), "{err}");
+    assert!(!out.exists());
+    // The recipe labels the position after its random move: a game of one
+    // move has none, refused before any game is played.
+    let err = fails(&["selfplay", "--games", "2", "--value-positions", "alphago", "--max-moves", "1", "--out", o]);
+    assert!(err.contains("--max-moves 1") && err.contains("at least 2"), "{err}");
+    assert!(!out.exists());
     let err = fails(&["selfplay", "--games", "2", "--agent", "no-such-engine --mode gtp", "--out", o]);
     assert!(err.contains("cannot start engine `no-such-engine --mode gtp`"), "{err}");
     assert!(!out.exists());

@@ -11,11 +11,12 @@ use go_train::bounds::{self, count_flag, real_flag};
 use go_train::dataset::prepare::PrepareOptions;
 use go_train::dataset::{Split, SplitFractions, ValueSampling};
 use go_train::eval::arena::GameConfig;
+use go_train::eval::arena::PlayerSpec;
 use go_train::features::FeatureSet;
 use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, Output};
 use go_train::search::ownership::DEFAULT_PLAYOUTS;
-use go_train::search::{DefaultNets, NetEval, NetSource};
+use go_train::search::{AgentKind, DefaultNets, NetEval, NetSource};
 use go_train::selfplay::{selfplay, Plan, PlayConfig, SelfPlayOptions, SelfPlaySummary, Side};
 
 /// Play games between two players (or one against itself), many at once,
@@ -126,8 +127,9 @@ pub struct Args {
     /// forfeits the game. A game's setup gets at least the default.
     #[arg(long, value_name = "SECONDS", default_value_t = GtpTimeouts::DEFAULT_SECONDS)]
     gtp_timeout: f64,
-    /// Keep the games a stopped run (same players and settings) wrote to
-    /// --out, and play only the others.
+    /// Keep the games a stopped run (same players and settings, its nets
+    /// known by their files' contents) wrote to --out, and play only the
+    /// others.
     #[arg(long, conflicts_with = "force")]
     resume: bool,
     /// Replace a run in --out.
@@ -167,7 +169,7 @@ pub fn run(args: Args) -> Result<()> {
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;
     let nets = args.nets.defaults(args.size, None, true)?;
-    let (sides, players, nets, plan) = match value_positions {
+    let Sides { sides, players, identities, nets, plan } = match value_positions {
         Some(ValuePositions::AlphaGo) => alphago_sides(&args, &nets, &device)?,
         _ => match_sides(&args, &nets, &device)?,
     };
@@ -192,6 +194,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         plan,
         players,
+        identities,
         nets,
         dataset: value.map(|value| PrepareOptions {
             features: args.features,
@@ -225,8 +228,17 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The sides, their names, their nets' fingerprints, and who plays when.
-type Sides = (Vec<Side>, Vec<String>, Vec<String>, Plan);
+/// The sides, and who plays when.
+struct Sides {
+    sides: Vec<Side>,
+    /// As named, for the summary.
+    players: Vec<String>,
+    /// As the run's description names them, without their nets.
+    identities: Vec<String>,
+    /// Their nets' fingerprints.
+    nets: Vec<String>,
+    plan: Plan,
+}
 
 /// --agent against --opponent (itself when not given).
 fn match_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) -> Result<Sides> {
@@ -239,24 +251,47 @@ fn match_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) ->
     };
     let timeouts = GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?;
     let mut sides = Vec::new();
-    let (mut players, mut fingerprints) = (Vec::new(), Vec::new());
+    let (mut players, mut identities, mut fingerprints) = (Vec::new(), Vec::new(), Vec::new());
     for (text, flag) in texts.iter().zip(["--agent", "--opponent"]) {
         let spec = super::nets::player_spec(text, nets).with_context(|| format!("{flag} {text:?}"))?;
-        players.push(match spec.settings() {
+        // No net is shipped for another board, so the net it lacks is not
+        // what to name (nor one given, which check_board refuses later).
+        let size = args.size;
+        if let PlayerSpec::Agent(agent) = &spec {
+            if size != nn::BOARD && matches!(agent.kind, AgentKind::Policy | AgentKind::Playout) {
+                bail!(
+                    "{flag} {text:?} cannot play on {size}x{size} (--size {size}): a {} agent plays a net, and \
+                     the nets play {b}x{b} only",
+                    agent.kind.name(),
+                    b = nn::BOARD
+                );
+            }
+        }
+        let named = |settings: Option<String>| match settings {
             Some(settings) => format!("{}:{settings}", spec.label()),
             None => spec.label(),
-        });
+        };
+        players.push(named(spec.settings()));
+        identities.push(named(spec.settings_but_nets()));
         fingerprints.extend(spec.net_fingerprints().with_context(|| format!("{flag} {text:?}"))?);
         sides.push(Side::build(spec, device, timeouts).with_context(|| format!("{flag} {text:?}"))?);
     }
     let plan = Plan::Alternate { a: 0, b: sides.len() - 1 };
-    Ok((sides, players, fingerprints, plan))
+    Ok(Sides { sides, players, identities, nets: fingerprints, plan })
 }
 
 /// AlphaGo's recipe: the SL and RL policies, sampled at temperature 1.
 fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) -> Result<Sides> {
     if args.opponent.is_some() || args.agent != "policy:temperature=1" {
         bail!("--value-positions alphago plays --sl-policy and --rl-policy, not --agent or --opponent");
+    }
+    let size = args.size;
+    if size != nn::BOARD {
+        bail!(
+            "--value-positions alphago cannot play on {size}x{size} (--size {size}): its policies are nets, and the \
+             nets play {b}x{b} only",
+            b = nn::BOARD
+        );
     }
     let policy = |named: &Option<PathBuf>, default: Option<NetSource>, flag: &str| -> Result<NetSource> {
         (named.clone().map(NetSource::File).or(default))
@@ -273,19 +308,23 @@ fn alphago_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) 
         policy(&args.rl_policy, rl_default, "--rl-policy")?,
     ];
     let mut sides = Vec::new();
-    let (mut players, mut fingerprints) = (Vec::new(), Vec::new());
+    let (mut players, mut identities, mut fingerprints) = (Vec::new(), Vec::new(), Vec::new());
+    let sl_fingerprint = sources[0].fingerprint().context("the SL policy")?;
     for (source, role) in sources.iter().zip(["SL", "RL"]) {
-        if role == "RL" && *source == sources[0] {
+        let fingerprint = source.fingerprint().with_context(|| format!("the {role} policy"))?;
+        // One net, however its paths are spelt, plays both parts.
+        if role == "RL" && fingerprint == sl_fingerprint {
             break;
         }
         let net =
             NetEval::load_source(source, device, Output::MoveLogProbs).with_context(|| format!("the {role} policy"))?;
         players.push(format!("{role} policy {source}"));
-        fingerprints.push(format!("{role} policy: {}", source.fingerprint()?));
+        identities.push(format!("{role} policy"));
+        fingerprints.push(format!("{role} policy: {fingerprint}"));
         sides.push(Side::net(format!("{role} policy {source} (temperature 1)"), Arc::new(net), 1.0));
     }
     let plan = Plan::AlphaGoValue { sl: 0, rl: sides.len() - 1 };
-    Ok((sides, players, fingerprints, plan))
+    Ok(Sides { sides, players, identities, nets: fingerprints, plan })
 }
 
 /// The machine's load, from /proc/loadavg: what the speed figures ran beside.

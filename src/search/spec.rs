@@ -136,6 +136,22 @@ impl AgentSpec {
             .join(",")
     }
 
+    /// [`AgentSpec::settings`] but the nets: with
+    /// [`AgentSpec::net_fingerprints`], what a resumed run must find
+    /// again. The fingerprints tell the nets by their files, however their
+    /// paths are spelt, and leave out those the kind never plays with.
+    pub fn settings_but_nets(&self) -> String {
+        let default = NetChoice::Default;
+        AgentSpec {
+            policy: default.clone(),
+            root_policy: default.clone(),
+            value: default.clone(),
+            playout: default,
+            ..self.clone()
+        }
+        .settings()
+    }
+
     /// Sets one of the agent's own settings (a net or the temperature) by
     /// its name in a spec; `false` when `key` names none of them.
     fn set_agent(&mut self, key: &str, value: &str) -> Result<bool> {

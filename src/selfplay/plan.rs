@@ -111,6 +111,20 @@ impl Plan {
         }
     }
 
+    /// Fails unless games of at most `max_moves` moves can follow the
+    /// plan: the recipe's position is the one after its random move, and
+    /// a move must follow it (a game of one move once failed each game
+    /// after all were played).
+    pub fn check_max_moves(&self, max_moves: usize) -> anyhow::Result<()> {
+        if matches!(self, Plan::AlphaGoValue { .. }) && max_moves < 2 {
+            anyhow::bail!(
+                "--max-moves {max_moves}: --value-positions alphago labels the position after a random move, and \
+                 a game must go on from it: give at least 2"
+            );
+        }
+        Ok(())
+    }
+
     /// Whether side `a` (the first named) plays `color` in game `index`.
     pub fn a_plays(&self, index: usize, color: Color) -> bool {
         match self {

@@ -47,9 +47,14 @@ pub struct SelfPlayOptions {
     pub games: usize,
     pub play: PlayConfig,
     pub plan: Plan,
-    /// What identifies each side (its spec and settings), in the order of
-    /// the sides: saved in `selfplay.json`.
+    /// Each side as named (its spec and settings, its nets' paths), in the
+    /// order of the sides: for the summary.
     pub players: Vec<String>,
+    /// What identifies each side but its nets, which `nets` identifies by
+    /// their files: saved in `selfplay.json`, so that a resume naming the
+    /// same files otherwise (`./p.safetensors`, its full path), or a net
+    /// no side plays with, is the same run.
+    pub identities: Vec<String>,
     /// The nets the sides play with, each with its file's checksum
     /// ([`crate::search::NetSource::fingerprint`]): another net put at a
     /// path the run named is another run.
@@ -83,7 +88,7 @@ impl RunIdentity {
     fn of(options: &SelfPlayOptions) -> RunIdentity {
         let game = &options.play.game;
         RunIdentity {
-            players: options.players.clone(),
+            players: options.identities.clone(),
             plan: options.plan,
             size: game.size,
             komi: game.komi,
@@ -123,6 +128,7 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     if options.games == 0 {
         bail!("--games must be at least 1");
     }
+    options.plan.check_max_moves(options.play.game.max_moves)?;
     for side in sides {
         side.check_board(&options.play.game, device)?;
     }
@@ -223,8 +229,9 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
     }
     if holds_anything && !options.resume && !options.force {
         bail!(
-            "{} is not empty: --resume to finish the run it holds, --force to replace it, or another --out",
-            out.display()
+            "{} is not empty: --resume to finish the run it holds, or another --out ({})",
+            out.display(),
+            force_deletes(out)
         );
     }
     if options.force {
@@ -240,6 +247,11 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
             let mut ours = RunIdentity::of(options);
             if theirs.nets.is_none() {
                 ours.nets = None;
+            }
+            // A run's file written while it named players with their nets'
+            // paths.
+            if theirs.players == options.players {
+                ours.players = options.players.clone();
             }
             if theirs != ours {
                 // Each setting that differs, by name, rather than both runs whole.
@@ -257,9 +269,10 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
                     })
                     .collect();
                 bail!(
-                    "{} holds another run ({}): give the same settings, or --force to replace it",
+                    "{} holds another run ({}): give the same settings ({})",
                     out.display(),
-                    differ.join("; ")
+                    differ.join("; "),
+                    force_deletes(out)
                 );
             }
             // A resume with fewer games would write a list and a dataset
@@ -270,11 +283,12 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
                 .max();
             if let Some(last) = past {
                 bail!(
-                    "{} holds game {} (game-{last:06}.sgf), past --games {}: give --games {} or more, or --force to replace the run",
+                    "{} holds game {} (game-{last:06}.sgf), past --games {}: give --games {} or more ({})",
                     out.display(),
                     last + 1,
                     options.games,
-                    last + 1
+                    last + 1,
+                    force_deletes(out)
                 );
             }
             // Resumed without --value-positions, the dataset of the games
@@ -299,6 +313,14 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `--force` would cost, for advice that offers it.
+fn force_deletes(out: &Path) -> String {
+    let games = (std::fs::read_dir(out.join(GAMES)).into_iter().flatten().flatten())
+        .filter(|e| game_index(&e.file_name().to_string_lossy()).is_some())
+        .count();
+    format!("--force would replace the run, deleting its {games} finished games")
 }
 
 /// The SGF record of a finished game: players named after the sides, and

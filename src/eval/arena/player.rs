@@ -61,6 +61,15 @@ impl PlayerSpec {
         }
     }
 
+    /// A go-train agent's settings but its nets
+    /// ([`AgentSpec::settings_but_nets`]); `None` for an engine.
+    pub fn settings_but_nets(&self) -> Option<String> {
+        match self {
+            PlayerSpec::Agent(spec) => Some(spec.settings_but_nets()),
+            PlayerSpec::Gtp(_) => None,
+        }
+    }
+
     /// The nets an agent plays with, each with the checksum of its file
     /// ([`crate::search::AgentSpec::net_fingerprints`]); none for an engine.
     pub fn net_fingerprints(&self) -> Result<Vec<String>> {

@@ -396,8 +396,9 @@ pub fn train_rl(
 fn check_pool_every(out: &Path, pool_every: u64) -> Result<()> {
     match saved_config(out)? {
         Some(saved) if saved.pool_every != pool_every => bail!(
-            "{}: the run takes a snapshot into its pool every {} iterations (pool_every {}), so --pool-every \
-             {pool_every} would leave its pool another: resume without --pool-every, or start another run",
+            "{}: the run takes a snapshot into its pool every {} iterations (pool_every {}), and --pool-every \
+             {pool_every} would look for snapshots of other iterations than its own: resume without --pool-every, or \
+             start another run",
             out.join(CONFIG_FILE).display(),
             saved.pool_every,
             saved.pool_every

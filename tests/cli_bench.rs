@@ -109,9 +109,10 @@ fn bench_playouts_plays_at_least_one_batch() {
     assert!(played >= 1 && !text.contains("NaN"), "{text}");
 }
 
-/// A game that ends in two passes is over at its last move, where a
-/// search ends at once: that position is left out (it once flattered
-/// every agent's speed, 99,161 iterations a second where others ran 343).
+/// A game that ends in two passes is over at its last move, which no
+/// player searches: that position is left out (its search once ended at
+/// once and flattered every agent's speed, 99,161 iterations a second
+/// where others ran 343).
 #[test]
 fn bench_search_leaves_out_a_finished_games_last_position() {
     let Some(kgs) = common::collection("kgs-6d") else { return };

@@ -45,7 +45,7 @@ pub struct Args {
     /// Fewest moves a game must have.
     #[arg(long, default_value_t = Criteria::default().min_moves)]
     min_moves: usize,
-    /// Most moves a game may have (a game of endless passes is no game);
+    /// Most moves a game may have, counted to its end at two passes;
     /// at least --min-moves.
     #[arg(long, default_value_t = Criteria::default().max_moves)]
     max_moves: usize,

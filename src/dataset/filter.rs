@@ -160,6 +160,10 @@ impl Criteria {
         if self.require_result && !matches!(record.result, Some(GameResult::Win { .. } | GameResult::Draw)) {
             return reject(Rejection::NoResult, record.result.as_ref().map(|r| r.to_string()).unwrap_or_default());
         }
+        // Before the length, which counts the moves up to the end only.
+        if let Some(end) = record.play_after_two_passes() {
+            return reject(Rejection::PlayAfterEnd, format!("{} moves after move {end}", record.moves.len() - end));
+        }
         // Passes after the end are none of the game's moves (prepare drops them).
         let moves = record.end_of_play();
         if moves < self.min_moves {
@@ -167,9 +171,6 @@ impl Criteria {
         }
         if moves > self.max_moves {
             return reject(Rejection::TooLong, format!("{moves} moves"));
-        }
-        if let Some(end) = record.play_after_two_passes() {
-            return reject(Rejection::PlayAfterEnd, format!("{} moves after move {end}", record.moves.len() - end));
         }
         record.replay(record.rules()).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
         Ok(())
@@ -536,6 +537,11 @@ mod tests {
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[400]"), Rejection::BadHandicap);
         let played_on = parse_game("(;SZ[19]KM[6.5]DT[2005];B[aa];W[];B[];W[bb])").unwrap();
         assert_eq!(c.judge(&played_on).unwrap_err().0, Rejection::PlayAfterEnd);
+        // Said so, not "too short" for its 3 moves up to the end.
+        let played_on =
+            parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]RE[B+R];B[aa];W[];B[]{})", ";W[bb];B[cc]".repeat(30)));
+        let long = Criteria { min_moves: 10, ..Criteria::default() };
+        assert_eq!(long.judge(&played_on.unwrap()).unwrap_err().0, Rejection::PlayAfterEnd);
         // A third pass (NNGS, IGS) ends a game that counts as it ended; a
         // game of endless passes is one of two.
         let third_pass = parse_game("(;SZ[19]KM[6.5]DT[2005];B[aa];W[];B[];W[])").unwrap();

@@ -211,7 +211,8 @@ impl Mcts {
     /// calling `observe` after every batch with the search as it stands (for
     /// live analysis, [`Mcts::analysis`]); it ends the search early by
     /// answering `Break`. A search also ends when its tree is full or the
-    /// game at its root is over.
+    /// game at its root was resigned (one two passes ended goes on, as a
+    /// GUI asks for its analysis).
     pub fn search_observed(
         &mut self,
         game: &Game,
@@ -319,13 +320,16 @@ impl Mcts {
     /// plus moves the tree has expanded; otherwise starts a new tree.
     fn reuse_or_reset(&mut self, game: &Game) {
         let continued;
-        let game = if game.resigned().is_none() && game.is_over() {
+        let ended_by_passes = game.resigned().is_none() && game.is_over();
+        let game = if ended_by_passes {
             continued = game.continued();
             &continued
         } else {
             game
         };
-        let reusable = self.tree.take().and_then(|mut tree| {
+        // A tree that reached this position scored it as the game's end.
+        let kept = self.tree.take().filter(|_| !ended_by_passes);
+        let reusable = kept.and_then(|mut tree| {
             let old = tree.game.history();
             let new = game.history();
             // A new board size (GTP `boardsize` without `clear_board`) has
@@ -1040,6 +1044,14 @@ mod tests {
         let report = mcts.search(&game, None).unwrap();
         let visited: u32 = report.children.iter().map(|c| c.1).sum();
         assert!(report.children.len() > 1 && visited >= 40, "{:?}", report.children);
+        // So is it after a search that reached it as the end of a game.
+        let mut before = game.clone();
+        before.undo();
+        let mut mcts = Mcts::new(stones_config(200), None, None, None).unwrap();
+        mcts.search(&before, None).unwrap();
+        let report = mcts.search(&game, None).unwrap();
+        let visited: u32 = report.children.iter().map(|c| c.1).sum();
+        assert!(report.children.len() > 1 && visited >= 40, "after a search of the move before: {:?}", report.children);
         // A resigned game stays over.
         let mut resigned = Game::new(9, Rules::CHINESE);
         resigned.play(Color::Black, Move::Resign).unwrap();

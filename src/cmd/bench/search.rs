@@ -46,8 +46,9 @@ pub fn run(args: SearchArgs) -> Result<()> {
         bail!("{}: a {size}x{size} game, and the nets play on 19x19 only", args.sgf.display());
     }
     // The position after every `every`-th move, the last one's included
-    // unless the game is over there: a finished game's search ends at
-    // once and would flatter every agent's speed.
+    // unless the game is over there: no player searches a finished game
+    // (the search of one reached as its end ended at once, and flattered
+    // every agent's speed).
     let positions: Vec<_> = (args.every..=record.moves.len())
         .step_by(args.every)
         .map(|n| record.replay_until(rules, n).with_context(|| format!("{}: move {n}", args.sgf.display())))

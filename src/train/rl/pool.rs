@@ -13,9 +13,9 @@ use crate::go::zobrist::mix;
 use crate::nn::{weights, Model, Output};
 use crate::search::NetEval;
 
-/// Nets kept loaded at once: the start policy, which every match against
-/// the start plays, and the last opponents drawn. A pool of hundreds of
-/// snapshots once kept each one drawn in memory to the run's end.
+/// Nets kept loaded at once, the last used (the start policy among them
+/// while matches against it are played). A pool of hundreds of snapshots
+/// once kept each one drawn in memory to the run's end.
 const KEPT_LOADED: usize = 3;
 
 /// The pool's members, as weights files.

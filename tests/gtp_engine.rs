@@ -359,8 +359,17 @@ fn match_errors_name_the_player_and_what_is_missing() {
     };
     let err = run("random", "/no/such/engine --mode gtp");
     assert!(err.contains("player B") && err.contains("/no/such/engine"), "{err}");
+    // On the nets' board without nets, the net is what is missing.
+    let out = common::go_train(&["eval", "--match", "policy", "random", "--games", "1", "--out"])
+        .arg(dir.path())
+        .env("GO_TRAIN_NETS", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("player A") && err.contains("--policy"), "{err}");
+    // On another board it is the board (the net was named as missing).
     let err = run("policy", "random");
-    assert!(err.contains("player A") && err.contains("--policy"), "{err}");
+    assert!(err.contains("player A") && err.contains("cannot play on 9x9") && !err.contains("give --policy"), "{err}");
     let err = run("mcts:depth=3", "random");
     assert!(err.contains("unknown agent setting \"depth\""), "{err}");
     // Nothing was written for a match that could not start.

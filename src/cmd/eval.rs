@@ -296,7 +296,9 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     // Agents without nets take the named ones, and for those not named
     // the shipped ones on the board those play.
     let nets = args.nets.defaults(args.size, None, true)?;
-    let spec = |text: &str| super::nets::player_spec(text, &nets);
+    let spec = |text: &str, player: &str| {
+        super::nets::player_spec(text, &nets, args.size).with_context(|| format!("player {player}"))
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let parallel = args.parallel.unwrap_or(cores);
     // Each game's nets run on one thread: games, not layers, are the
@@ -304,8 +306,8 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
     go_train::nn::init_threads(Some(1))?;
     let device = nn::device(&args.device)?;
     let config = MatchConfig {
-        a: spec(&players[0])?,
-        b: spec(&players[1])?,
+        a: spec(&players[0], "A")?,
+        b: spec(&players[1], "B")?,
         games: args.games,
         game: GameConfig {
             size: args.size,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use go_train::eval::arena::PlayerSpec;
 use go_train::nn::BOARD;
-use go_train::search::{DefaultNets, NetChoice, NetSource};
+use go_train::search::{AgentKind, DefaultNets, NetChoice, NetSource};
 
 /// The shipped nets (`nets/`), built in: file name and bytes.
 const BUILT_IN: [(&str, &[u8]); 5] = [
@@ -115,10 +115,19 @@ pub fn shipped_net(file: &str) -> Option<NetSource> {
 }
 
 /// A player named on the command line (an agent spec or a GTP engine's
-/// command line), its agent given the nets its spec does not name from
-/// `nets`.
-pub fn player_spec(text: &str, nets: &DefaultNets) -> anyhow::Result<PlayerSpec> {
+/// command line) for games on a board of `size`, its agent given the nets
+/// its spec does not name from `nets`. An agent that is a net alone is
+/// refused on another board than the nets': no net is shipped for it, so
+/// the net it then lacked was named as what was wrong.
+pub fn player_spec(text: &str, nets: &DefaultNets, size: usize) -> anyhow::Result<PlayerSpec> {
     Ok(match PlayerSpec::parse(text)? {
+        PlayerSpec::Agent(agent) if size != BOARD && matches!(agent.kind, AgentKind::Policy | AgentKind::Playout) => {
+            anyhow::bail!(
+                "cannot play on {size}x{size} (--size {size}): a {} agent plays a net, and the nets play \
+                 {BOARD}x{BOARD} only",
+                agent.kind.name()
+            )
+        }
         PlayerSpec::Agent(agent) => PlayerSpec::Agent(Box::new(agent.with_default_nets(nets))),
         gtp => gtp,
     })

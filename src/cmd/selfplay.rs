@@ -11,12 +11,11 @@ use go_train::bounds::{self, count_flag, real_flag};
 use go_train::dataset::prepare::PrepareOptions;
 use go_train::dataset::{Split, SplitFractions, ValueSampling};
 use go_train::eval::arena::GameConfig;
-use go_train::eval::arena::PlayerSpec;
 use go_train::features::FeatureSet;
 use go_train::gtp::GtpTimeouts;
 use go_train::nn::{self as nn, Output};
 use go_train::search::ownership::DEFAULT_PLAYOUTS;
-use go_train::search::{AgentKind, DefaultNets, NetEval, NetSource};
+use go_train::search::{DefaultNets, NetEval, NetSource};
 use go_train::selfplay::{selfplay, Plan, PlayConfig, SelfPlayOptions, SelfPlaySummary, Side};
 
 /// Play games between two players (or one against itself), many at once,
@@ -253,20 +252,7 @@ fn match_sides(args: &Args, nets: &DefaultNets, device: &candle_core::Device) ->
     let mut sides = Vec::new();
     let (mut players, mut identities, mut fingerprints) = (Vec::new(), Vec::new(), Vec::new());
     for (text, flag) in texts.iter().zip(["--agent", "--opponent"]) {
-        let spec = super::nets::player_spec(text, nets).with_context(|| format!("{flag} {text:?}"))?;
-        // No net is shipped for another board, so the net it lacks is not
-        // what to name (nor one given, which check_board refuses later).
-        let size = args.size;
-        if let PlayerSpec::Agent(agent) = &spec {
-            if size != nn::BOARD && matches!(agent.kind, AgentKind::Policy | AgentKind::Playout) {
-                bail!(
-                    "{flag} {text:?} cannot play on {size}x{size} (--size {size}): a {} agent plays a net, and \
-                     the nets play {b}x{b} only",
-                    agent.kind.name(),
-                    b = nn::BOARD
-                );
-            }
-        }
+        let spec = super::nets::player_spec(text, nets, args.size).with_context(|| format!("{flag} {text:?}"))?;
         let named = |settings: Option<String>| match settings {
             Some(settings) => format!("{}:{settings}", spec.label()),
             None => spec.label(),

@@ -157,6 +157,14 @@ fn the_three_nets_learn_resume_exactly_and_refuse_bad_checkpoints() {
             assert_eq!(std::fs::read(straight.join(f)).unwrap(), std::fs::read(resumed.join(f)).unwrap(), "{f}");
         }
         assert_eq!(distance, 0.0);
+        // Another number of threads rounds the kernel gradients otherwise,
+        // which the resume says (it said nothing).
+        let threads = dir.path().join("threads");
+        let steps = ["--steps-per-epoch", "5", "--set"];
+        assert!(train(&threads, "policy", &[&["--epochs", "1"], &steps[..], &["threads=1"]].concat()).status.success());
+        let out = train(&threads, "policy", &[&["--epochs", "2"], &steps[..], &["threads=2", "--resume"]].concat());
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && said.contains("trained on 1 CPU threads and goes on with 2"), "{said}");
     } else {
         // On a GPU, cuDNN's algorithms add in an order that can change from
         // process to process, and 15 steps of a young net amplify the last

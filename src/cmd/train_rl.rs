@@ -26,7 +26,7 @@ use go_train::train::run::Start;
 /// pass: its passes are not pushed. Every --eval-every iterations the
 /// learner plays --eval-games against the start policy, and the best of
 /// those checkpoints is best.safetensors. Metrics per iteration go to
-/// metrics.jsonl and metrics.svg/png; a checkpoint after every iteration; --resume continues exactly (on the CPU, same --threads), with
+/// metrics.jsonl and metrics.svg/png; a checkpoint after every iteration; --resume continues exactly (on the CPU, on as many cores: the nets take one thread per core, and the number of threads rounds their gradients), with
 /// the run's own settings (rl.json) and any flag given overriding them
 /// (but --pool-every, which a resume must leave as the run's).
 #[derive(Parser)]

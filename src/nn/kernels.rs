@@ -228,9 +228,12 @@ pub(super) fn conv_backward_gemm(
     assert_eq!(dy.len(), g.batch * g.c_out * points, "conv output gradient has the wrong size");
     let masked = relu_out.map(|y| relu_backward(dy, y));
     let dy = masked.as_deref().unwrap_or(dy);
-    let shares = rayon::current_num_threads().clamp(1, g.batch.max(1));
-    let per_share = g.batch.div_ceil(shares).max(1);
-    let partial: Vec<(Vec<f32>, Vec<f32>)> = (0..shares)
+    // One share per thread, each summing its samples' kernel gradients
+    // (which is why their last bits follow the number of threads). Counted
+    // from the share's size: with 4 threads a batch of 5 makes 3 shares of
+    // 2, and a fourth share once sliced past the batch.
+    let per_share = g.batch.div_ceil(rayon::current_num_threads().clamp(1, g.batch.max(1))).max(1);
+    let partial: Vec<(Vec<f32>, Vec<f32>)> = (0..g.batch.div_ceil(per_share).max(1))
         .into_par_iter()
         .map(|share| {
             let samples = share * per_share..((share + 1) * per_share).min(g.batch);
@@ -529,6 +532,47 @@ mod tests {
             let slow = conv_direct(&g, &x, &w);
             let diff = fast.iter().zip(&slow).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
             assert!(diff < 1e-5, "k={k}: max diff {diff}");
+        }
+    }
+
+    /// Both backward paths, in pools of 1 to 6 threads, on batches that
+    /// leave some thread without samples: the gemm path once sliced past
+    /// the batch there (batch 5 under 4 threads panicked). The input
+    /// gradient is the same bits under any number of threads; the kernel
+    /// and bias gradients, summed in one share per thread, the same values.
+    #[test]
+    fn conv_gradients_agree_under_any_thread_count() {
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
+        // 3×3 on 19×19 takes the AVX-512 path where there is one; 1×1 never does.
+        for (k, batch) in [(1, 5), (1, 7), (3, 5), (3, 19), (3, 20)] {
+            let g = ConvGeom { batch, c_in: 4, c_out: 6, k, h: 19, w: 19 };
+            let x = pseudo_random(batch * g.c_in * g.points(), 1);
+            let w = pseudo_random(g.c_out * g.patch(), 2);
+            let dy = pseudo_random(batch * g.c_out * g.points(), 3);
+            let grads = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let both = |gemm: bool| {
+                    pool.install(|| match gemm {
+                        true => conv_backward_gemm(&g, &x, &w, &dy, None, true),
+                        false => conv_backward(&g, &x, &w, &dy, None, true),
+                    })
+                };
+                [both(true), both(false)]
+            };
+            let one = grads(1);
+            for threads in 2..=6 {
+                for (path, (many, one)) in ["gemm", "dispatched"].iter().zip(grads(threads).iter().zip(&one)) {
+                    let what = format!("{path}, k={k}, batch={batch}, {threads} threads");
+                    assert_eq!(
+                        bits(many.dx.as_ref().unwrap()),
+                        bits(one.dx.as_ref().unwrap()),
+                        "{what}: input gradient"
+                    );
+                    assert!(close(&many.dweight, &one.dweight), "{what}: kernel gradient");
+                    assert!(close(&many.dbias, &one.dbias), "{what}: bias gradient");
+                }
+            }
         }
     }
 

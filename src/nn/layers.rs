@@ -37,7 +37,7 @@ fn generic_ops_forced() -> bool {
 #[cfg(not(test))]
 fn generic_ops_forced() -> bool {
     static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| std::env::var_os("GO_TRAIN_GENERIC_OPS").is_some_and(|v| v == "1"))
+    *FORCED.get_or_init(|| super::switches::env_switch("GO_TRAIN_GENERIC_OPS", false))
 }
 
 /// Runs `f` with the layers on the path a GPU takes (candle's ops and
@@ -785,8 +785,9 @@ mod tests {
     }
 
     /// The fused conv op and candle's conv2d agree, with and without ReLU,
-    /// for 3×3 and 1×1 kernels. (On 7×7 boards the AVX-512 backward
-    /// applies, on 6×7 it declines.)
+    /// for 3×3 and 1×1 kernels. (On 6×7 boards the AVX-512 backward
+    /// applies; on 7×7 it declines: the grid's 8 extra points overflow the
+    /// padding's 7.)
     #[test]
     fn fused_conv_matches_candle_conv2d() {
         let cases =

@@ -1,5 +1,5 @@
 //! Switches of training's fused paths, on the CPU and on a CUDA GPU. Each
-//! is on unless its environment variable is `0`: a run with one off A/Bs
+//! is on unless its environment variable is `0` (or `false`, `off`): a run with one off A/Bs
 //! that piece (`go-train bench train`, a training run), and finds whether
 //! a problem lies in it. Read once, at first use.
 
@@ -59,12 +59,48 @@ impl Fused {
     /// Whether it is on.
     pub fn enabled(self) -> bool {
         static SWITCHES: [OnceLock<bool>; Fused::ALL.len()] = [const { OnceLock::new() }; Fused::ALL.len()];
-        *SWITCHES[self as usize].get_or_init(|| std::env::var_os(self.variable()).is_none_or(|v| v != "0"))
+        *SWITCHES[self as usize].get_or_init(|| env_switch(self.variable(), true))
     }
 
     /// Every switch that is off, as `VARIABLE=0` words (empty when all are
     /// on): for reports of what ran.
     pub fn disabled() -> Vec<String> {
         Fused::ALL.into_iter().filter(|f| !f.enabled()).map(|f| format!("{}=0", f.variable())).collect()
+    }
+}
+
+/// The on/off switch in environment variable `variable`: `1` or `0` (also
+/// `true`/`false`, `on`/`off`, `yes`/`no`), `default` when unset. Anything
+/// else is named on stderr and leaves the default: `=false` once left a
+/// path on without a word, and an A/B measured it twice.
+pub(crate) fn env_switch(variable: &str, default: bool) -> bool {
+    let Some(value) = std::env::var_os(variable) else { return default };
+    let text = value.to_string_lossy();
+    parse_switch(&text).unwrap_or_else(|| {
+        eprintln!("warning: {variable}={text}: not 0 or 1; left {}", if default { "on" } else { "off" });
+        default
+    })
+}
+
+fn parse_switch(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switches_read_the_usual_words_and_refuse_the_rest() {
+        for (text, on) in [("0", false), ("1", true), ("false", false), (" OFF ", false), ("yes", true)] {
+            assert_eq!(parse_switch(text), Some(on), "{text:?}");
+        }
+        for text in ["", "2", "disable", "0x0"] {
+            assert_eq!(parse_switch(text), None, "{text:?}");
+        }
     }
 }

@@ -58,6 +58,12 @@ pub struct TrainState {
     /// written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_batch: Option<usize>,
+    /// The threads the CPU steps ran on (absent for a GPU, and in
+    /// checkpoints written before it was recorded): the kernel gradients
+    /// are summed in one share per thread, so another number rounds them
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_threads: Option<usize>,
 }
 
 /// The dataset a run trains on, as its checkpoint records it.
@@ -238,6 +244,7 @@ mod tests {
             best_metric: Some(0.5),
             dataset,
             global_batch: Some(64),
+            cpu_threads: Some(3),
         };
         save(&dir, &model, opt.as_ref(), &state).unwrap();
         let (fresh, mut fresh_opt) = trained(2);

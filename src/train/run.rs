@@ -125,6 +125,16 @@ pub fn train(
     }
     state.dataset = Some(TrainedOn { id: dataset.manifest().identity(), dir: config.data.clone() });
     state.global_batch = Some(config.batch);
+    let cpu_threads = device.is_cpu().then(rayon::current_num_threads);
+    if let (Some(before), Some(now)) = (state.cpu_threads, cpu_threads) {
+        if before != now && leader {
+            eprintln!(
+                "note: {}: the run trained on {before} CPU threads and goes on with {now}: its weights will differ, in                  the last bits, from those of a run that never stopped (threads={before} keeps them equal)",
+                out.display()
+            );
+        }
+    }
+    state.cpu_threads = cpu_threads;
     // Every rank has read the checkpoint before rank 0 writes anything.
     collective.barrier()?;
     let all_tensors: Vec<_> = model.tensors().into_iter().map(|(_, v)| v).collect();

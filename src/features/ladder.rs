@@ -13,10 +13,13 @@ use std::cell::RefCell;
 
 use crate::go::{Board, Color, Point};
 
-/// Positions one question may visit. A ladder across the whole board is
-/// about 40 moves with a branch of two at each attacker move, most cut at
-/// once; real ladders need far fewer.
-const BUDGET: u32 = 200;
+/// Positions one question may visit. Most ladders need a few dozen, but
+/// an attacker's atari that drives the wrong way starts side ladders at
+/// every step: 200 let a long ladder be read in one orientation and not in
+/// its mirror image, which the search averages over and training
+/// augments with (about 1 question in 1,000 on kgs-6d ran out; at 1,000
+/// and at 20,000 the same ones are answered alike).
+const BUDGET: u32 = 1_000;
 
 /// Whether the string at `s`, in atari with its owner to move, is captured
 /// by a ladder.
@@ -29,11 +32,7 @@ fn is_captured(board: &Board, s: Point) -> bool {
 /// (the defender's, two liberties before) in atari, captures it in a
 /// ladder. `atari` must be legal for the attacker.
 pub fn atari_captures(board: &Board, s: Point, atari: Point) -> bool {
-    let Some(defender) = board.color_at(s) else { return false };
-    with_reader(board, |r| {
-        r.child(0, atari, defender.opponent());
-        r.boards[1].liberties(s) == 1 && r.captured(1, s)
-    })
+    with_reader(board, |r| r.atari_captures(s, atari))
 }
 
 /// Whether extending at the last liberty of the string at `s` (the side
@@ -55,9 +54,6 @@ pub fn extension_escapes(board: &Board, s: Point) -> bool {
 /// copies them into buffers on the heap, reused, rather than cloning a
 /// board onto the stack at every level of the recursion.
 fn with_reader<T>(board: &Board, read: impl FnOnce(&mut Reader) -> T) -> T {
-    thread_local! {
-        static READER: RefCell<Reader> = const { RefCell::new(Reader { boards: Vec::new(), budget: 0 }) };
-    }
     READER.with(|cell| {
         let mut r = cell.borrow_mut();
         r.budget = BUDGET;
@@ -65,8 +61,19 @@ fn with_reader<T>(board: &Board, read: impl FnOnce(&mut Reader) -> T) -> T {
             Some(first) => first.copy_from(board),
             None => r.boards.push(board.clone()),
         }
-        read(&mut r)
+        let answer = read(&mut r);
+        // A long line grew the buffers (tens of kilobytes a board): kept
+        // whole, every thread of prepare and search held megabytes.
+        r.boards.truncate(KEPT_BOARDS);
+        answer
     })
+}
+
+/// Boards a thread's reader keeps between questions: most lines are short.
+const KEPT_BOARDS: usize = 32;
+
+thread_local! {
+    static READER: RefCell<Reader> = const { RefCell::new(Reader { boards: Vec::new(), budget: 0 }) };
 }
 
 /// The boards of the line being read, one per depth.
@@ -77,6 +84,13 @@ struct Reader {
 }
 
 impl Reader {
+    /// [`atari_captures`] on the first board.
+    fn atari_captures(&mut self, s: Point, atari: Point) -> bool {
+        let Some(defender) = self.boards[0].color_at(s) else { return false };
+        self.child(0, atari, defender.opponent());
+        self.boards[1].liberties(s) == 1 && self.captured(1, s)
+    }
+
     /// The board at `depth + 1` becomes the one at `depth` after `color`
     /// plays `m` (legal).
     fn child(&mut self, depth: usize, m: Point, color: Color) {
@@ -97,6 +111,13 @@ impl Reader {
         }
         self.budget -= 1;
         let board = &self.boards[depth];
+        // A capture cycle (two strings taking each other in turn) repeats a
+        // position of the line; read on, it ran to the budget at every
+        // question that met it. Like the budget's end, it counts as an
+        // escape.
+        if self.boards[..depth].iter().rev().skip(1).step_by(2).any(|b| b.hash() == board.hash()) {
+            return false;
+        }
         let (Some(defender), Some(lib)) = (board.color_at(s), board.atari_liberty(s)) else { return false };
         let attacker = defender.opponent();
         // Capturing an attacking string in atari next to the defender, or
@@ -188,6 +209,51 @@ mod tests {
         let mut b = broken.clone();
         b.play(e4, Color::Black);
         assert!(!is_captured(&b, d4) && extension_escapes(&b, d4));
+    }
+
+    /// A ladder from the upper left toward the lower right edge (from a
+    /// kgs-6d game after 18 moves): White's atari at F14 captures E14.
+    /// In some orientations the wrong atari comes first, and its side
+    /// ladders took the whole budget of 200 positions: F14 was a ladder in
+    /// the game as played and none in its mirror image.
+    #[test]
+    fn a_long_ladder_is_read_alike_in_every_orientation() {
+        use crate::features::Symmetry;
+        let black = ["B17", "C17", "E17", "D16", "E16", "C15", "F15", "C14", "E14"];
+        let white = ["D17", "B16", "C16", "F16", "D15", "E15", "D14", "D13", "D12"];
+        for sym in Symmetry::all() {
+            let turn = |v: &str| {
+                let t = sym.apply(Vertex::parse_gtp(v, 19).unwrap(), 19);
+                t.to_gtp(19)
+            };
+            let (b, w): (Vec<String>, Vec<String>) = (black.map(turn).into(), white.map(turn).into());
+            let board = position(
+                &b.iter().map(String::as_str).collect::<Vec<_>>(),
+                &w.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            let (e14, f14) = (at(&board, &turn("E14")), at(&board, &turn("F14")));
+            assert_eq!(board.liberties(e14), 2);
+            assert!(atari_captures(&board, e14, f14), "symmetry {}: F14 is no ladder", sym.number());
+        }
+    }
+
+    /// A capture cycle in a corner (kgs-6d's 2000-10-24-1 after 225
+    /// moves: White A17, Black E16, White A15, Black A18, White D16, Black
+    /// A14, White A17 again, …): reading stops at the repeat. It ran to the
+    /// budget, and the boards of its line stayed in the thread's reader.
+    #[test]
+    fn a_capture_cycle_stops_at_the_repeat_and_frees_its_boards() {
+        let Some(files) = crate::test_references::sgf_files("kgs-6d") else { return };
+        let file = files.iter().find(|f| f.ends_with("2000-10-24-1.sgf")).expect("2000-10-24-1.sgf in kgs-6d");
+        let game = crate::sgf::read_file(file).unwrap().remove(0).unwrap();
+        let board = game.replay_until(game.rules_or(Rules::CHINESE), 225).unwrap().board().clone();
+        let (a16, a17) = (at(&board, "A16"), at(&board, "A17"));
+        assert_eq!((board.color_at(a16), board.liberties(a16)), (Some(Color::Black), 2));
+        let (captured, visited, depth) =
+            with_reader(&board, |r| (r.atari_captures(a16, a17), BUDGET - r.budget, r.boards.len()));
+        assert!(!captured && visited < 50, "captured: {captured}, {visited} positions read, {depth} deep");
+        let kept = READER.with(|r| r.borrow().boards.len());
+        assert!(kept <= KEPT_BOARDS, "{kept} boards kept");
     }
 
     #[test]

@@ -177,6 +177,16 @@ fn reviews_keep_to_their_own_files_and_to_the_legal_moves() {
     let (ok, text) = review(&[game, "--force"]);
     assert!(ok, "{text}");
 
+    // The summary says which game of the collection it is; an index past
+    // its end says which there are.
+    let (ok, text) = review(&[game, "--index", "1", "--out", "one.sgf"]);
+    assert!(ok && text.contains("(game 1 of "), "{text}");
+    let (ok, text) = review(&[game, "--index", "99999"]);
+    assert!(!ok && text.contains("--index 0 to "), "{text}");
+    // Without --plot the plot lies beside --out: named after the game, the
+    // plot of a second review (another --out) once replaced the first's.
+    assert!(file("one.png").is_file(), "the plot beside one.sgf");
+
     let (ok, text) = review(&[game, "--plot", "win.svg", "--out", "svg.sgf"]);
     assert!(ok, "{text}");
     assert!(std::fs::read_to_string(file("win.svg")).unwrap().starts_with("<svg"), "an SVG plot");
@@ -194,6 +204,20 @@ fn reviews_keep_to_their_own_files_and_to_the_legal_moves() {
     assert!(ok && text.contains("move 228") && text.contains("reviewed the 227 moves before it"), "{text}");
     let reviewed = std::fs::read_to_string(file("m.sgf")).unwrap();
     assert_eq!(reviewed.matches("C[Black wins").count(), 227);
+
+    // A damaged record: the summary says its result is of a longer game.
+    let whole = std::fs::read(damaged).unwrap();
+    std::fs::write(file("cut.sgf"), &whole[..whole.len() * 2 / 3]).unwrap();
+    let (ok, text) = review(&["cut.sgf", "--out", "cut.review.sgf"]);
+    assert!(ok && text.contains("moves (the record is damaged after them)"), "{text}");
+    // A record without moves (a problem's setup) is no review: it once
+    // wrote an empty one and succeeded.
+    if let Some(problems) = common::sgf_files("gnugo-regression") {
+        let setup = problems.iter().find(|f| f.ends_with("games/owl17.sgf")).expect("owl17.sgf in gnugo-regression");
+        let (ok, text) = review(&[common::path(setup), "--out", "owl.sgf"]);
+        assert!(!ok && text.contains("no move to review"), "{text}");
+        assert!(!file("owl.sgf").exists());
+    }
 
     // raw-nn and review search nothing: no playout net to name.
     let err = common::fails(&["raw-nn", game, "--playout", "none"]);

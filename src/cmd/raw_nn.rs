@@ -50,7 +50,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (record, _) = super::review::read_game(&args.game, args.index)?;
+    let record = super::review::read_game(&args.game, args.index)?.record;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }

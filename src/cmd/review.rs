@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use go_train::bounds::{count_flag, Domain};
-use go_train::eval::review::{biggest_swings, plot_win_rate, review_game, MoveReview, Review};
+use go_train::eval::review::{biggest_swings, lasting_swing, plot_win_rate, review_game, MoveReview, Review};
 use go_train::nn::{self, Output};
 use go_train::search::{NetEval, NetSource};
 use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, PartialGame};
@@ -16,7 +16,9 @@ use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, Partial
 /// For every move: its rank and probability
 /// under the policy, the policy's top 3, and Black's win probability
 /// before and after it (value net); then the moves that swung the game
-/// most. Writes the game as SGF with these figures as comments, after the
+/// most, by what of the swing the reply left standing (the value net
+/// favours the side that has just moved, so a raw swing is often taken
+/// back at once). Writes the game as SGF with these figures as comments, after the
 /// game's own (open it in Sabaki), and a plot of Black's win probability
 /// over the game (PNG, or SVG for a .svg name). A record with an illegal move is reviewed up to
 /// it. Nets not named are the shipped ones.
@@ -39,14 +41,15 @@ pub struct Args {
     /// current folder; GAME-INDEX.review.sgf for a game of a collection].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The win-rate plot, .png or .svg [default: as --out, .review.png;
-    /// none without a value net].
+    /// The win-rate plot, .png or .svg [default: --out's name with .png,
+    /// GAME.review.png without --out; none without a value net].
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Replace --out and --plot when they exist.
     #[arg(long)]
     force: bool,
-    /// Moves listed as the biggest swings.
+    /// Moves listed as the biggest swings: those whose change of their
+    /// player's win probability the reply left most of.
     #[arg(long, default_value_t = 5, value_parser = count_flag::<usize>(Domain::Count { min: 0, max: 1000 }))]
     swings: usize,
     /// One JSON object per move on stdout instead of the summary.
@@ -58,7 +61,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (record, games) = read_game(&args.game, args.index)?;
+    let GameInFile { record, games, damaged } = read_game(&args.game, args.index)?;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
@@ -71,7 +74,12 @@ pub fn run(args: Args) -> Result<()> {
     let png_path = match (&args.plot, &nets.value) {
         (Some(path), Some(_)) => Some(path.clone()),
         (Some(path), None) => bail!("--plot {}: a plot needs a value net (--value is none)", path.display()),
-        (None, Some(_)) => Some(PathBuf::from(format!("{stem}.review.png"))),
+        // Beside the review it draws: named after the game, a second
+        // review's plot (another --out) once replaced the first's.
+        (None, Some(_)) => Some(match &args.out {
+            Some(out) => out.with_extension("png"),
+            None => PathBuf::from(format!("{stem}.review.png")),
+        }),
         (None, None) => None,
     };
     let outputs = std::iter::once(("--out", &sgf_path)).chain(png_path.as_ref().map(|p| ("--plot", p)));
@@ -102,12 +110,16 @@ pub fn run(args: Args) -> Result<()> {
     let policy = load(&nets.policy, Output::MoveLogProbs)?;
     let value = load(&nets.value, Output::WinProb)?;
     let Review { moves: reviews, stopped } = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())?;
+    let game_name = format!("{}: game {}", args.game.display(), args.index);
     if let Some(stopped) = stopped {
-        let what = format!("{}: game {}: {stopped}", args.game.display(), args.index);
         if reviews.is_empty() {
-            bail!("{what}: no move to review");
+            bail!("{game_name}: {stopped}: no move to review");
         }
-        eprintln!("warning: {what}; reviewed the {} moves before it", reviews.len());
+        eprintln!("warning: {game_name}: {stopped}; reviewed the {} moves before it", reviews.len());
+    }
+    // A setup-only problem file once wrote an empty review and succeeded.
+    if reviews.is_empty() {
+        bail!("{game_name}: no move to review (the record has none)");
     }
 
     let comments: Vec<String> = reviews.iter().map(MoveReview::comment).collect();
@@ -131,33 +143,44 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("written: {}", written.join(", "));
         return Ok(());
     }
-    print_summary(&args.game, &record, &reviews, &swings);
+    let which = if games > 1 { format!(" (game {} of {games})", args.index) } else { String::new() };
+    print_summary(&format!("{}{which}", args.game.display()), &record, &reviews, &swings, damaged);
     println!("written: {}", written.join(", "));
     Ok(())
 }
 
-/// Game `index` of the file, read up to any damage (with a warning), and
-/// the number of games the file holds.
-pub fn read_game(path: &Path, index: usize) -> Result<(GameRecord, usize)> {
+/// A game of a file, as [`read_game`] reads it.
+pub struct GameInFile {
+    pub record: GameRecord,
+    /// Games in the file.
+    pub games: usize,
+    /// Whether the record is damaged after its last move read.
+    pub damaged: bool,
+}
+
+/// Game `index` of the file, read up to any damage (with a warning).
+pub fn read_game(path: &Path, index: usize) -> Result<GameInFile> {
     let games = read_file_up_to_damage(path).with_context(|| format!("{}", path.display()))?;
     let count = games.len();
-    let game = games
-        .into_iter()
-        .nth(index)
-        .with_context(|| format!("{}: no game {index} (it holds {count})", path.display()))?;
+    let game = games.into_iter().nth(index).with_context(|| {
+        let range = if count > 1 { format!(": --index 0 to {}", count - 1) } else { String::new() };
+        format!("{}: no game {index} (it holds {count}{range})", path.display())
+    })?;
     let PartialGame { record, damage } = game.with_context(|| format!("{}: game {index}", path.display()))?;
-    if let Some(damage) = damage {
+    if let Some(damage) = &damage {
         eprintln!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
     }
-    Ok((record, count))
+    Ok(GameInFile { record, games: count, damaged: damage.is_some() })
 }
 
 fn result_text(record: &GameRecord) -> String {
     record.result.as_ref().map_or("no result".to_string(), |r| r.to_string())
 }
 
-fn print_summary(path: &Path, record: &GameRecord, reviews: &[MoveReview], swings: &[&MoveReview]) {
-    println!("{}: {} moves, {}", path.display(), reviews.len(), result_text(record));
+fn print_summary(name: &str, record: &GameRecord, reviews: &[MoveReview], swings: &[&MoveReview], damaged: bool) {
+    // A damaged record's result is that of a game longer than the moves read.
+    let cut = if damaged { " (the record is damaged after them)" } else { "" };
+    println!("{name}: {} moves{cut}, {}", reviews.len(), result_text(record));
     let ranked: Vec<usize> = reviews.iter().filter_map(|r| r.rank).collect();
     if !ranked.is_empty() {
         let share = |k: usize| 100.0 * ranked.iter().filter(|&&r| r <= k).count() as f64 / ranked.len() as f64;
@@ -168,11 +191,11 @@ fn print_summary(path: &Path, record: &GameRecord, reviews: &[MoveReview], swing
         );
     }
     if !swings.is_empty() {
-        println!("biggest swings (Black's win probability):");
+        println!("biggest swings that the reply left standing (Black's win probability):");
         for r in swings {
             let (before, after) = (r.black_before.unwrap_or(0.0), r.black_after.unwrap_or(0.0));
             println!(
-                "  move {:>3} {} {:<4} {:5.1}% -> {:5.1}%  ({} {:+.1}){}",
+                "  move {:>3} {} {:<4} {:5.1}% -> {:5.1}%  ({} {:+.1}, {:+.1} standing){}",
                 r.number,
                 if r.color == go_train::go::Color::Black { "B" } else { "W" },
                 r.mv,
@@ -180,6 +203,7 @@ fn print_summary(path: &Path, record: &GameRecord, reviews: &[MoveReview], swing
                 100.0 * after,
                 r.color,
                 100.0 * r.swing().unwrap_or(0.0),
+                100.0 * lasting_swing(reviews, r.number - 1).unwrap_or(0.0),
                 r.top.first().map_or(String::new(), |(m, _)| format!("; the policy liked {m}")),
             );
         }

@@ -39,7 +39,7 @@ pub struct SearchArgs {
 const DEFAULT_AGENTS: [&str; 3] = ["mcts:preset=seed,selection=puct", "mcts:root-policy=none", "mcts"];
 
 pub fn run(args: SearchArgs) -> Result<()> {
-    let (record, _) = read_game(&args.sgf, 0)?;
+    let record = read_game(&args.sgf, 0)?.record;
     let rules = record.rules();
     if record.size != go_train::nn::BOARD {
         let size = record.size;

@@ -41,6 +41,10 @@ use super::search_flags::setting_flag;
 /// summary gives wins, the win rate with a 95% interval and the Elo
 /// difference.
 #[derive(Parser)]
+// The nets' shared help names the shipped defaults, which only --match takes.
+#[command(mut_arg("policy", |a| a.help("Policy net [--match: default the shipped nets/policy.safetensors]")))]
+#[command(mut_arg("value", |a| a.help("Value net [--match: default the shipped nets/value.safetensors]")))]
+#[command(mut_arg("playout", |a| a.help("Fast playout net [--match: default the shipped nets/playout.safetensors]")))]
 #[command(after_help = "Examples:
   go-train eval --data datasets/kgs --policy checkpoints/policy
   go-train eval --data datasets/kgs-value --value checkpoints/value --split validation

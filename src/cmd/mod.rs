@@ -163,7 +163,7 @@ fn set_threads(threads: Option<usize>) -> Result<()> {
 /// common); sorted, each file once. An entry that cannot be read (a
 /// broken link, a link loop) is an error naming it, among the others: it
 /// once hid every other game of its folder.
-fn sgf_files(paths: &[PathBuf]) -> Result<Vec<Result<PathBuf, String>>> {
+fn sgf_files(paths: &[PathBuf]) -> Result<Vec<Result<PathBuf, go_train::dataset::filter::UnreadableEntry>>> {
     for path in paths {
         std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
     }

@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<()> {
         let file = match found {
             Ok(file) => file,
             Err(e) => {
-                report_unreadable(&mut out, None, e, args.json)?;
+                report_unreadable(&mut out, e.path.as_deref(), &e.reason, args.json)?;
                 unreadable += 1;
                 continue;
             }
@@ -180,8 +180,8 @@ fn properties(r: &GameRecord) -> Vec<(&'static str, String)> {
     v
 }
 
-/// A file that could not be read, or (without `file`) an entry of a
-/// folder that could not be, which the reason names.
+/// A file, or an entry of a folder, that could not be read (`file` is
+/// `None` only where not even walkdir knew the path).
 fn report_unreadable(out: &mut impl Write, file: Option<&Path>, reason: &str, json: bool) -> Result<()> {
     let name = file.map(|f| f.display().to_string());
     if json {

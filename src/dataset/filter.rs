@@ -362,7 +362,7 @@ const EXAMPLES_PER_REASON: usize = 5;
 pub struct SgfFiles {
     /// Each file once, in the order found; unreadable folders as errors in
     /// place.
-    pub files: Vec<Result<PathBuf, String>>,
+    pub files: Vec<Result<PathBuf, UnreadableEntry>>,
     /// Links to `*.sgf` files or folders passed over because links are not
     /// followed (worth saying: a folder of links otherwise looks empty).
     pub links_skipped: u64,
@@ -372,6 +372,32 @@ pub struct SgfFiles {
     /// Followed links back to a folder above them (`games/loop -> games`),
     /// passed over: what lies there is read once, by the other way in.
     pub link_loops: Vec<PathBuf>,
+}
+
+/// An entry of a folder that could not be read (a broken link, a folder
+/// without permission): where, when that is known, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnreadableEntry {
+    pub path: Option<PathBuf>,
+    pub reason: String,
+}
+
+impl UnreadableEntry {
+    fn from_walk(e: &walkdir::Error) -> Self {
+        // walkdir's own message repeats the path; the cause alone reads
+        // better after it.
+        let reason = e.io_error().map_or_else(|| e.to_string(), ToString::to_string);
+        UnreadableEntry { path: e.path().map(Path::to_path_buf), reason }
+    }
+}
+
+impl std::fmt::Display for UnreadableEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(path) => write!(f, "{}: {}", path.display(), self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
 }
 
 /// The SGF files under `roots`: a root that is not a folder is taken
@@ -406,7 +432,7 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> SgfFiles {
                     }
                 }
                 Err(e) if e.loop_ancestor().is_some() => found.link_loops.extend(e.path().map(Path::to_path_buf)),
-                Err(e) => found.files.push(Err(e.to_string())),
+                Err(e) => found.files.push(Err(UnreadableEntry::from_walk(&e))),
             }
         }
     }
@@ -416,12 +442,16 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> SgfFiles {
 /// Reads every game of `files` (from [`find_sgf_files`]) in parallel and
 /// keeps those that meet `criteria`. The list is sorted, so the same tree
 /// gives the same list.
-pub fn filter(files: &[Result<PathBuf, String>], criteria: &Criteria, progress: &Progress) -> (GameList, FilterReport) {
+pub fn filter(
+    files: &[Result<PathBuf, UnreadableEntry>],
+    criteria: &Criteria,
+    progress: &Progress,
+) -> (GameList, FilterReport) {
     let tallies: Vec<(Vec<GameRef>, FilterReport)> = files
         .par_iter()
         .map(|file| {
             let tally = match file {
-                Err(e) => unreadable(e.clone()),
+                Err(e) => unreadable(e.to_string()),
                 Ok(path) => filter_file(path, criteria),
             };
             progress.inc(1);

@@ -363,9 +363,12 @@ fn a_suicide_that_recreates_the_position_is_superko_even_before_any_capture() {
 /// `move_outcome` (liberties, stones and captures of a move, without
 /// playing it) against playing it, at every empty point of every position
 /// of pseudo-random games on small boards, where captures and big strings
-/// are common.
+/// are common. Each move is also played on a board that `copy_from`
+/// made of the position, reused across positions and sizes, as the ladder
+/// reader reuses its boards.
 #[test]
 fn move_outcome_agrees_with_playing_the_move() {
+    let mut reused = Board::new(MAX_SIZE);
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = move || {
         state ^= state << 13;
@@ -388,6 +391,13 @@ fn move_outcome_agrees_with_playing_the_move() {
                     let captured = after.play(p, color);
                     let actual = (after.liberties(p) as u32, after.string_size(p) as u32, captured);
                     assert_eq!((o.liberties, o.stones, o.captured), actual, "{}", board.vertex(p));
+                    reused.copy_from(&board);
+                    let on_copy = reused.play(p, color);
+                    let copied = (reused.liberties(p) as u32, reused.string_size(p) as u32, on_copy);
+                    let state = |b: &Board| {
+                        (b.hash(), b.empty_points().len(), b.points().map(|q| b.liberties(q)).sum::<usize>())
+                    };
+                    assert_eq!((copied, state(&reused)), (actual, state(&after)), "{}", board.vertex(p));
                     checked.0 += 1;
                     checked.1 += (captured > 0) as u32;
                 }

@@ -43,7 +43,7 @@ use super::search_flags::setting_flag;
 #[derive(Parser)]
 // The nets' shared help names the shipped defaults, which only --match takes.
 #[command(mut_arg("policy", |a| a.help("Policy net [--match: default the shipped nets/policy.safetensors]")))]
-#[command(mut_arg("value", |a| a.help("Value net [--match: default the shipped nets/value.safetensors]")))]
+#[command(mut_arg("value", |a| a.help("Value net (MCTS leaf evaluation) [--match: default the shipped nets/value.safetensors]")))]
 #[command(mut_arg("playout", |a| a.help("Fast playout net [--match: default the shipped nets/playout.safetensors]")))]
 #[command(after_help = "Examples:
   go-train eval --data datasets/kgs --policy checkpoints/policy

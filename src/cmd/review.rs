@@ -109,9 +109,10 @@ pub fn run(args: Args) -> Result<()> {
     let load = |net: &Option<NetSource>, want| net.as_ref().map(|n| NetEval::load_source(n, &device, want)).transpose();
     let policy = load(&nets.policy, Output::MoveLogProbs)?;
     let value = load(&nets.value, Output::WinProb)?;
-    let Review { moves: reviews, stopped } = review_game(&record, record.rules(), policy.as_ref(), value.as_ref())?;
+    let Review { moves: reviews, stopped: stopped_early } =
+        review_game(&record, record.rules(), policy.as_ref(), value.as_ref())?;
     let game_name = format!("{}: game {}", args.game.display(), args.index);
-    if let Some(stopped) = stopped {
+    if let Some(stopped) = &stopped_early {
         if reviews.is_empty() {
             bail!("{game_name}: {stopped}: no move to review");
         }
@@ -144,6 +145,8 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     let which = if games > 1 { format!(" (game {} of {games})", args.index) } else { String::new() };
+    // Damage past an illegal move is not where the review stopped.
+    let damaged = damaged && stopped_early.is_none();
     print_summary(&format!("{}{which}", args.game.display()), &record, &reviews, &swings, damaged);
     println!("written: {}", written.join(", "));
     Ok(())

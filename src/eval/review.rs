@@ -184,7 +184,9 @@ fn color_name<S: serde::Serializer>(color: &Color, s: S) -> Result<S::Ok, S::Err
 
 /// How much of move `i`'s swing the reply left standing: its swing and
 /// the change from before it to after the reply, both from the mover's
-/// side, when they agree in sign, the smaller (0 when the reply undid it).
+/// side, when they agree in sign, the smaller (0 when the reply undid it);
+/// `None` without a judged reply (the last move, or one a setup node
+/// follows), whose raw swing would outrank the rest.
 /// The value net favours the side that has just moved, so raw swings saw
 /// up and down: ranked by them, most of the biggest were a move and the
 /// reply that took it back (23 of the top 5 of 6 kgs-6d games).
@@ -192,7 +194,7 @@ pub fn lasting_swing(reviews: &[MoveReview], i: usize) -> Option<f32> {
     let this = &reviews[i];
     let swing = this.swing()?;
     // The reply judged from the same position, not across a setup node.
-    let Some(reply) = reviews.get(i + 1).filter(|r| r.black_before == this.black_after) else { return Some(swing) };
+    let reply = reviews.get(i + 1).filter(|r| r.black_before == this.black_after)?;
     let after_reply = reply.black_after? - this.black_before?;
     let after_reply = if this.color == Color::Black { after_reply } else { -after_reply };
     Some(if swing.signum() == after_reply.signum() { swing.signum() * swing.abs().min(after_reply.abs()) } else { 0.0 })
@@ -494,11 +496,12 @@ mod tests {
         assert!((reviews[0].swing().unwrap() + 0.1).abs() < 1e-6);
         assert!((reviews[1].swing().unwrap() + 0.3).abs() < 1e-6, "white lost 30 points of win rate");
         // Move 2's swing lasts (after the reply White is 35 points down);
-        // move 1's the reply undid, so it is no swing.
+        // move 1's the reply undid, so it is no swing; move 3 has no reply.
         let order: Vec<usize> = biggest_swings(&reviews, 3).iter().map(|r| r.number).collect();
-        assert_eq!(order, [2, 3]);
+        assert_eq!(order, [2]);
         assert!((lasting_swing(&reviews, 1).unwrap() + 0.3).abs() < 1e-6);
         assert_eq!(lasting_swing(&reviews, 0), Some(0.0));
+        assert_eq!(lasting_swing(&reviews, 2), None);
         let comment = reviews[1].comment();
         assert!(comment.contains("D4 is the #2 move (25.0%)") && comment.contains("Q16 50.0%"), "{comment}");
         assert!(comment.contains("40.0% -> 70.0% (white -30.0"), "{comment}");

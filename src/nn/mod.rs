@@ -508,7 +508,7 @@ pub fn device(spec: &str) -> anyhow::Result<Device> {
 /// the wake-up costs some latency a wait.
 #[cfg(feature = "cuda")]
 fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
-    if std::env::var_os("GO_TRAIN_CUDA_BLOCKING").is_some_and(|v| v == "1") {
+    if switches::env_switch("GO_TRAIN_CUDA_BLOCKING", false) {
         use candle_core::cuda_backend::cudarc::driver::{result, sys};
         let blocking = || -> std::result::Result<(), result::DriverError> {
             result::init()?;
@@ -521,7 +521,7 @@ fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
         blocking().map_err(|e| anyhow::anyhow!("GO_TRAIN_CUDA_BLOCKING=1: GPU {ordinal}: {e:?}"))?;
     }
     let device = Device::new_cuda(ordinal).with_context(|| format!("cannot open GPU {ordinal}"))?;
-    let keep_events = std::env::var_os("GO_TRAIN_CUDA_EVENTS").is_some_and(|v| v == "1");
+    let keep_events = switches::env_switch("GO_TRAIN_CUDA_EVENTS", false);
     if let Device::Cuda(cuda) = &device {
         if !keep_events && !cuda.cuda_stream().context().is_in_multi_stream_mode() {
             // SAFETY: only buffers allocated from here on go untracked, and
@@ -532,7 +532,7 @@ fn cuda_device(ordinal: usize) -> anyhow::Result<Device> {
             unsafe { cuda.disable_event_tracking() };
         }
     }
-    if std::env::var_os("GO_TRAIN_CUDA_KEEP_MEMORY").is_none_or(|v| v != "0") {
+    if switches::env_switch("GO_TRAIN_CUDA_KEEP_MEMORY", true) {
         keep_freed_gpu_memory(ordinal).map_err(|e| anyhow::anyhow!("GPU {ordinal}: keeping freed memory: {e:?}"))?;
     }
     Ok(device)

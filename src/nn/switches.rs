@@ -1,5 +1,5 @@
 //! Switches of training's fused paths, on the CPU and on a CUDA GPU. Each
-//! is on unless its environment variable is `0` (or `false`, `off`): a run with one off A/Bs
+//! is on unless its environment variable is `0` (or `false`, `off`, `no`): a run with one off A/Bs
 //! that piece (`go-train bench train`, a training run), and finds whether
 //! a problem lies in it. Read once, at first use.
 

@@ -129,7 +129,8 @@ pub fn train(
     if let (Some(before), Some(now)) = (state.cpu_threads, cpu_threads) {
         if before != now && leader {
             eprintln!(
-                "note: {}: the run trained on {before} CPU threads and goes on with {now}: its weights will differ, in                  the last bits, from those of a run that never stopped (threads={before} keeps them equal)",
+                "note: {}: the run trained on {before} CPU threads and goes on with {now}: its weights will differ, in \
+                 the last bits, from those of a run that never stopped (threads={before} keeps them equal)",
                 out.display()
             );
         }

@@ -49,7 +49,7 @@ pub fn applies(x: &Tensor, w: &Tensor) -> bool {
 /// `nn::conv_grad`, for comparing the two on a GPU.
 pub fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_PLANS").is_none_or(|v| v != "0"))
+    *ENABLED.get_or_init(|| crate::nn::switches::env_switch("GO_TRAIN_CUDNN_PLANS", true))
 }
 
 /// An activation type as cuDNN convolves it, each with its own plans.
@@ -298,7 +298,7 @@ fn unchosen(pass: Pass) -> candle_core::Error {
 /// at batch 1 1.5-2.1x as fast (docs/results/gpu.md).
 fn benchmark() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("GO_TRAIN_CUDNN_BENCHMARK").is_none_or(|v| v != "0"))
+    *ON.get_or_init(|| crate::nn::switches::env_switch("GO_TRAIN_CUDNN_BENCHMARK", true))
 }
 
 /// Workspace an algorithm may ask for when timed: PyTorch's limit is the

@@ -35,7 +35,7 @@ use candle_core::Result;
 /// Whether whole steps are captured (`GO_TRAIN_CUDA_GRAPH=1`).
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_GRAPH").is_some_and(|v| v == "1"))
+    *ON.get_or_init(|| crate::nn::switches::env_switch("GO_TRAIN_CUDA_GRAPH", false))
 }
 
 /// Why a net's training step cannot be replayed, whatever the optimizer:

@@ -83,7 +83,7 @@ pub fn applies(x: &Tensor) -> bool {
 /// Whether `GO_TRAIN_CUDA_KERNELS` leaves go-train's own kernels on.
 pub fn kernels_enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var_os("GO_TRAIN_CUDA_KERNELS").is_none_or(|v| v != "0"))
+    *ENABLED.get_or_init(|| crate::nn::switches::env_switch("GO_TRAIN_CUDA_KERNELS", true))
 }
 
 /// The type of the activations a kernel reads and writes: f32, or bf16
@@ -134,7 +134,7 @@ pub(super) fn by_dtype<R>(
 /// value as before, to A/B the two on a GPU.
 fn divide_each_value() -> i32 {
     static DIVIDE: OnceLock<bool> = OnceLock::new();
-    *DIVIDE.get_or_init(|| std::env::var_os("GO_TRAIN_CHANNEL_WALK").is_some_and(|v| v == "0")) as i32
+    *DIVIDE.get_or_init(|| !crate::nn::switches::env_switch("GO_TRAIN_CHANNEL_WALK", true)) as i32
 }
 
 /// The kernels' PTX, compiled on first use (candle then loads the module

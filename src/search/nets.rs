@@ -105,13 +105,14 @@ impl NetEval {
         }
         let per_position = features.planes() * POINTS;
         let mut data = vec![0f32; rows * per_position];
-        let mut plain = vec![0f32; if symmetry == Symmetry::IDENTITY { 0 } else { per_position }];
+        // The symmetry applied as the bits are unpacked: one pass, one
+        // permutation a batch (it was a second pass over the floats and a
+        // permutation a position).
+        let to = (symmetry != Symmetry::IDENTITY).then(|| symmetry.permutation(BOARD));
         for (game, chunk) in games.iter().zip(data.chunks_exact_mut(per_position)) {
-            if symmetry == Symmetry::IDENTITY {
-                features.encode(game).unpack_into(chunk);
-            } else {
-                features.encode(game).unpack_into(&mut plain);
-                symmetry.apply_f32(&plain, chunk, BOARD);
+            match &to {
+                None => features.encode(game).unpack_into(chunk),
+                Some(to) => features.encode(game).unpack_permuted_into(to, chunk),
             }
         }
         Ok(Tensor::from_vec(data, (rows, features.planes(), BOARD, BOARD), device)?)

@@ -301,9 +301,14 @@ mod tests {
             let (_, var) = model.parameters().into_iter().find(|(n, _)| n == name).unwrap();
             grads.get(var.as_tensor()).map_or(0.0, |g| g.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap())
         };
-        assert!(grad("pass_logit") < 1e-6, "pass_logit {}", grad("pass_logit"));
-        assert!(grad("head.bias") < 1e-6, "head.bias {}", grad("head.bias"));
-        assert!(grad("head.weight") > 1e-4, "the points themselves move: {}", grad("head.weight"));
+        let points = grad("head.weight");
+        assert!(points > 1e-4, "the points themselves move: {points}");
+        // Rounding's share: sums over 361 points in f32, in an order that
+        // the convolution path decides (without AVX-512 the bias got 2.3e-6
+        // where 1e-6 was allowed).
+        for name in ["pass_logit", "head.bias"] {
+            assert!(grad(name) < 1e-3 * points, "{name} {}, the points {points}", grad(name));
+        }
     }
 
     #[test]

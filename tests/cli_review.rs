@@ -236,3 +236,28 @@ fn a_closed_stdout_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", out.status);
 }
+
+/// A record with side variations is reviewed along its main line, and
+/// says that the variations are not in the review (they were dropped
+/// without a word); a record without any says nothing of them.
+#[test]
+fn a_review_says_it_leaves_out_side_variations() {
+    let Some(kombilo) = common::collection("kombilo-tests") else { return };
+    let file = kombilo.join("tests-sgfs/contlist.sgf");
+    let dir = tempfile::tempdir().unwrap();
+    let review = |index: &str| {
+        let out = common::go_train(&["review", common::path(&file), "--index", index, "--device", "cpu"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (out.status.success(), common::text(&out))
+    };
+    // Game 0: B[pp];W[dd], then three variations of Black's third move.
+    let (ok, text) = review("0");
+    assert!(ok, "{text}");
+    assert!(text.contains("side variations (2 nodes) are not in contlist-0.review.sgf"), "{text}");
+    let reviewed = go_train::sgf::read_file(&dir.path().join("contlist-0.review.sgf")).unwrap().remove(0).unwrap();
+    assert_eq!(reviewed.moves.len(), 3, "the main line: pp, dd, qd");
+    let (ok, text) = review("1");
+    assert!(ok && !text.contains("side variations"), "{text}");
+}

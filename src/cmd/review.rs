@@ -61,7 +61,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let GameInFile { record, games, damaged } = read_game(&args.game, args.index)?;
+    let GameInFile { record, games, damaged, side_nodes } = read_game(&args.game, args.index)?;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
@@ -123,6 +123,15 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{game_name}: no move to review (the record has none)");
     }
 
+    // Written from the record, the review holds the main line only: a
+    // reader's own variations, once dropped without a word.
+    if side_nodes > 0 {
+        let plural = if side_nodes == 1 { "" } else { "s" };
+        eprintln!(
+            "warning: {game_name}: reviewed the main line; its side variations ({side_nodes} node{plural}) are not in {}",
+            sgf_path.display()
+        );
+    }
     let comments: Vec<String> = reviews.iter().map(MoveReview::comment).collect();
     go_train::atomic::write_atomic(&sgf_path, write_annotated(&record, &comments).as_bytes())
         .with_context(|| format!("writing {}", sgf_path.display()))?;
@@ -159,6 +168,8 @@ pub struct GameInFile {
     pub games: usize,
     /// Whether the record is damaged after its last move read.
     pub damaged: bool,
+    /// Nodes of the game's side variations, which the record leaves out.
+    pub side_nodes: usize,
 }
 
 /// Game `index` of the file, read up to any damage (with a warning).
@@ -169,11 +180,12 @@ pub fn read_game(path: &Path, index: usize) -> Result<GameInFile> {
         let range = if count > 1 { format!(": --index 0 to {}", count - 1) } else { String::new() };
         format!("{}: no game {index} (it holds {count}{range})", path.display())
     })?;
-    let PartialGame { record, damage } = game.with_context(|| format!("{}: game {index}", path.display()))?;
+    let PartialGame { record, damage, side_nodes } =
+        game.with_context(|| format!("{}: game {index}", path.display()))?;
     if let Some(damage) = &damage {
         eprintln!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
     }
-    Ok(GameInFile { record, games: count, damaged: damage.is_some() })
+    Ok(GameInFile { record, games: count, damaged: damage.is_some(), side_nodes })
 }
 
 fn result_text(record: &GameRecord) -> String {

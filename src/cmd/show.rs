@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<()> {
         for (index, game) in games.into_iter().enumerate() {
             games_seen += 1;
             let ok = match game {
-                Ok(PartialGame { record, damage }) => {
+                Ok(PartialGame { record, damage, .. }) => {
                     show_game(&mut out, file, &record, damage.as_ref(), args.moves, args.json)?
                 }
                 Err(e) => report_bad_game(&mut out, file, index, &e.to_string(), args.json).map(|_| false)?,

@@ -66,10 +66,12 @@ pub enum Rejection {
     NoKomi,
     KomiOutOfRange,
     NoResult,
-    TooShort,
-    TooLong,
     /// Moves after two consecutive passes ended the game.
     PlayAfterEnd,
+    TooShort,
+    TooLong,
+    /// Passes only, or no moves: nothing to learn, a position at most.
+    NoStonePlayed,
     /// A move the rules forbid (under the record's own rules).
     IllegalMove,
 }
@@ -90,6 +92,7 @@ impl Rejection {
             Rejection::TooShort => "too short",
             Rejection::TooLong => "too long",
             Rejection::PlayAfterEnd => "play after two passes",
+            Rejection::NoStonePlayed => "no stone played",
             Rejection::IllegalMove => "illegal move",
         }
     }
@@ -171,6 +174,9 @@ impl Criteria {
         }
         if moves > self.max_moves {
             return reject(Rejection::TooLong, format!("{moves} moves"));
+        }
+        if !record.plays_a_stone() {
+            return reject(Rejection::NoStonePlayed, format!("{moves} passes"));
         }
         record.replay(record.rules()).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
         Ok(())
@@ -576,8 +582,11 @@ mod tests {
         // game of endless passes is one of two.
         let third_pass = parse_game("(;SZ[19]KM[6.5]DT[2005];B[aa];W[];B[];W[])").unwrap();
         assert_eq!(c.judge(&third_pass), Ok(()));
+        // A game of passes only was kept, as a game of two passes.
         let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[];W[]".repeat(600))).unwrap();
-        assert_eq!(c.judge(&endless), Ok(()));
+        assert_eq!(c.judge(&endless).unwrap_err(), (Rejection::NoStonePlayed, "2 passes".to_string()));
+        let empty = parse_game("(;SZ[19]KM[6.5]DT[2005]RE[B+R])").unwrap();
+        assert_eq!(c.judge(&empty).unwrap_err(), (Rejection::NoStonePlayed, "0 passes".to_string()));
         let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]RE[W+R]{})", ";B[];W[]".repeat(600))).unwrap();
         assert_eq!(strict.judge(&endless).unwrap_err(), (Rejection::TooShort, "2 moves".to_string()));
         let long = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[aa];W[]".repeat(501))).unwrap();

@@ -543,9 +543,12 @@ fn encode_game(record: &GameRecord, rules: Rules, options: &PrepareOptions, plan
     if record.moves.is_empty() {
         return GameOutcome::Dropped("no moves", String::new());
     }
-    // Lists not written by `filter` may name such a game.
+    // Lists not written by `filter` may name such games.
     if record.play_after_two_passes().is_some() {
         return GameOutcome::Dropped("play after two passes", String::new());
+    }
+    if !record.plays_a_stone() {
+        return GameOutcome::Dropped("no stone played", String::new());
     }
     // Passes after the end (a game of endless passes) would become as many
     // training positions after the game.
@@ -783,5 +786,7 @@ mod tests {
         assert_eq!(positions(";B[aa];W[];B[];W[]"), Ok(3));
         assert_eq!(positions(&format!(";B[aa]{}", ";W[];B[]".repeat(300))), Ok(3));
         assert_eq!(positions(";B[aa];W[];B[];W[bb]"), Err("play after two passes"));
+        // A game of passes only was two positions, each labelled pass.
+        assert_eq!(positions(&";B[];W[]".repeat(3)), Err("no stone played"));
     }
 }

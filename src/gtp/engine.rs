@@ -605,7 +605,7 @@ impl Engine {
         // refuses only the moves from it on.
         let parsed = read_file_up_to_damage(Path::new(path)).map_err(|e| refuse(e.to_string()))?;
         let (record, damage) = match parsed.into_iter().next() {
-            Some(Ok(PartialGame { record, damage })) => (record, damage),
+            Some(Ok(PartialGame { record, damage, .. })) => (record, damage),
             Some(Err(e)) => return Err(refuse(e.to_string())),
             None => return Err(refuse("no game in it".to_string())),
         };

@@ -186,6 +186,9 @@ pub struct PartialGame {
     pub record: GameRecord,
     /// `None` when the whole game was read.
     pub damage: Option<GameError>,
+    /// Nodes off the main line (side variations, read as far as the
+    /// damage): the record holds the main line only.
+    pub side_nodes: usize,
 }
 
 /// Reads every game of an SGF file as far as it goes, as GnuGo does for
@@ -207,7 +210,7 @@ fn tree_up_to_damage(index: usize, tree: &TreeText) -> Result<PartialGame, GameE
     let (text, syntax) = match whole_tree(tree) {
         Ok(root) => {
             let (record, damage) = GameRecord::from_tree_up_to_damage(index, &root)?;
-            return Ok(PartialGame { record, damage });
+            return Ok(PartialGame { record, damage, side_nodes: side_nodes(&root) });
         }
         Err(GameError::Syntax(e)) => (tree.readable(), e),
         Err(e) => return Err(e),
@@ -220,7 +223,12 @@ fn tree_up_to_damage(index: usize, tree: &TreeText) -> Result<PartialGame, GameE
     let root = go_root(sgf_parse::parse_with_options(text, &lenient).unwrap_or_default())?;
     let (record, damage) = GameRecord::from_tree_up_to_damage(index, &root)?;
     // The syntax error comes first in the file: nodes after it were not read.
-    Ok(PartialGame { record, damage: Some(damage.unwrap_or(GameError::Syntax(syntax))) })
+    Ok(PartialGame { record, damage: Some(damage.unwrap_or(GameError::Syntax(syntax))), side_nodes: side_nodes(&root) })
+}
+
+/// Nodes of a tree that are not on its main line.
+fn side_nodes(root: &SgfNode<Prop>) -> usize {
+    count_nodes(root) - root.main_variation().count()
 }
 
 /// The first game of `text`, for texts known to hold one game (tests, GTP

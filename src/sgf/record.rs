@@ -259,6 +259,12 @@ impl GameRecord {
         two_passes.map_or(self.moves.len(), |i| i + 2)
     }
 
+    /// Whether a stone is played before the game's end: a record of passes
+    /// only (or of no moves) is no game to learn from.
+    pub fn plays_a_stone(&self) -> bool {
+        self.moves[..self.end_of_play()].iter().any(|m| m.mv != Move::Pass)
+    }
+
     /// The record without the passes after its end, when it has any: what
     /// a dataset learns from (a third pass would be a position after the
     /// game, labelled).
@@ -698,5 +704,8 @@ pub(crate) mod tests {
         assert_eq!(trimmed.moves, record.moves[..3]);
         assert!(trimmed.move_comments.is_empty());
         assert!(parse_game("(;SZ[9];B[aa];W[];B[])").unwrap().without_passes_after_end().is_none());
+        let plays = |moves: &str| parse_game(&format!("(;SZ[9]{moves})")).unwrap().plays_a_stone();
+        assert!(plays(";B[];W[aa];B[];W[]") && plays(";B[aa]"));
+        assert!(!plays("") && !plays(";B[];W[]") && !plays(&";B[];W[]".repeat(300)) && !plays(";B[];W[tt]"));
     }
 }

@@ -96,6 +96,10 @@ pub(crate) fn encode_extra(game: &Game, planes: &mut PackedPlanes) {
 /// capture in a ladder, and extensions of the side to move's strings in
 /// atari that escape one.
 fn ladders(board: &Board, me: Color, planes: &mut PackedPlanes, index: impl Fn(Point) -> usize) {
+    // Asked of one copy of the board, after the shortcuts: most positions
+    // ask nothing.
+    let mut escapes_to_read = Vec::new();
+    let mut ataris_to_read = Vec::new();
     let mut visited = vec![false; board.size() * board.size()];
     for p in board.points() {
         let Some(owner) = board.color_at(p) else { continue };
@@ -111,13 +115,10 @@ fn ladders(board: &Board, me: Color, planes: &mut PackedPlanes, index: impl Fn(P
         // have, without reading: three or more is out, one is captured.
         if owner == me {
             let Some(lib) = board.atari_liberty(p) else { continue };
-            let escapes = match board.move_outcome(lib, me).map(|o| o.liberties) {
-                None | Some(0 | 1) => false,
-                Some(2) => ladder::extension_escapes(board, p),
-                Some(_) => true,
-            };
-            if escapes {
-                planes.set(LADDER_ESCAPE, index(lib));
+            match board.move_outcome(lib, me).map(|o| o.liberties) {
+                None | Some(0 | 1) => {}
+                Some(2) => escapes_to_read.push((p, lib)),
+                Some(_) => planes.set(LADDER_ESCAPE, index(lib)),
             }
         } else {
             let liberties: Vec<Point> = board.liberty_points(p).collect();
@@ -132,12 +133,27 @@ fn ladders(board: &Board, me: Color, planes: &mut PackedPlanes, index: impl Fn(P
                 let other = liberties[1 - k];
                 let quiet = |m: Point, c: Color| board.move_outcome(m, c).filter(|o| o.captured == 0);
                 let out = quiet(atari, me).is_some() && quiet(other, owner).is_some_and(|o| o.liberties >= 4);
-                if !out && ladder::atari_captures(board, p, atari) {
-                    planes.set(LADDER_CAPTURE, index(atari));
+                if !out {
+                    ataris_to_read.push((p, atari));
                 }
             }
         }
     }
+    if escapes_to_read.is_empty() && ataris_to_read.is_empty() {
+        return;
+    }
+    ladder::read(board, |reader| {
+        for (s, lib) in escapes_to_read {
+            if reader.extension_escapes(s) {
+                planes.set(LADDER_ESCAPE, index(lib));
+            }
+        }
+        for (s, atari) in ataris_to_read {
+            if reader.atari_captures(s, atari) {
+                planes.set(LADDER_CAPTURE, index(atari));
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -240,13 +256,13 @@ mod real_games {
             let Some(owner) = board.color_at(p) else { continue };
             if owner == me && board.liberties(p) == 1 {
                 let lib = board.atari_liberty(p).unwrap();
-                if ladder::extension_escapes(board, p) && !escape.contains(&index(lib)) {
+                if ladder::read(board, |r| r.extension_escapes(p)) && !escape.contains(&index(lib)) {
                     escape.push(index(lib));
                 }
             } else if owner != me && board.liberties(p) == 2 {
                 for atari in board.liberty_points(p) {
                     if board.check_move(atari, me, false).is_ok()
-                        && ladder::atari_captures(board, p, atari)
+                        && ladder::read(board, |r| r.atari_captures(p, atari))
                         && !capture.contains(&index(atari))
                     {
                         capture.push(index(atari));

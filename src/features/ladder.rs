@@ -21,103 +21,112 @@ use crate::go::{Board, Color, Point};
 /// and at 20,000 the same ones are answered alike).
 const BUDGET: u32 = 1_000;
 
-/// Whether the string at `s`, in atari with its owner to move, is captured
-/// by a ladder.
-#[cfg(test)]
-fn is_captured(board: &Board, s: Point) -> bool {
-    with_reader(board, |r| r.captured(0, s))
-}
-
-/// Whether the opponent's move at `atari`, which leaves the string at `s`
-/// (the defender's, two liberties before) in atari, captures it in a
-/// ladder. `atari` must be legal for the attacker.
-pub fn atari_captures(board: &Board, s: Point, atari: Point) -> bool {
-    with_reader(board, |r| r.atari_captures(s, atari))
-}
-
-/// Whether extending at the last liberty of the string at `s` (the side
-/// to move's, in atari) escapes: the string is not captured after it.
-pub fn extension_escapes(board: &Board, s: Point) -> bool {
-    let Some(defender) = board.color_at(s) else { return false };
-    let Some(lib) = board.atari_liberty(s) else { return false };
-    if board.check_move(lib, defender, false).is_err() {
-        return false;
-    }
-    with_reader(board, |r| {
-        r.child(0, lib, defender);
-        !r.attacker_wins(1, s, defender.opponent())
-    })
-}
-
-/// Runs `read` with a reader whose first board is `board`. Readers are
-/// kept per thread: boards are large (tens of kilobytes), so the reading
-/// copies them into buffers on the heap, reused, rather than cloning a
-/// board onto the stack at every level of the recursion.
-fn with_reader<T>(board: &Board, read: impl FnOnce(&mut Reader) -> T) -> T {
+/// Runs `questions` with a reader of the ladders of `board`. Readers are
+/// kept per thread: a board is large (tens of kilobytes), so it is copied
+/// once into the reader's, where each line is played and each of its
+/// moves taken back ([`Board::undo`]).
+pub fn read<T>(board: &Board, questions: impl FnOnce(&mut Reader) -> T) -> T {
     READER.with(|cell| {
         let mut r = cell.borrow_mut();
-        r.budget = BUDGET;
-        match r.boards.first_mut() {
-            Some(first) => first.copy_from(board),
-            None => r.boards.push(board.clone()),
+        match &mut r.board {
+            Some(b) => b.copy_from(board),
+            None => r.board = Some(board.clone()),
         }
-        let answer = read(&mut r);
-        // A long line grew the buffers (tens of kilobytes a board): kept
-        // whole, every thread of prepare and search held megabytes.
-        r.boards.truncate(KEPT_BOARDS);
+        r.hashes.clear();
+        r.hashes.push(board.hash());
+        let answer = questions(&mut r);
+        // A long line grew the undo records (a few hundred bytes each).
+        r.undos.shrink_to(KEPT_UNDOS);
         answer
     })
 }
 
-/// Boards a thread's reader keeps between questions: most lines are short.
-const KEPT_BOARDS: usize = 32;
+/// Undo records (a few hundred bytes each) a reader keeps room for.
+const KEPT_UNDOS: usize = 64;
 
 thread_local! {
-    static READER: RefCell<Reader> = const { RefCell::new(Reader { boards: Vec::new(), budget: 0 }) };
+    static READER: RefCell<Reader> = const {
+        RefCell::new(Reader {
+            board: None,
+            hashes: Vec::new(),
+            undos: Vec::new(),
+            budget: 0,
+        })
+    };
 }
 
-/// The boards of the line being read, one per depth.
-struct Reader {
-    boards: Vec<Board>,
+/// The ladders of one position: see [`read`]. Each question leaves the
+/// position as it found it.
+pub struct Reader {
+    /// The position at the end of the line (`Some` while a question is read).
+    board: Option<Board>,
+    /// The hash of each position of the line, the first one's first.
+    hashes: Vec<u64>,
+    /// What takes back each move of the line played undoably.
+    undos: Vec<crate::go::Undo>,
     /// Positions left to visit.
     budget: u32,
 }
 
 impl Reader {
-    /// [`atari_captures`] on the first board.
-    fn atari_captures(&mut self, s: Point, atari: Point) -> bool {
-        let Some(defender) = self.boards[0].color_at(s) else { return false };
-        self.child(0, atari, defender.opponent());
-        self.boards[1].liberties(s) == 1 && self.captured(1, s)
+    fn board(&self) -> &Board {
+        self.board.as_ref().expect("a question is being read")
     }
 
-    /// The board at `depth + 1` becomes the one at `depth` after `color`
-    /// plays `m` (legal).
-    fn child(&mut self, depth: usize, m: Point, color: Color) {
-        if self.boards.len() <= depth + 1 {
-            let copy = self.boards[depth].clone();
-            self.boards.push(copy);
+    /// Whether the opponent's move at `atari`, which leaves the string at
+    /// `s` (the defender's, two liberties before) in atari, captures it in
+    /// a ladder. `atari` must be legal for the attacker.
+    pub fn atari_captures(&mut self, s: Point, atari: Point) -> bool {
+        self.budget = BUDGET;
+        let Some(defender) = self.board().color_at(s) else { return false };
+        self.after(atari, defender.opponent(), |r| r.board().liberties(s) == 1 && r.captured(s)).unwrap_or(false)
+    }
+
+    /// Whether extending at the last liberty of the string at `s` (the
+    /// side to move's, in atari) escapes: the string is not captured after
+    /// it.
+    pub fn extension_escapes(&mut self, s: Point) -> bool {
+        self.budget = BUDGET;
+        let board = self.board();
+        let Some(defender) = board.color_at(s) else { return false };
+        let Some(lib) = board.atari_liberty(s) else { return false };
+        if board.check_move(lib, defender, false).is_err() {
+            return false;
         }
-        let (upper, lower) = self.boards.split_at_mut(depth + 1);
-        lower[0].copy_from(&upper[depth]);
-        lower[0].play(m, color);
+        self.after(lib, defender, |r| !r.attacker_wins(s, defender.opponent())).unwrap_or(false)
     }
 
-    /// The defender (owner of `s`, in atari at `depth`) to move: captured
-    /// whatever it does?
-    fn captured(&mut self, depth: usize, s: Point) -> bool {
+    /// `read`'s answer after `color` plays `m` (legal) at the end of the
+    /// line, the move taken back after it; `None` for a suicide.
+    fn after<T>(&mut self, m: Point, color: Color, read: impl FnOnce(&mut Reader) -> T) -> Option<T> {
+        let board = self.board.as_mut().expect("a question is being read");
+        if !board.play_undoable(m, color, &mut self.undos) {
+            return None;
+        }
+        self.hashes.push(self.board().hash());
+        let answer = read(self);
+        self.hashes.pop();
+        let undo = self.undos.pop().expect("the move's undo was pushed");
+        self.board.as_mut().expect("a question is being read").undo(&undo);
+        Some(answer)
+    }
+
+    /// The defender (owner of `s`, in atari at the end of the line) to
+    /// move: captured whatever it does?
+    fn captured(&mut self, s: Point) -> bool {
         if self.budget == 0 {
             return false;
         }
         self.budget -= 1;
-        let board = &self.boards[depth];
         // A capture cycle (two strings taking each other in turn) repeats a
         // position of the line; read on, it ran to the budget at every
         // question that met it. Like the budget's end, it counts as an
         // escape.
-        if self.boards[..depth].iter().rev().skip(1).step_by(2).any(|b| b.hash() == board.hash()) {
+        let (now, before) = self.hashes.split_last().expect("the line starts with the first position");
+        if before.iter().rev().skip(1).step_by(2).any(|h| h == now) {
             return false;
         }
+        let board = self.board();
         let (Some(defender), Some(lib)) = (board.color_at(s), board.atari_liberty(s)) else { return false };
         let attacker = defender.opponent();
         // Capturing an attacking string in atari next to the defender, or
@@ -135,30 +144,28 @@ impl Reader {
             }
         }
         for m in options {
-            if self.boards[depth].check_move(m, defender, false).is_err() {
+            if self.board().check_move(m, defender, false).is_err() {
                 continue;
             }
-            self.child(depth, m, defender);
-            if !self.attacker_wins(depth + 1, s, attacker) {
+            if self.after(m, defender, |r| r.attacker_wins(s, attacker)) == Some(false) {
                 return false;
             }
         }
         true
     }
 
-    /// The attacker to move at `depth` against the string at `s`: can it
-    /// capture?
-    fn attacker_wins(&mut self, depth: usize, s: Point, attacker: Color) -> bool {
-        match self.boards[depth].liberties(s) {
+    /// The attacker to move at the end of the line against the string at
+    /// `s`: can it capture?
+    fn attacker_wins(&mut self, s: Point, attacker: Color) -> bool {
+        match self.board().liberties(s) {
             0 | 1 => true,
             2 => {
-                let ataris: Vec<Point> = self.boards[depth].liberty_points(s).collect();
+                let ataris: Vec<Point> = self.board().liberty_points(s).collect();
                 ataris.into_iter().any(|atari| {
-                    if self.boards[depth].check_move(atari, attacker, false).is_err() {
+                    if self.board().check_move(atari, attacker, false).is_err() {
                         return false;
                     }
-                    self.child(depth, atari, attacker);
-                    self.boards[depth + 1].liberties(s) == 1 && self.captured(depth + 1, s)
+                    self.after(atari, attacker, |r| r.board().liberties(s) == 1 && r.captured(s)).unwrap_or(false)
                 })
             }
             _ => false,
@@ -181,6 +188,23 @@ mod tests {
             .collect();
         g.setup(&stones).unwrap();
         g.board().clone()
+    }
+
+    /// Whether the string at `s`, in atari with its owner to move, is
+    /// captured by a ladder.
+    fn is_captured(board: &Board, s: Point) -> bool {
+        read(board, |r| {
+            r.budget = BUDGET;
+            r.captured(s)
+        })
+    }
+
+    fn atari_captures(board: &Board, s: Point, atari: Point) -> bool {
+        read(board, |r| r.atari_captures(s, atari))
+    }
+
+    fn extension_escapes(board: &Board, s: Point) -> bool {
+        read(board, |r| r.extension_escapes(s))
     }
 
     fn at(b: &Board, v: &str) -> Point {
@@ -249,11 +273,30 @@ mod tests {
         let board = game.replay_until(game.rules_or(Rules::CHINESE), 225).unwrap().board().clone();
         let (a16, a17) = (at(&board, "A16"), at(&board, "A17"));
         assert_eq!((board.color_at(a16), board.liberties(a16)), (Some(Color::Black), 2));
-        let (captured, visited, depth) =
-            with_reader(&board, |r| (r.atari_captures(a16, a17), BUDGET - r.budget, r.boards.len()));
-        assert!(!captured && visited < 50, "captured: {captured}, {visited} positions read, {depth} deep");
-        let kept = READER.with(|r| r.borrow().boards.len());
-        assert!(kept <= KEPT_BOARDS, "{kept} boards kept");
+        let (captured, visited) = read(&board, |r| (r.atari_captures(a16, a17), BUDGET - r.budget));
+        assert!(!captured && visited < 50, "captured: {captured}, {visited} positions read");
+        let kept = READER.with(|r| r.borrow().undos.capacity());
+        assert!(kept <= KEPT_UNDOS, "room for {kept} undo records kept");
+    }
+
+    /// The longest line read in kgs-6d's games of 2002 (2002-03-02-9 after
+    /// 64 moves: 145 positions deep), on a thread with a 512 KB stack. A
+    /// board cloned on the way to the heap in each frame of the recursion
+    /// (17 KB) overflowed the 2 MB stack of a `prepare` worker.
+    #[test]
+    fn the_longest_line_of_2002_is_read_on_a_small_stack() {
+        use crate::features::{FeatureSet, PackedPlanes};
+        let Some(files) = crate::test_references::sgf_files("kgs-6d") else { return };
+        let file = files.iter().find(|f| f.ends_with("2002-03-02-9.sgf")).expect("2002-03-02-9.sgf in kgs-6d");
+        let game = crate::sgf::read_file(file).unwrap().remove(0).unwrap();
+        let position = game.replay_until(Rules::CHINESE, 64).unwrap();
+        let encode = move || {
+            let mut planes = PackedPlanes::new(19, FeatureSet::Extended.planes());
+            FeatureSet::Extended.encode_into(&position, &mut planes);
+            planes.words().to_vec()
+        };
+        let small = std::thread::Builder::new().stack_size(512 << 10).spawn(encode.clone()).unwrap();
+        assert_eq!(small.join().unwrap(), encode());
     }
 
     #[test]

@@ -19,6 +19,9 @@ use super::zobrist;
 use super::{Color, Vertex, MAX_SIZE};
 use thiserror::Error;
 
+mod undo;
+pub use undo::Undo;
+
 /// `VERTEX_OF[size][p]`: the vertex of padded point `p` on a board of
 /// `size` (meaningless for border points). Built at compile time.
 static VERTEX_OF: [[Vertex; MAX_POINTS]; MAX_SIZE + 1] = {
@@ -678,6 +681,13 @@ impl Board {
     /// returns the number of stones captured. The move must have passed
     /// [`Board::check_move`] (a suicide, if allowed, removes the string).
     pub fn play(&mut self, p: Point, color: Color) -> u32 {
+        self.play_joining(p, color, |_, _| {})
+    }
+
+    /// [`Board::play`], telling `joined` each pair of strings it joins
+    /// (the root kept, the root gone), in order.
+    #[inline(always)]
+    fn play_joining(&mut self, p: Point, color: Color, mut joined: impl FnMut(usize, usize)) -> u32 {
         debug_assert_eq!(self.cells[p.idx()], Cell::Empty, "play on occupied point");
         let pi = p.idx();
         let own = Cell::stone(color);
@@ -701,7 +711,9 @@ impl Board {
             let other = self.chain_of[self.step(pi, dirs.trailing_zeros())] as usize;
             dirs &= dirs - 1;
             if other != root {
-                root = self.merge(root, other);
+                let kept = self.merge(root, other);
+                joined(kept, root ^ other ^ kept);
+                root = kept;
             }
         }
         // `merge` counted the union, where the new stone's point still was.

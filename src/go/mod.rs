@@ -14,7 +14,7 @@ pub mod zobrist;
 #[cfg(test)]
 mod tests;
 
-pub use board::{Board, Cell, IllegalMove, MoveOutcome, Point};
+pub use board::{Board, Cell, IllegalMove, MoveOutcome, Point, Undo};
 pub use color::Color;
 pub use diagram::diagram;
 pub use game::{Event, ForbiddenMove, Game};

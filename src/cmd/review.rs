@@ -18,8 +18,8 @@ use go_train::sgf::{read_file_up_to_damage, write_annotated, GameRecord, Partial
 /// before and after it (value net); then the moves that swung the game
 /// most, by what of the swing the reply left standing (the value net
 /// favours the side that has just moved, so a raw swing is often taken
-/// back at once). Writes the game as SGF with these figures as comments, after the
-/// game's own (open it in Sabaki), and a plot of Black's win probability
+/// back at once). Writes the game's main line as SGF with these figures as comments, after the
+/// game's own (open it in Sabaki; side variations are left out, with a warning), and a plot of Black's win probability
 /// over the game (PNG, or SVG for a .svg name). A record with an illegal move is reviewed up to
 /// it. Nets not named are the shipped ones.
 #[derive(Parser)]

@@ -176,7 +176,8 @@ impl Criteria {
             return reject(Rejection::TooLong, format!("{moves} moves"));
         }
         if !record.plays_a_stone() {
-            return reject(Rejection::NoStonePlayed, format!("{moves} passes"));
+            let detail = if moves == 0 { "no moves".to_string() } else { format!("{moves} passes") };
+            return reject(Rejection::NoStonePlayed, detail);
         }
         record.replay(record.rules()).map_err(|e| (Rejection::IllegalMove, e.to_string()))?;
         Ok(())
@@ -586,7 +587,7 @@ mod tests {
         let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[];W[]".repeat(600))).unwrap();
         assert_eq!(c.judge(&endless).unwrap_err(), (Rejection::NoStonePlayed, "2 passes".to_string()));
         let empty = parse_game("(;SZ[19]KM[6.5]DT[2005]RE[B+R])").unwrap();
-        assert_eq!(c.judge(&empty).unwrap_err(), (Rejection::NoStonePlayed, "0 passes".to_string()));
+        assert_eq!(c.judge(&empty).unwrap_err(), (Rejection::NoStonePlayed, "no moves".to_string()));
         let endless = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]RE[W+R]{})", ";B[];W[]".repeat(600))).unwrap();
         assert_eq!(strict.judge(&endless).unwrap_err(), (Rejection::TooShort, "2 moves".to_string()));
         let long = parse_game(&format!("(;SZ[19]KM[6.5]DT[2005]{})", ";B[aa];W[]".repeat(501))).unwrap();

@@ -25,7 +25,8 @@ pub struct Undo {
     ko: Option<(Point, Color)>,
     captures: [u32; 2],
     /// The point's string entries, stale data of an empty point: restored
-    /// too, so that the board is the same bit for bit.
+    /// too, so that the board is the same bit for bit (but for the stale
+    /// places in the empty list of the stones captured, read by nothing).
     chain_of: u16,
     next_stone: u16,
     chain: Chain,
@@ -185,7 +186,7 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go::Rules;
+    use crate::go::{Game, Rules, Vertex};
 
     /// Whether two boards are the same in every field, stale data and the
     /// order of the empty list included.
@@ -202,6 +203,48 @@ mod tests {
             // empty, is read by nothing.
             && a.empty.iter().all(|&p| a.empty_pos[p as usize] == b.empty_pos[p as usize])
             && (a.hash, a.ko, a.captures) == (b.hash, b.ko, b.captures)
+    }
+
+    /// Plays `m` undoably on a copy of `board`, checks it against `play`,
+    /// takes it back and checks that against `board`.
+    fn play_and_take_back(board: &Board, m: Point, color: Color) {
+        let (mut work, mut played) = (board.clone(), board.clone());
+        let mut undos = Vec::new();
+        assert!(work.play_undoable(m, color, &mut undos), "{m:?} refused");
+        played.play(m, color);
+        assert!(same_bits(&work, &played), "{m:?} played otherwise than by play");
+        work.check_invariants().unwrap();
+        work.undo(&undos.pop().unwrap());
+        assert!(same_bits(&work, board), "{m:?} not taken back exactly");
+    }
+
+    /// The cases a game meets rarely, each on purpose (9×9, Black to play
+    /// at E5 or D1): four strings joined into one, and two strings taken
+    /// at once, which give liberties to black strings away from the move.
+    #[test]
+    fn joins_of_four_and_double_captures_are_taken_back_exactly() {
+        let board = |black: &[&str], white: &[&str]| {
+            let mut game = Game::new(9, Rules::CHINESE);
+            let stone = |c: Color| move |v: &&str| (Vertex::parse_gtp(v, 9).unwrap(), Some(c));
+            let stones: Vec<_> =
+                black.iter().map(stone(Color::Black)).chain(white.iter().map(stone(Color::White))).collect();
+            game.setup(&stones).unwrap();
+            game.board().clone()
+        };
+        let at = |b: &Board, v: &str| b.point(Vertex::parse_gtp(v, 9).unwrap());
+        // E5 joins four one-stone strings (the new stone kept as the root)
+        // and four two-stone ones.
+        for black in [&["E6", "D5", "F5", "E4"][..], &["E6", "E7", "D5", "C5", "F5", "G5", "E4", "E3"]] {
+            let b = board(black, &["A1"]);
+            play_and_take_back(&b, at(&b, "E5"), Color::Black);
+        }
+        // D1 takes C1 and E1, each in atari; B1, F1, C2 and E2 gain
+        // liberties, none of them next to D1. With D2, a join too.
+        for black in [&["B1", "C2", "E2", "F1"][..], &["B1", "C2", "E2", "F1", "D2"]] {
+            let b = board(black, &["C1", "E1"]);
+            assert_eq!(b.move_outcome(at(&b, "D1"), Color::Black).unwrap().captured, 2);
+            play_and_take_back(&b, at(&b, "D1"), Color::Black);
+        }
     }
 
     /// On positions of real games, every legal move plays as `play` plays

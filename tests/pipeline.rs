@@ -37,19 +37,21 @@ fn filter_keeps_the_even_kgs_games_and_counts_every_rejection() {
     run_ok(&["filter", path(&kgs), "--out", path(&list)]);
     let games = GameList::read(&list).unwrap().0;
     // The datasets README: 12,118 even games with normal komi, 15,571 with
-    // handicap, 8,905 without handicap but with komi 0.5.
-    assert_eq!(games.len(), 12_118);
+    // handicap, 8,905 without handicap but with komi 0.5. Of the even
+    // games, 15 records hold no move at all.
+    assert_eq!(games.len(), 12_103);
     let mut sorted = games.clone();
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted, games, "sorted and unique");
     let r = &report(&list)["report"];
     assert_eq!(r["games"], 36_692);
-    assert_eq!(r["kept"], 12_118);
+    assert_eq!(r["kept"], 12_103);
+    assert_eq!(r["rejected"]["no stone played"], 15);
     assert_eq!(r["rejected"]["handicap"], 15_571);
     assert!(r["rejected"]["komi out of range"].as_u64().unwrap() >= 8_905);
     let rejected: u64 = r["rejected"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert_eq!(rejected + 12_118, 36_692);
+    assert_eq!(rejected + 12_103, 36_692);
     // The same tree gives the same list.
     let again = dir.path().join("again.list");
     run_ok(&["filter", path(&kgs), "--out", path(&again)]);

@@ -78,7 +78,8 @@ pub(crate) fn encode_extra(game: &Game, planes: &mut PackedPlanes) {
             continue;
         }
         let Some(outcome) = board.move_outcome(p, me) else { continue };
-        if game.check_point(p, me).is_ok() && !board.is_eye(p, me) {
+        // The outcome's hash spares computing it again for superko.
+        if !game.repeats(outcome.hash, me) && !board.is_eye(p, me) {
             planes.set(SENSIBLE, i);
         }
         planes.set(count_plane(LIBERTIES_AFTER, outcome.liberties), i);
@@ -222,6 +223,17 @@ mod tests {
         let p = FeatureSet::Extended.encode(&g);
         assert!(p.get(KO, at("E5")), "White may not retake at E5");
         assert!(!p.get(SENSIBLE, at("E5")));
+        // After two passes the ko ban is gone, but retaking would repeat
+        // the board before Black's capture: superko, not sensible.
+        let mut g = g;
+        g.play(Color::White, Move::Pass).unwrap();
+        g.play(Color::Black, Move::Pass).unwrap();
+        let e5 = g.board().point(Vertex::parse_gtp("E5", 19).unwrap());
+        assert_eq!(g.board().ko_point(), None);
+        assert_eq!(g.check_point(e5, Color::White), Err(crate::go::IllegalMove::Superko));
+        let p = FeatureSet::Extended.encode(&g);
+        assert!(!p.get(KO, at("E5")) && !p.get(SENSIBLE, at("E5")));
+        assert!(p.get(count_plane(CAPTURE_SIZE, 1), at("E5")));
 
         // Black C4, D3, E5 against White D4: Black's atari at E4 is a ladder.
         let mut g = Game::new(19, Rules::CHINESE);
@@ -298,5 +310,32 @@ mod real_games {
                 .unwrap();
         }
         assert!(positions > 3000 && ladders > 0, "{positions} positions, {ladders} ladder captures");
+    }
+
+    #[test]
+    fn sensible_moves_are_the_legal_ones_that_fill_no_own_eye() {
+        let Some(games) = kgs_games(30) else { return };
+        let mut positions = 0;
+        for record in &games {
+            record
+                .replay_with(Rules::CHINESE, |_, game, _| {
+                    let planes = FeatureSet::Extended.encode(game);
+                    let (board, me) = (game.board(), game.to_move());
+                    for p in board.points() {
+                        let sensible = game.check_point(p, me).is_ok() && !board.is_eye(p, me);
+                        let i = board.vertex(p).index(19);
+                        assert_eq!(
+                            planes.get(SENSIBLE, i),
+                            sensible,
+                            "{:?}\n{}",
+                            board.vertex(p),
+                            crate::go::diagram(board, None)
+                        );
+                    }
+                    positions += 1;
+                })
+                .ok(); // a game that breaks Chinese rules is checked up to there
+        }
+        assert!(positions > 1500, "{positions} positions");
     }
 }

@@ -251,6 +251,8 @@ pub struct MoveOutcome {
     pub stones: u32,
     /// Opponent stones captured.
     pub captured: u32,
+    /// The stone hash of the position it creates (what superko compares).
+    pub hash: u64,
 }
 
 /// A string of connected stones of one colour, stored at its root point.
@@ -929,7 +931,7 @@ impl Board {
     /// liberty sets, never a copy of the board (a copy is tens of kilobytes,
     /// and copies were half of `prepare --features extended`'s time).
     pub fn move_outcome(&self, p: Point, color: Color) -> Option<MoveOutcome> {
-        self.check_move(p, color, false).ok()?;
+        let hash = self.move_hash(p, color, false).ok()?;
         let pi = p.idx();
         let own = Cell::stone(color);
         // The new string's liberties: the point's empty neighbours and the
@@ -973,7 +975,7 @@ impl Board {
         }
         union[pi >> 6] &= !(1 << (pi & 63));
         let liberties = union[..self.libs.words].iter().map(|w| w.count_ones()).sum();
-        Some(MoveOutcome { liberties, stones, captured })
+        Some(MoveOutcome { liberties, stones, captured, hash })
     }
 
     /// The distinct strings (their roots) among the neighbours of `pi` in

@@ -286,13 +286,21 @@ impl Game {
     #[inline]
     pub fn check_point(&self, p: Point, color: Color) -> Result<(), IllegalMove> {
         let hash = self.board.move_hash(p, color, self.rules.allow_suicide)?;
-        if (self.may_repeat || self.rules.allow_suicide) && self.rules.ko != KoRule::Simple {
-            let key = self.position_key(hash, color.opponent());
-            if self.seen.contains(key) {
-                return Err(IllegalMove::Superko);
-            }
+        if self.repeats(hash, color) {
+            return Err(IllegalMove::Superko);
         }
         Ok(())
+    }
+
+    /// Whether a move of `color` that creates the stone position `hash`
+    /// (from [`Board::move_hash`] or [`Board::move_outcome`]) repeats a
+    /// position as the superko rule forbids. Lets a caller that already
+    /// holds the hash check legality without computing it again.
+    #[inline]
+    pub fn repeats(&self, hash: u64, color: Color) -> bool {
+        (self.may_repeat || self.rules.allow_suicide)
+            && self.rules.ko != KoRule::Simple
+            && self.seen.contains(self.position_key(hash, color.opponent()))
     }
 
     /// Whether `color` may make `mv` now. Never changes the game.

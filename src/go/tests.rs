@@ -391,6 +391,7 @@ fn move_outcome_agrees_with_playing_the_move() {
                     let captured = after.play(p, color);
                     let actual = (after.liberties(p) as u32, after.string_size(p) as u32, captured);
                     assert_eq!((o.liberties, o.stones, o.captured), actual, "{}", board.vertex(p));
+                    assert_eq!(o.hash, after.hash(), "{}", board.vertex(p));
                     reused.copy_from(&board);
                     let on_copy = reused.play(p, color);
                     let copied = (reused.liberties(p) as u32, reused.string_size(p) as u32, on_copy);

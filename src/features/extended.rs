@@ -7,7 +7,7 @@
 //! | 0–14 | the seed's planes ([`super::planes`]) |
 //! | 15 | all ones when Black is to move: with komi in White's favour, who moves changes who is ahead (AlphaGo's value net had this plane) |
 //! | 16 | the point the side to move may not play because of ko |
-//! | 17 | sensible moves: legal (superko included) and not filling an own eye |
+//! | 17 | sensible moves: legal (superko included), never a suicide (even where the rules allow one), and not filling an own eye |
 //! | 18–25 | a stone played 1, 2, …, 7, or 8 or more moves ago |
 //! | 26–33 | a legal move here leaves its string 1, 2, …, 7, or 8 or more liberties |
 //! | 34–41 | a move here captures 1, 2, …, 7, or 8 or more stones |
@@ -315,27 +315,27 @@ mod real_games {
     #[test]
     fn sensible_moves_are_the_legal_ones_that_fill_no_own_eye() {
         let Some(games) = kgs_games(30) else { return };
-        let mut positions = 0;
+        let (mut positions, mut whole) = (0, 0);
         for record in &games {
-            record
-                .replay_with(Rules::CHINESE, |_, game, _| {
-                    let planes = FeatureSet::Extended.encode(game);
-                    let (board, me) = (game.board(), game.to_move());
-                    for p in board.points() {
-                        let sensible = game.check_point(p, me).is_ok() && !board.is_eye(p, me);
-                        let i = board.vertex(p).index(19);
-                        assert_eq!(
-                            planes.get(SENSIBLE, i),
-                            sensible,
-                            "{:?}\n{}",
-                            board.vertex(p),
-                            crate::go::diagram(board, None)
-                        );
-                    }
-                    positions += 1;
-                })
-                .ok(); // a game that breaks Chinese rules is checked up to there
+            let replayed = record.replay_with(Rules::CHINESE, |_, game, _| {
+                let planes = FeatureSet::Extended.encode(game);
+                let (board, me) = (game.board(), game.to_move());
+                for p in board.points() {
+                    let sensible = game.check_point(p, me).is_ok() && !board.is_eye(p, me);
+                    let i = board.vertex(p).index(board.size());
+                    assert_eq!(
+                        planes.get(SENSIBLE, i),
+                        sensible,
+                        "{:?}\n{}",
+                        board.vertex(p),
+                        crate::go::diagram(board, None)
+                    );
+                }
+                positions += 1;
+            });
+            // A game that breaks Chinese rules is checked up to there.
+            whole += replayed.is_ok() as usize;
         }
-        assert!(positions > 1500, "{positions} positions");
+        assert!(whole >= 25 && positions > 5000, "{whole} of 30 games replayed whole, {positions} positions");
     }
 }

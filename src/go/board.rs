@@ -940,8 +940,9 @@ impl Board {
         let (enemies, n_enemies) = self.neighbour_roots(pi, self.dirs(pi, Cell::stone(color.opponent())));
         let enemies = &enemies[..n_enemies];
         // Most moves capture nothing and join one string at most: their
-        // liberties are counted without a union of sets (a third of this
-        // function's time in `prepare --features extended`).
+        // liberties are counted without a union of sets, whose zeroing,
+        // filling and counting cost `prepare --features extended` about a
+        // tenth of its time (docs/results/benchmarks.md, Prepare).
         if n_joined <= 1 && enemies.iter().all(|&r| self.chains[r as usize].lib_count > 1) {
             let Some(&root) = joined.first() else {
                 return Some(MoveOutcome { liberties: empty.count_ones(), stones: 1, captured: 0, hash });

@@ -66,11 +66,13 @@
 #                 AB_STEPS (300) steps of train-policy with $GPU_CONFIG from
 #                 the same weights and batches, precision f32 then bf16, each
 #                 validated on AB_VALIDATION (20000) positions
-#   train-ab      a step's inputs as f32 copied from pageable memory
-#                 (GO_TRAIN_FUSED_INPUTS=0), then as bits through pinned
-#                 memory: one epoch of AB_STEPS (300) steps each of
-#                 train-policy with $GPU_CONFIG in a scratch folder, with its
-#                 positions/s and the GPU's busy share
+#   train-ab      one switch of a training run off, then on (TRAIN_AB,
+#                 default GO_TRAIN_FUSED_INPUTS: a step's inputs as f32
+#                 copied from pageable memory, then as bits through pinned
+#                 memory): one epoch of AB_STEPS (300) steps each of
+#                 train-policy with $GPU_CONFIG in a scratch folder, from
+#                 the same weights and batches, with its positions/s,
+#                 validation loss and the GPU's busy share
 #   eval          eval of the checkpoint on the test split (games never trained on)
 #                 beside the shipped nets/resnet-policy.safetensors on the same
 #                 positions; the run's best weights to $OUT
@@ -84,8 +86,8 @@
 # brings nothing back), STEP_SECONDS (the most one go-train command of
 # bench, bench-ab, selfplay, train-ab or eval may run: a hang costs that,
 # not the lease). A checkpoint brought back as $OUT/run.tar.gz (or its
-# parts) and unpacked into checkpoints/ is resumed. BENCH_BF16, AB_STEPS,
-# AB_VALIDATION: see bench and train-bf16.
+# parts) and unpacked into checkpoints/ is resumed. BENCH_BF16, BENCH_FP32,
+# AB_STEPS, AB_VALIDATION, TRAIN_AB: see bench, train-bf16 and train-ab.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-out}"
@@ -172,7 +174,8 @@ bench() {
   GO_TRAIN_CUDA_BLOCKING=1 gt bench train --device cuda --net policy,resnet-policy:10x128 --batch 100 \
     --seconds "${BENCH_SECONDS:-4}" 2>&1 | tee -a "$OUT/log.txt"
   if [ "${BENCH_FP32:-1}" = 1 ]; then
-    # Full float32 (its residual tower NCHW: channels-last ran it at 0.4x).
+    # Full float32 (its residual tower NCHW: channels-last ran it at 0.4x);
+    # BENCH_FP32=0 skips.
     gt bench train --device cuda --net resnet-policy:10x128 --batch 256 --seconds "${BENCH_SECONDS:-4}" --tf32 false 2>&1 |
       tee -a "$OUT/log.txt"
   fi
@@ -309,13 +312,15 @@ train_bf16() {
 }
 
 train_ab() {
-  log train-ab
-  local inputs scratch
-  for inputs in 0 1; do
+  local switch="${TRAIN_AB:-GO_TRAIN_FUSED_INPUTS}" on scratch
+  log "train-ab $switch"
+  for on in 0 1; do
+    [ "$(left)" -gt 60 ] || { echo "train-ab: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
     scratch=$(mktemp -d)
-    echo "-- GO_TRAIN_FUSED_INPUTS=$inputs" | tee -a "$OUT/log.txt"
-    GO_TRAIN_FUSED_INPUTS=$inputs with_gpu_busy "inputs-$inputs" timeout "$STEP_SECONDS" "$BIN" train-policy --config "$CONFIG" \
-      --out "$scratch/run" --set epochs=1 --set steps_per_epoch="${AB_STEPS:-300}" --set validation_positions=2000
+    echo "-- $switch=$on" | tee -a "$OUT/log.txt"
+    with_gpu_busy "${switch,,}-$on" env "$switch=$on" timeout "$STEP_SECONDS" "$BIN" train-policy --config "$CONFIG" \
+      --out "$scratch/run" --set epochs=1 --set steps_per_epoch="${AB_STEPS:-300}" \
+      --set validation_positions="${AB_VALIDATION:-20000}"
     rm -rf "$scratch"
   done
 }
@@ -348,8 +353,9 @@ bundle_out() {
 
 # A whole 15-minute lease in one command, the steps in the order their
 # figures matter, the slow ones bounded: what scripts/gpu-pack.sh prepares
-# for. About 8.5 minutes.
-LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train=left eval"
+# for. About 8.5 minutes. The kernel profile (step profile) is left out
+# while no kernel has changed since the last one (2026-11-28).
+LEASE_STEPS="setup test bench bench-ab selfplay prepare train-ab train=left eval"
 lease_defaults() {
   : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
@@ -359,11 +365,18 @@ lease_defaults() {
   # batch norm's per-channel sums took most of the time; each beside the
   # whole step replayed as a CUDA graph.
   : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1}"
-  : "${SELFPLAY_RUNS:=16:512}"
   # Self-play's 16 workers kept 12.5 of the 16 cores busy for 804,714
   # games an hour, each spinning while it waits for its forward pass:
-  # whether sleeping there instead leaves the others more.
+  # whether sleeping there instead leaves the others more, and whether
+  # twice as many workers as cores, half of them waiting, fill the rest.
+  : "${SELFPLAY_RUNS:=16:512 32:256}"
   : "${SELFPLAY_BLOCKING:=0 1}"
+  # Full float32's layout was decided by 2026-11-28's run (NCHW).
+  : "${BENCH_FP32:=0}"
+  # The whole step as a graph in a training run, off then on, from the
+  # same weights and batches (docs/results/gpu.md gives the rule that
+  # makes it the default).
+  : "${TRAIN_AB:=GO_TRAIN_CUDA_GRAPH}" "${AB_STEPS:=1500}"
   : "${PROFILE_RUNS:=resnet-policy:10x128:1024:bf16 resnet-policy:10x128:100}"
   # The whole step as a CUDA graph took the host's 5.3 ms a step of the
   # residual net at batch 100 to 0.04 in 2026-11-28's bench: whether it
@@ -371,7 +384,7 @@ lease_defaults() {
   : "${TRAIN_GRAPH:=1}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
-    SELFPLAY_GAMES SELFPLAY_RUNS SELFPLAY_BLOCKING AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH
+    SELFPLAY_GAMES SELFPLAY_RUNS SELFPLAY_BLOCKING AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH BENCH_FP32 TRAIN_AB AB_STEPS
 }
 
 # Every step name is checked before anything runs: a misspelt last step

@@ -60,8 +60,7 @@
 #                 sampling GPU use with nvidia-smi; copies the checkpoint to $OUT
 #                 (split in 15 MB parts: $OUT takes no bigger file).
 #                 train=left: until GPU_DEADLINE, less EVAL_RESERVE (60) seconds;
-#                 TRAIN_GRAPH=1 replays each step as a CUDA graph
-#                 (GO_TRAIN_CUDA_GRAPH=1)
+#                 TRAIN_GRAPH=0 steps op by op (GO_TRAIN_CUDA_GRAPH=0)
 #   train-bf16    accuracy per sample in each precision: one epoch of
 #                 AB_STEPS (300) steps of train-policy with $GPU_CONFIG from
 #                 the same weights and batches, precision f32 then bf16, each
@@ -290,7 +289,7 @@ train() {
   fi
   log "train $secs s"
   # shellcheck disable=SC2086
-  GO_TRAIN_CUDA_GRAPH="${TRAIN_GRAPH:-0}" with_gpu_busy train timeout $((secs + 120)) "$BIN" train-policy \
+  GO_TRAIN_CUDA_GRAPH="${TRAIN_GRAPH:-1}" with_gpu_busy train timeout $((secs + 120)) "$BIN" train-policy \
     --config "$CONFIG" --out "$RUN" --resume-or-start --stop-after "$secs" ${GPU_TRAIN_ARGS:-}
   # $OUT takes no file over 16 MiB: weights and optimizer state in parts.
   tar czf - -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15M - "$OUT/run.tar.gz.part-"
@@ -353,38 +352,27 @@ bundle_out() {
 
 # A whole 15-minute lease in one command, the steps in the order their
 # figures matter, the slow ones bounded: what scripts/gpu-pack.sh prepares
-# for. About 8.5 minutes. The kernel profile (step profile) is left out
-# while no kernel has changed since the last one (2026-11-28).
-LEASE_STEPS="setup test bench bench-ab selfplay prepare train-ab train=left eval"
+# for. About 8.5 minutes.
+LEASE_STEPS="setup test bench bench-ab profile selfplay prepare train=left eval"
 lease_defaults() {
   : "${GPU_DEADLINE:=540}" "${STEP_SECONDS:=150}" "${TEST_SECONDS:=100}" "${BENCH_SECONDS:=3}" "${TORCH_SECONDS:=3}"
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
   # Each path's switch was timed alone by 2026-11-27's runs: every path on,
-  # in f32 and in bf16, as the reference for the profile of the same
-  # shapes (the residual net in bf16 at batch 1,024, in f32 at 100), where
-  # batch norm's per-channel sums took most of the time; each beside the
-  # whole step replayed as a CUDA graph.
+  # in f32 and in bf16, as the reference for the profiles below; each with
+  # and without the whole step replayed as a CUDA graph.
   : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1}"
-  # Self-play's 16 workers kept 12.5 of the 16 cores busy for 804,714
-  # games an hour, each spinning while it waits for its forward pass:
-  # whether sleeping there instead leaves the others more, and whether
-  # twice as many workers as cores, half of them waiting, fill the rest.
-  : "${SELFPLAY_RUNS:=16:512 32:256}"
-  : "${SELFPLAY_BLOCKING:=0 1}"
+  # Self-play's setting was decided by 2026-11-30's run: a worker a core,
+  # spinning while it waits (the defaults).
+  : "${SELFPLAY_RUNS:=16:512}" "${SELFPLAY_BLOCKING:=0}"
   # Full float32's layout was decided by 2026-11-28's run (NCHW).
   : "${BENCH_FP32:=0}"
-  # The whole step as a graph in a training run, off then on, from the
-  # same weights and batches (docs/results/gpu.md gives the rule that
-  # makes it the default).
-  : "${TRAIN_AB:=GO_TRAIN_CUDA_GRAPH}" "${AB_STEPS:=1500}"
-  : "${PROFILE_RUNS:=resnet-policy:10x128:1024:bf16 resnet-policy:10x128:100}"
-  # The whole step as a CUDA graph took the host's 5.3 ms a step of the
-  # residual net at batch 100 to 0.04 in 2026-11-28's bench: whether it
-  # lifts a real run's GPU busy share (95.3% op by op) is the next figure.
-  : "${TRAIN_GRAPH:=1}"
+  # The two shapes furthest behind PyTorch in 2026-11-30's run: the seed
+  # policy in bf16 at batch 1,024 (0.70x, never profiled) and the residual
+  # net in f32 at batch 100, replayed as a graph (1.34x where 1.5x is asked).
+  : "${PROFILE_RUNS:=policy:1024:bf16 resnet-policy:10x128:100}"
   : "${BENCH_NETS:=policy,playout,value,resnet-policy:10x128}"
   export GPU_DEADLINE STEP_SECONDS TEST_SECONDS BENCH_SECONDS TORCH_SECONDS BENCH_AB_SECONDS PROFILE_STEPS PROFILE_SECONDS \
-    SELFPLAY_GAMES SELFPLAY_RUNS SELFPLAY_BLOCKING AB_PATHS PROFILE_RUNS BENCH_NETS TRAIN_GRAPH BENCH_FP32 TRAIN_AB AB_STEPS
+    SELFPLAY_GAMES SELFPLAY_RUNS SELFPLAY_BLOCKING AB_PATHS PROFILE_RUNS BENCH_NETS BENCH_FP32
 }
 
 # Every step name is checked before anything runs: a misspelt last step

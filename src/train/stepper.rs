@@ -1,5 +1,5 @@
-//! Training steps queued op by op, or, with `GO_TRAIN_CUDA_GRAPH=1` on a
-//! GPU, captured once as a CUDA graph and replayed (`nn::cuda::graph`):
+//! Training steps queued op by op, or, on a GPU unless
+//! `GO_TRAIN_CUDA_GRAPH=0`, captured once as a CUDA graph and replayed (`nn::cuda::graph`):
 //! one launch a step where the host otherwise queues several hundred.
 //!
 //! A graph reads its inputs from where they were when it was captured, so
@@ -93,8 +93,8 @@ pub struct Stepper<'a> {
 }
 
 impl<'a> Stepper<'a> {
-    /// Steps op by op, or on a GPU with `GO_TRAIN_CUDA_GRAPH=1` and
-    /// `graph_allowed`, a few so and then the graph of the next.
+    /// Steps op by op, or on a GPU with `graph_allowed` (unless
+    /// `GO_TRAIN_CUDA_GRAPH=0`), a few so and then the graph of the next.
     pub fn new(model: &'a Model, graph_allowed: bool) -> Stepper<'a> {
         #[cfg(feature = "cuda")]
         if graph_allowed && crate::nn::cuda::graph::enabled() {

@@ -359,8 +359,10 @@ lease_defaults() {
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
   # Each path's switch was timed alone by 2026-11-27's runs: every path on,
   # in f32 and in bf16, as the reference for the profiles below; each with
-  # and without the whole step replayed as a CUDA graph.
-  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1}"
+  # and without the whole step replayed as a CUDA graph. Last, bf16 with
+  # the graph NCHW throughout: the seed policy's trunk channels-last in
+  # bf16 has not yet run on a GPU.
+  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1 1,1,1,1,1,1,0,1,0,bf16,1,1,1}"
   # Self-play's setting was decided by 2026-11-30's run: a worker a core,
   # spinning while it waits (the defaults).
   : "${SELFPLAY_RUNS:=16:512}" "${SELFPLAY_BLOCKING:=0}"

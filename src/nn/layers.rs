@@ -107,6 +107,18 @@ pub fn tower_channels(x: &Tensor) -> Channels {
     }
 }
 
+/// The layout the seed nets' hidden layers keep past their first:
+/// [`tower_channels`] in bf16, NCHW in f32, where the seed policy already
+/// trains faster than PyTorch (docs/results/gpu.md) and channels-last has
+/// not been measured.
+pub fn trunk_channels(x: &Tensor) -> Channels {
+    if x.dtype() == DType::BF16 || super::layout::forced().is_some() {
+        tower_channels(x)
+    } else {
+        Channels::First
+    }
+}
+
 /// Whether cuDNN convolves `dtype` on tensor cores: bf16 always, f32 when
 /// TF32 is allowed. Channels-last pays only there: in full f32 (`--tf32
 /// false`) the 10×128 residual tower trained at 3,558 samples/s
@@ -198,7 +210,7 @@ impl Conv {
             let w = self.weight.permute((0, 2, 3, 1))?.to_dtype(x.dtype())?;
             if super::cuda::cudnn_conv::applies(x, &w) {
                 let y = super::cuda::cudnn_conv::conv2d_same_in(x, &w, channels)?;
-                return self.bias_relu(y, |y, b, relu| add_bias_by_ops(y, b, relu, channels));
+                return self.bias_relu(y, |y, b, relu| add_bias_in(y, b, relu, channels));
             }
         }
         to_channels_last(&self.forward(&to_channels_first(x)?)?)
@@ -243,15 +255,20 @@ impl Conv {
 }
 
 /// `y + b` per channel, `y` (batch, c, h, w), `b` (c, f32), then the ReLU
-/// when `relu`, in `y`'s dtype: on a GPU by `nn::cuda::bias` (one kernel
-/// forward; the bias's gradient one per-channel sum), elsewhere by
-/// candle's ops.
+/// when `relu`, in `y`'s dtype.
 fn add_bias(y: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
+    add_bias_in(y, b, relu, Channels::First)
+}
+
+/// [`add_bias`] on `y` in the layout `channels`: on a GPU by
+/// `nn::cuda::bias` (one kernel forward; the bias's gradient one
+/// per-channel sum), elsewhere by candle's ops.
+fn add_bias_in(y: &Tensor, b: &Tensor, relu: bool, channels: Channels) -> Result<Tensor> {
     #[cfg(feature = "cuda")]
     if super::cuda::applies(y) {
-        return super::cuda::bias::add_bias(y, b, relu);
+        return super::cuda::bias::add_bias(y, b, relu, channels);
     }
-    add_bias_by_ops(y, b, relu, Channels::First)
+    add_bias_by_ops(y, b, relu, channels)
 }
 
 /// [`add_bias`] by candle's ops, `y` in the layout `channels`.

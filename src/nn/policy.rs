@@ -14,7 +14,8 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::layers::{flatten, to_f32, BatchNorm, Conv};
+use super::layers::{flatten, to_f32, trunk_channels, BatchNorm, Conv};
+use super::layout::{to_channels_first, to_channels_last, Channels};
 use super::loss::masked_log_softmax;
 use super::{Net, Output};
 
@@ -51,9 +52,21 @@ impl SeedTrunk {
 
     /// (batch, planes, 19, 19) to (batch, [`SeedTrunk::CHANNELS`], 19, 19).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.forward_in(x, train, Channels::First)
+    }
+
+    /// [`SeedTrunk::forward`], its output in the layout `channels`: the
+    /// input planes and the first convolution NCHW (15 planes suit neither
+    /// layout's fast kernels, as a residual net's stem), the layout changed
+    /// once after it.
+    pub fn forward_in(&self, x: &Tensor, train: bool, channels: Channels) -> Result<Tensor> {
         let mut h = self.bn0.forward(x, train)?;
-        for (conv, bn) in &self.hidden {
-            h = bn.forward(&conv.forward(&h)?, train)?;
+        for (i, (conv, bn)) in self.hidden.iter().enumerate() {
+            let layout = if i == 0 { Channels::First } else { channels };
+            h = bn.forward_in(&conv.forward_in(&h, layout)?, train, layout)?;
+            if i == 0 && channels == Channels::Last {
+                h = to_channels_last(&h)?;
+            }
         }
         Ok(h)
     }
@@ -81,7 +94,13 @@ impl PolicyNet {
 
 impl Net for PolicyNet {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let h = self.trunk.forward(x, train)?;
+        let channels = trunk_channels(x);
+        let mut h = self.trunk.forward_in(x, train, channels)?;
+        if channels == Channels::Last {
+            // The head's one output channel runs in f32 NCHW, as a bf16
+            // layer whose channels the tensor cores do not take.
+            h = to_channels_first(&h)?;
+        }
         let board = to_f32(&flatten(&self.head.forward(&h)?)?)?;
         let pass = self.pass_logit.reshape((1, 1))?.broadcast_as((board.dim(0)?, 1))?;
         masked_log_softmax(&Tensor::cat(&[&board, &pass], 1)?, x, train)

@@ -22,8 +22,9 @@ pub enum Fused {
     /// as bits unpacked there (`GO_TRAIN_FUSED_INPUTS`; [`super::inputs`]).
     Inputs,
     /// On a GPU with cuDNN, a residual tower's activations kept
-    /// channels-last (NHWC) between its layers (`GO_TRAIN_CHANNELS_LAST`;
-    /// [`super::layers::tower_channels`]).
+    /// channels-last (NHWC) between its layers, and in bf16 the seed
+    /// policy's (`GO_TRAIN_CHANNELS_LAST`; [`super::layers::tower_channels`],
+    /// [`super::layers::trunk_channels`]).
     ChannelsLast,
     /// On a GPU, batch norm's per-channel sums finished by the last block
     /// of the kernel that sums their runs: one launch, not two

@@ -201,7 +201,8 @@ fn the_device_path_gives_the_cpu_losses_and_gradients() {
     }
 }
 
-/// A residual tower channels-last gives the NCHW tower's losses,
+/// A residual tower, or the seed policy's trunk, channels-last gives the
+/// NCHW net's losses,
 /// gradients and running averages, in f32 and bf16, from the same weights
 /// and batch: to the bit on the CPU, where each layer changes the layout
 /// around its NCHW kernels (so this checks the plumbing: the tower's two
@@ -215,10 +216,12 @@ fn channels_last_towers_give_the_nchw_losses_and_gradients() {
     let dev = test_device();
     let x = planes(6).to_device(&dev).unwrap();
     assert_eq!(with_channels(Channels::Last, || layers::tower_channels(&x)), Channels::Last);
+    assert_eq!(with_channels(Channels::Last, || layers::trunk_channels(&x)), Channels::Last);
+    assert_eq!(layers::trunk_channels(&x), Channels::First, "f32 seed nets stay NCHW");
     let moves = Tensor::new(&[40u32, 100, 7, PASS as u32, 200, 360], &dev).unwrap();
     let results = Tensor::new(&[1f32, 0.0, 1.0, 1.0, 0.0, 0.0], &dev).unwrap();
     let exact = dev.is_cpu();
-    for arch in ["resnet-policy:2x16", "resnet-value:1x8"] {
+    for arch in ["resnet-policy:2x16", "resnet-value:1x8", "policy"] {
         let arch: Arch = arch.parse().unwrap();
         for precision in [Precision::F32, Precision::Bf16] {
             let run = |channels| {

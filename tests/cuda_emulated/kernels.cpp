@@ -750,6 +750,27 @@ static int check_channels_last(int n, int c, int p, bool relu, bool batch_stats,
                                 dxl.data(), c, total, m, relu, batch_stats, packed);
     });
     expect_same("channels-last normalize_grad", as_f(dxl), as_f(to_last(dx)));
+    // A convolution's bias channels-last (src/nn/cuda/bias.rs): the NCHW
+    // kernel walking planes of one point; its gradient the channels-last
+    // plain sums of dy.
+    std::vector<T> yb(total), ybl(total);
+    launch(3, 64, [&] {
+        if constexpr (BF16)
+            channel_bias_bf16(xt.data(), beta.data(), yb.data(), c, p, total, relu, divide);
+        else
+            channel_bias(xt.data(), beta.data(), yb.data(), c, p, total, relu, divide);
+    });
+    launch(2, 32, [&] {
+        if constexpr (BF16)
+            channel_bias_bf16(xl.data(), beta.data(), ybl.data(), c, 1, total, relu, divide);
+        else
+            channel_bias(xl.data(), beta.data(), ybl.data(), c, 1, total, relu, divide);
+    });
+    expect_same("channels-last channel_bias", as_f(ybl), as_f(to_last(yb)));
+    std::vector<float> db(2 * c), db_l(2 * c);
+    sums_first(dyt.data(), dyt.data(), dyt.data(), nullptr, SUMS, db.data());
+    sums_last(dyl.data(), dyl.data(), dyl.data(), nullptr, SUMS, db_l.data());
+    close("channels-last bias gradient", db_l, db);
     return 1;
 }
 

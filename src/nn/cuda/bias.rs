@@ -17,17 +17,19 @@ use super::{
     by_dtype, channel_reduce, cpu_refused, dims, divide_each_value, elementwise, kernel, ptx, view, view_of,
     Activation, Reduce, MODULE,
 };
+use crate::nn::layout::Channels;
 
-/// `x + b`, `b` (c, f32) added to every point of channel c of `x` (batch,
-/// c, h, w; f32 or bf16), then the ReLU when `relu`; differentiable in
-/// both.
-pub fn add_bias(x: &Tensor, b: &Tensor, relu: bool) -> Result<Tensor> {
-    x.contiguous()?.apply_op2(&b.contiguous()?, BiasAdd { relu })
+/// `x + b`, `b` (c, f32) added to every point of channel c of `x` (f32
+/// or bf16; batch, c, h, w, or batch, h, w, c channels-last), then the
+/// ReLU when `relu`; differentiable in both.
+pub fn add_bias(x: &Tensor, b: &Tensor, relu: bool, channels: Channels) -> Result<Tensor> {
+    x.contiguous()?.apply_op2(&b.contiguous()?, BiasAdd { relu, channels })
 }
 
 /// The op: arguments (x, b).
 struct BiasAdd {
     relu: bool,
+    channels: Channels,
 }
 
 impl CustomOp2 for BiasAdd {
@@ -46,7 +48,8 @@ impl CustomOp2 for BiasAdd {
 
     fn bwd(&self, x: &Tensor, b: &Tensor, y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let dy = if self.relu { relu_passed(y, dy)? } else { dy.detach() };
-        let db = if b.track_op() { Some(channel_reduce(&dy, Reduce::Sums)?.get(0)?) } else { None };
+        let db =
+            if b.track_op() { Some(channel_reduce(&dy, Reduce::Sums, None, self.channels)?.get(0)?) } else { None };
         Ok((x.track_op().then_some(dy), db))
     }
 }
@@ -57,7 +60,12 @@ impl BiasAdd {
         &self,
         ((xs, xl), (bs, bl)): ((&CudaStorage, &Layout), (&CudaStorage, &Layout)),
     ) -> Result<(CudaStorage, Shape)> {
-        let (_, c, p) = dims(xl)?;
+        // Channels-last, a channel's values lie one every c: the kernel's
+        // channel walk with planes of one point.
+        let (_, c, p) = match self.channels {
+            Channels::First => dims(xl)?,
+            Channels::Last => (0, self.channels.dims(xl.shape())?.1, 1),
+        };
         if bl.shape().elem_count() != c {
             candle_core::bail!("{}: a bias of {:?} for input {:?}", self.name(), bl.shape(), xl.shape());
         }

@@ -497,13 +497,21 @@ fn channel_sums_last<T: Activation>(
     Ok(out)
 }
 
-/// [`Reduce::Sums`] or [`Reduce::Moments`] of `x` (batch, c, h, w) per
-/// channel, as a (2, c) tensor; not differentiable.
-fn channel_reduce(x: &Tensor, what: Reduce) -> Result<Tensor> {
-    x.contiguous()?.apply_op1(what)
+/// [`Reduce::Sums`] or [`Reduce::Moments`] per channel of `x` in the
+/// layout `channels`, as a (2, c) tensor, folded as well into `blend`'s
+/// running averages when given (moments only); not differentiated.
+fn channel_reduce(x: &Tensor, what: Reduce, blend: Option<RunningBlend>, channels: Channels) -> Result<Tensor> {
+    x.detach().contiguous()?.apply_op1(ChannelReduce { what, blend, channels })
 }
 
-impl CustomOp1 for Reduce {
+/// The op of [`channel_reduce`].
+struct ChannelReduce {
+    what: Reduce,
+    blend: Option<RunningBlend>,
+    channels: Channels,
+}
+
+impl CustomOp1 for ChannelReduce {
     fn name(&self) -> &'static str {
         "go-train-cuda-channel-sums"
     }
@@ -513,11 +521,16 @@ impl CustomOp1 for Reduce {
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
-        if *self == Reduce::Gradient {
+        if self.what == Reduce::Gradient {
             candle_core::bail!("{}: the gradient sums need the batch norm's statistics", self.name());
         }
-        let first = Channels::First;
-        by_dtype(s.dtype(), self.name(), || self.run::<f32>(s, l, None, first), || self.run::<bf16>(s, l, None, first))
+        let ChannelReduce { what, blend, channels } = *self;
+        by_dtype(
+            s.dtype(),
+            self.name(),
+            || what.run::<f32>(s, l, blend, channels),
+            || what.run::<bf16>(s, l, blend, channels),
+        )
     }
 }
 

@@ -14,12 +14,12 @@
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use half::bf16;
 
 use super::{
-    address, by_dtype, channel_sums, cpu_refused, divide_each_value, elementwise, kernel, pack_width, packs, ptx, view,
-    view_of, with_view, Activation, Reading, Reduce, RunningBlend, MODULE,
+    address, by_dtype, channel_reduce, channel_sums, cpu_refused, divide_each_value, elementwise, kernel, pack_width,
+    packs, ptx, view, view_of, with_view, Activation, Reading, Reduce, RunningBlend, MODULE,
 };
 use crate::nn::layout::Channels;
 
@@ -27,7 +27,7 @@ use crate::nn::layout::Channels;
 /// batch, h, w, c channels-last), as a (2, c) tensor, not differentiated
 /// (the normalisation's gradient accounts for them).
 pub fn moments(x: &Tensor, channels: Channels) -> Result<Tensor> {
-    x.detach().contiguous()?.apply_op1(Moments { blend: None, channels })
+    channel_reduce(x, Reduce::Moments, None, channels)
 }
 
 /// [`moments`], folded as well into batch norm's running averages
@@ -48,34 +48,7 @@ pub fn moments_blending(
     }
     let [(keep, take_mean), (_, take_var)] = factors;
     let blend = Some(RunningBlend { mean, var, keep, take_mean, take_var });
-    x.detach().contiguous()?.apply_op1(Moments { blend, channels })
-}
-
-/// The op of [`moments`] and [`moments_blending`].
-struct Moments {
-    blend: Option<RunningBlend>,
-    channels: Channels,
-}
-
-impl CustomOp1 for Moments {
-    fn name(&self) -> &'static str {
-        "go-train-cuda-moments"
-    }
-
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
-        cpu_refused(self.name())
-    }
-
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> Result<(CudaStorage, Shape)> {
-        let moments = Reduce::Moments;
-        let (blend, channels) = (self.blend, self.channels);
-        by_dtype(
-            s.dtype(),
-            self.name(),
-            || moments.run::<f32>(s, l, blend, channels),
-            || moments.run::<bf16>(s, l, blend, channels),
-        )
-    }
+    channel_reduce(x, Reduce::Moments, blend, channels)
 }
 
 /// `γ·(x − mean)/√(var + eps) + β`, then ReLU when `relu`, with mean and

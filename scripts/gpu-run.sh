@@ -38,8 +38,10 @@
 #                 GO_TRAIN_CUDA_KEEP_MEMORY=0; sums 0 finishes batch norm's
 #                 sums in a kernel of their own, GO_TRAIN_FUSED_SUMS=0; graph
 #                 1 replays each step as a captured CUDA graph,
-#                 GO_TRAIN_CUDA_GRAPH=1; walk, last, the precision, keep,
-#                 sums and graph may be left out: 1, 1, f32, 1, 1, 0)
+#                 GO_TRAIN_CUDA_GRAPH=1; engines 1 convolves through
+#                 cuDNN's graph API, GO_TRAIN_CUDNN_ENGINES=1; walk, last,
+#                 the precision, keep, sums, graph and engines may be left
+#                 out: 1, 1, f32, 1, 1, 0, 0)
 #   profile       where a step's GPU time goes, kernel by kernel: Nsight
 #                 Compute times each kernel of PROFILE_STEPS (5) timed steps
 #                 of go-train bench train (scripts/kernel-times.py sums
@@ -196,20 +198,23 @@ bench_ab() {
   log bench-ab
   local nets="${BENCH_NETS:-policy,playout,value,resnet-policy:10x128,resnet-policy:6x128}"
   local batches="${BENCH_BATCHES:-100,1024}" plans own timed grads optim loss events walk last precision keep sums graph
+  local engines
   for paths in ${AB_PATHS:-1,1,1,1,1,1,0,1 1,1,1,1,0,1,0,1 1,1,1,0,1,1,0,1 1,1,1,1,1,0,0,1 1,1,0,1,1,1,0,1 \
     1,1,1,1,1,1,0,0 1,1,1,1,1,1,0,1,0 1,1,1,1,1,1,1,1}; do
     [ "$(left)" -gt 20 ] || { echo "bench-ab: GPU_DEADLINE reached" | tee -a "$OUT/log.txt"; break; }
-    IFS=, read -r plans own timed grads optim loss events walk last precision keep sums graph <<<"$paths"
+    IFS=, read -r plans own timed grads optim loss events walk last precision keep sums graph engines <<<"$paths"
     walk=${walk:-1} last=${last:-1} precision=${precision:-f32} keep=${keep:-1} sums=${sums:-1} graph=${graph:-0}
+    engines=${engines:-0}
     echo "-- GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed" \
       "GO_TRAIN_FUSED_GRADS=$grads GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim" \
       "GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events GO_TRAIN_CHANNEL_WALK=$walk" \
       "GO_TRAIN_CHANNELS_LAST=$last GO_TRAIN_CUDA_KEEP_MEMORY=$keep GO_TRAIN_FUSED_SUMS=$sums" \
-      "GO_TRAIN_CUDA_GRAPH=$graph --precision $precision" | tee -a "$OUT/log.txt"
+      "GO_TRAIN_CUDA_GRAPH=$graph GO_TRAIN_CUDNN_ENGINES=$engines --precision $precision" | tee -a "$OUT/log.txt"
     GO_TRAIN_CUDNN_PLANS=$plans GO_TRAIN_CUDA_KERNELS=$own GO_TRAIN_CUDNN_BENCHMARK=$timed GO_TRAIN_FUSED_GRADS=$grads \
       GO_TRAIN_FUSED_OPTIM=$optim GO_TRAIN_FUSED_BN_STATS=$optim GO_TRAIN_FUSED_LOSS=$loss GO_TRAIN_CUDA_EVENTS=$events \
       GO_TRAIN_CHANNEL_WALK=$walk GO_TRAIN_CHANNELS_LAST=$last GO_TRAIN_CUDA_KEEP_MEMORY=$keep \
-      GO_TRAIN_FUSED_SUMS=$sums GO_TRAIN_CUDA_GRAPH=$graph gt bench train --device cuda --net "$nets" \
+      GO_TRAIN_FUSED_SUMS=$sums GO_TRAIN_CUDA_GRAPH=$graph GO_TRAIN_CUDNN_ENGINES=$engines gt bench train \
+      --device cuda --net "$nets" \
       --batch "$batches" --precision "$precision" --seconds "${BENCH_AB_SECONDS:-2}" 2>&1 | tee -a "$OUT/log.txt"
   done
 }
@@ -359,10 +364,12 @@ lease_defaults() {
   : "${BENCH_AB_SECONDS:=1}" "${PROFILE_STEPS:=3}" "${PROFILE_SECONDS:=60}" "${SELFPLAY_GAMES:=2048}"
   # Each path's switch was timed alone by 2026-11-27's runs: every path on,
   # in f32 and in bf16, as the reference for the profiles below; each with
-  # and without the whole step replayed as a CUDA graph. Last, bf16 with
-  # the graph NCHW throughout: the seed policy's trunk channels-last in
-  # bf16 has not yet run on a GPU.
-  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1 1,1,1,1,1,1,0,1,0,bf16,1,1,1}"
+  # and without the whole step replayed as a CUDA graph. Then, each
+  # against the graph's run of its precision, what has not yet run on a
+  # GPU: bf16 NCHW throughout (the seed policy's trunk goes channels-last
+  # in bf16), and cuDNN's graph API in f32 and in bf16.
+  : "${AB_PATHS:=1,1,1,1,1,1,0,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1 1,1,1,1,1,1,0,1,1,bf16 1,1,1,1,1,1,0,1,1,bf16,1,1,1 \
+1,1,1,1,1,1,0,1,0,bf16,1,1,1 1,1,1,1,1,1,0,1,1,f32,1,1,1,1 1,1,1,1,1,1,0,1,1,bf16,1,1,1,1}"
   # Self-play's setting was decided by 2026-11-30's run: a worker a core,
   # spinning while it waits (the defaults).
   : "${SELFPLAY_RUNS:=16:512}" "${SELFPLAY_BLOCKING:=0}"

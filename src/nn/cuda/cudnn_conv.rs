@@ -31,13 +31,15 @@ use candle_core::cuda_backend::cudarc::cudnn::sys::{
     cudnnMathType_t, cudnnTensorFormat_t,
 };
 use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags;
-use candle_core::cuda_backend::cudarc::driver::CudaSlice;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use candle_core::cuda_backend::{CudaDevice, DeviceId};
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use half::bf16;
 
 use super::{by_dtype, cpu_refused, view_of, Activation};
 use crate::nn::layout::Channels;
+
+mod engines;
 
 /// Whether `x` and `w` can take this path: both f32 or both bf16 on a
 /// CUDA device, and [`enabled`].
@@ -106,9 +108,21 @@ enum Pass {
     FilterGrad { k: usize },
 }
 
+impl Pass {
+    /// 0, 1, 2: where a plan keeps its engine.
+    fn index(self) -> usize {
+        match self {
+            Pass::Forward => 0,
+            Pass::DataGrad => 1,
+            Pass::FilterGrad { .. } => 2,
+        }
+    }
+}
+
 /// The shape of one convolution: batch, channels in and out, kernel side,
-/// board, whether TF32 is allowed (a plan's math mode) and whether the
-/// tensors are channels-last.
+/// board, whether TF32 is allowed (a plan's math mode), whether the
+/// tensors are channels-last and whether cuDNN's graph API may run it
+/// ([`engines`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Geometry {
     batch: usize,
@@ -119,6 +133,7 @@ struct Geometry {
     w: usize,
     tf32: bool,
     channels_last: bool,
+    engines: bool,
 }
 
 impl Geometry {
@@ -127,19 +142,23 @@ impl Geometry {
     fn of(pass: Pass, a: &Shape, b: &Shape, channels: Channels) -> Result<Geometry> {
         let tf32 = candle_core::cuda::gemm_reduced_precision_f32();
         let channels_last = channels == Channels::Last;
+        let engines = engines::enabled();
         let (da, db) = (channels.nchw(a)?, channels.nchw(b)?);
         let (g, kernel_fits) = match pass {
             Pass::Forward => {
                 let ((batch, c_in, h, w), (c_out, wc_in, k, k2)) = (da, db);
-                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last }, wc_in == c_in && k == k2)
+                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last, engines }, wc_in == c_in && k == k2)
             }
             Pass::DataGrad => {
                 let ((batch, dc_out, h, w), (c_out, c_in, k, k2)) = (da, db);
-                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last }, dc_out == c_out && k == k2)
+                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last, engines }, dc_out == c_out && k == k2)
             }
             Pass::FilterGrad { k } => {
                 let ((batch, c_in, h, w), (db, c_out, dh, dw)) = (da, db);
-                (Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last }, db == batch && dh == h && dw == w)
+                (
+                    Geometry { batch, c_in, c_out, k, h, w, tf32, channels_last, engines },
+                    db == batch && dh == h && dw == w,
+                )
             }
         };
         if !kernel_fits {
@@ -174,6 +193,10 @@ struct Plan<T> {
     forward: Option<(cudnnConvolutionFwdAlgo_t, usize)>,
     data_grad: Option<(cudnnConvolutionBwdDataAlgo_t, usize)>,
     filter_grad: Option<(cudnnConvolutionBwdFilterAlgo_t, usize)>,
+    /// Each pass's engine of cuDNN's graph API, by [`Pass::index`], when
+    /// the geometry allows them: `None` until tried, then the fastest, if
+    /// any builds and runs.
+    engines: [Option<Option<engines::Engine>>; 3],
 }
 
 impl<T: Element> Plan<T> {
@@ -200,11 +223,21 @@ impl<T: Element> Plan<T> {
         let x = cudnn.create_4d_tensor::<T>(format, g.x_dims())?;
         let y = cudnn.create_4d_tensor::<T>(format, g.y_dims())?;
         let w = cudnn.create_4d_filter::<T>(format, g.w_dims())?;
-        Ok(Plan { conv, x, w, y, forward: None, data_grad: None, filter_grad: None })
+        Ok(Plan { conv, x, w, y, forward: None, data_grad: None, filter_grad: None, engines: [None, None, None] })
     }
 
-    /// Chooses `pass`'s algorithm if it has none yet ([`chosen`]).
-    fn choose(&mut self, dev: &CudaDevice, g: &Geometry, pass: Pass) -> Result<()> {
+    /// Chooses `pass`'s engine of cuDNN's graph API if `handle` is given
+    /// and it has tried none yet, then, if it has none, its legacy
+    /// algorithm if it has none yet ([`chosen`]).
+    fn choose(&mut self, dev: &CudaDevice, g: &Geometry, pass: Pass, handle: Option<&engines::Handle>) -> Result<()> {
+        if let Some(handle) = handle {
+            if self.engines[pass.index()].is_none() {
+                self.engines[pass.index()] = Some(choose_engine::<T>(dev, g, pass, handle));
+            }
+            if self.engine(pass).is_some() {
+                return Ok(());
+            }
+        }
         let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
         // Scratch buffers of the pass's shapes (x, w, y) to time it on,
         // filled with values like a net's.
@@ -257,9 +290,17 @@ impl<T: Element> Plan<T> {
         Ok(())
     }
 
-    /// The workspace bytes `pass`'s algorithm needs (none before it is
-    /// chosen).
+    /// `pass`'s engine of cuDNN's graph API, if it has one.
+    fn engine(&self, pass: Pass) -> Option<&engines::Engine> {
+        self.engines[pass.index()].as_ref().and_then(|e| e.as_ref())
+    }
+
+    /// The workspace bytes `pass`'s engine or algorithm needs (none before
+    /// it is chosen).
     fn workspace(&self, pass: Pass) -> usize {
+        if let Some(e) = self.engine(pass) {
+            return e.workspace();
+        }
         match pass {
             Pass::Forward => self.forward.map_or(0, |a| a.1),
             Pass::DataGrad => self.data_grad.map_or(0, |a| a.1),
@@ -380,11 +421,70 @@ fn fastest<A: Copy>(
     best.map(|(algo, _)| algo)
 }
 
-/// What a thread keeps per device: its cuDNN handle, the plans made so
-/// far and the workspace they share (all on the device's one stream, so
-/// one workspace serves every call in turn).
+/// `pass`'s fastest engine of cuDNN's graph API on `g` (with
+/// `GO_TRAIN_CUDNN_BENCHMARK=0`, the heuristics' first), timed as
+/// [`fastest`] times the legacy algorithms; `None` when none builds or
+/// runs, said once on stderr when the graph API itself fails.
+fn choose_engine<T: Element>(
+    dev: &CudaDevice,
+    g: &Geometry,
+    pass: Pass,
+    handle: &engines::Handle,
+) -> Option<engines::Engine> {
+    let mut candidates = match engines::candidates(handle, g, pass, T::DATA_TYPE, T::BF16) {
+        Ok(c) => c,
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("warning: {e}; convolutions take the legacy API"));
+            return None;
+        }
+    };
+    if !benchmark() {
+        return (!candidates.is_empty()).then(|| candidates.swap_remove(0));
+    }
+    let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
+    let scratch = (|| -> Result<_> {
+        Ok((
+            super::scratch::<T>(dev, count(g.x_dims()), 1)?,
+            super::scratch::<T>(dev, count(g.w_dims()), 2)?,
+            super::scratch::<T>(dev, count(g.y_dims()), 3)?,
+        ))
+    })();
+    let (xs, ws, ys) = scratch.ok()?;
+    let stream = dev.cuda_stream();
+    let indices: Vec<usize> = (0..candidates.len()).collect();
+    let best = fastest(
+        dev,
+        &indices,
+        |i| Ok(candidates[i].workspace()),
+        |i, space| {
+            let (x, _x) = xs.device_ptr(&stream);
+            let (w, _w) = ws.device_ptr(&stream);
+            let (y, _y) = ys.device_ptr(&stream);
+            let (space, _s) = match space {
+                Some(s) => {
+                    let (p, r) = s.device_ptr_mut(&stream);
+                    (p, Some(r))
+                }
+                None => (0, None),
+            };
+            // SAFETY: the scratch buffers have the geometry's sizes and
+            // are fresh allocations (aligned); the workspace has the
+            // engine's bytes; all outlive the synchronisation `fastest`
+            // waits for.
+            unsafe { candidates[i].run(handle, [x, w, y], space) }
+        },
+    )?;
+    Some(candidates.swap_remove(best))
+}
+
+/// What a thread keeps per device: its cuDNN handles (cudarc's, and the
+/// graph API's own once a plan asks for it), the plans made so far and the
+/// workspace they share (all on the device's one stream, so one workspace
+/// serves every call in turn).
 struct DeviceState {
     cudnn: Arc<Cudnn>,
+    engines: Option<engines::Handle>,
     plans: Plans,
     workspace: Option<CudaSlice<u8>>,
 }
@@ -400,13 +500,16 @@ thread_local! {
     static STATE: RefCell<HashMap<DeviceId, DeviceState>> = RefCell::new(HashMap::new());
 }
 
-/// Runs `f` with the plan for `g` on `dev` and a workspace of at least the
-/// bytes `pass` needs, making either on first use.
+/// Runs `f` with the plan for `g` on `dev`, the graph API's handle when
+/// `g` allows its engines and the buffers are `aligned` to
+/// [`engines::ALIGNMENT`], and a workspace of at least the bytes `pass`
+/// needs, making each on first use.
 fn with_plan<T: Element, R>(
     dev: &CudaDevice,
     g: &Geometry,
     pass: Pass,
-    f: impl FnOnce(&Plan<T>, Option<&mut CudaSlice<u8>>) -> Result<R>,
+    aligned: bool,
+    f: impl FnOnce(&Plan<T>, Option<&engines::Handle>, Option<&mut CudaSlice<u8>>) -> Result<R>,
 ) -> Result<R> {
     STATE.with(|state| {
         let mut state = state.borrow_mut();
@@ -414,14 +517,18 @@ fn with_plan<T: Element, R>(
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 let cudnn = Cudnn::new(dev.cuda_stream())?;
-                e.insert(DeviceState { cudnn, plans: Plans::default(), workspace: None })
+                e.insert(DeviceState { cudnn, engines: None, plans: Plans::default(), workspace: None })
             }
         };
+        if g.engines && aligned && s.engines.is_none() {
+            s.engines = Some(engines::Handle::new(&dev.cuda_stream())?);
+        }
+        let handle = if g.engines && aligned { s.engines.as_ref() } else { None };
         let plan = match T::plans(&mut s.plans).entry(*g) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(Plan::new(&s.cudnn, g)?),
         };
-        plan.choose(dev, g, pass)?;
+        plan.choose(dev, g, pass, handle)?;
         let plan = &*plan;
         let bytes = plan.workspace(pass);
         if bytes > s.workspace.as_ref().map_or(0, |w| w.len()) {
@@ -430,7 +537,7 @@ fn with_plan<T: Element, R>(
             s.workspace = Some(dev.cuda_stream().alloc_zeros::<u8>(bytes)?);
         }
         let workspace = if bytes > 0 { s.workspace.as_mut() } else { None };
-        f(plan, workspace)
+        f(plan, handle, workspace)
     })
 }
 
@@ -497,7 +604,27 @@ impl ConvOp {
         // SAFETY: uninitialised, but every pass below runs with beta = 0
         // (`T::SCALE`), so cuDNN writes the whole output without reading it.
         let mut out = unsafe { dev.alloc::<T>(out_dims.iter().product::<i32>() as usize)? };
-        with_plan::<T, _>(dev, &g, pass, |p, ws| {
+        let stream = dev.cuda_stream();
+        // The addresses alone: all three buffers are used on this one stream.
+        let (pa, pb, pout) = (a.device_ptr(&stream).0, b.device_ptr(&stream).0, out.device_ptr(&stream).0);
+        let aligned = [pa, pb, pout].iter().all(|p| p % engines::ALIGNMENT == 0);
+        with_plan::<T, _>(dev, &g, pass, aligned, |p, handle, mut ws| {
+            if let (Some(engine), Some(handle)) = (p.engine(pass), handle) {
+                // The forward pass's (input, kernel, output) from the pass's
+                // arguments and result.
+                let ptrs = match pass {
+                    Pass::Forward => [pa, pb, pout],
+                    Pass::DataGrad => [pout, pb, pa],
+                    Pass::FilterGrad { .. } => [pa, pout, pb],
+                };
+                let space = ws.as_mut().map_or(0, |w| w.device_ptr_mut(&stream).0);
+                // SAFETY: the plan's geometry is the one the buffers'
+                // shapes gave, they are aligned (checked above) and live
+                // until the op's result is dropped, after the stream has
+                // run it.
+                return unsafe { engine.run(handle, ptrs, space) }
+                    .map_err(|e| candle_core::Error::Msg(format!("cuDNN convolution ({pass:?}): {e:?}")));
+            }
             let scale = T::SCALE;
             // SAFETY: the plan's descriptors describe these buffers: its
             // geometry is the one their shapes gave.
@@ -520,5 +647,77 @@ impl ConvOp {
             Ok(())
         })?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev.clone()), dims_shape(out_dims, channels)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Var;
+
+    /// The largest difference between `a` and `b` over the largest value.
+    fn relative(a: &Tensor, b: &Tensor) -> f32 {
+        let f = |t: &Tensor| t.to_dtype(DType::F32).unwrap().flatten_all().unwrap();
+        let (a, b) = (f(a), f(b));
+        let diff = (&a - &b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+        diff / a.abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap().max(1e-6)
+    }
+
+    /// On a GPU (`GO_TRAIN_TEST_DEVICE=cuda`), cuDNN's graph API gives the
+    /// legacy API's output and both gradients, in f32 (TF32 off) and bf16,
+    /// NCHW and channels-last; and every pass did run on an engine of its
+    /// own, not on the legacy algorithm it falls back to.
+    #[test]
+    fn engines_give_the_legacy_apis_results() {
+        let dev = crate::nn::test_device();
+        if !dev.is_cuda() {
+            eprintln!("skipped: cuDNN's engines need a GPU (GO_TRAIN_TEST_DEVICE=cuda)");
+            return;
+        }
+        crate::nn::allow_tf32(false);
+        let (n, c_in, c_out, k) = (4, 16, 32, 3);
+        for dtype in [DType::F32, DType::BF16] {
+            for channels in [Channels::First, Channels::Last] {
+                let x = Tensor::randn(0f32, 1.0, channels.shape((n, c_in, 19, 19)), &dev).unwrap();
+                let w = Tensor::randn(0f32, 0.1, channels.shape((c_out, c_in, k, k)), &dev).unwrap();
+                let r = Tensor::randn(0f32, 1.0, channels.shape((n, c_out, 19, 19)), &dev).unwrap();
+                let (x, w, r) = (x.to_dtype(dtype).unwrap(), w.to_dtype(dtype).unwrap(), r.to_dtype(dtype).unwrap());
+                let run = |on| {
+                    engines::with_engines(on, || {
+                        let (xv, wv) = (Var::from_tensor(&x).unwrap(), Var::from_tensor(&w).unwrap());
+                        let y = conv2d_same_in(xv.as_tensor(), wv.as_tensor(), channels).unwrap();
+                        let loss = (&y * &r).unwrap().to_dtype(DType::F32).unwrap().sum_all().unwrap();
+                        let grads = loss.backward().unwrap();
+                        let g = |v: &Var| grads.get(v.as_tensor()).unwrap().clone();
+                        let geometry = Geometry::of(Pass::Forward, x.shape(), w.shape(), channels).unwrap();
+                        (y, g(&xv), g(&wv), geometry)
+                    })
+                };
+                let (legacy, graph) = (run(false), run(true));
+                let case = format!("{dtype:?} {channels:?}");
+                assert!(graph.3.engines && !legacy.3.engines, "{case}: the switch reaches the geometry");
+                let used = STATE.with(|s| {
+                    let s = s.borrow();
+                    let plans = &s.get(&dev.as_cuda_device().unwrap().id()).unwrap().plans;
+                    let has = |engine: &dyn Fn(Pass) -> bool| {
+                        [Pass::Forward, Pass::DataGrad, Pass::FilterGrad { k }].into_iter().all(engine)
+                    };
+                    match dtype {
+                        DType::BF16 => plans.bf16.get(&graph.3).is_some_and(|p| has(&|pass| p.engine(pass).is_some())),
+                        _ => plans.f32.get(&graph.3).is_some_and(|p| has(&|pass| p.engine(pass).is_some())),
+                    }
+                });
+                assert!(used, "{case}: a pass fell back to the legacy API");
+                let tol = if dtype == DType::F32 { 1e-4 } else { 2e-2 };
+                for (what, a, b) in [("output", &legacy.0, &graph.0), ("input gradient", &legacy.1, &graph.1)] {
+                    assert!(relative(a, b) < tol, "{case}: {what} differs by {}", relative(a, b));
+                }
+                assert!(
+                    relative(&legacy.2, &graph.2) < tol,
+                    "{case}: kernel gradient differs by {}",
+                    relative(&legacy.2, &graph.2)
+                );
+            }
+        }
     }
 }

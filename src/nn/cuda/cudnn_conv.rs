@@ -483,9 +483,11 @@ fn choose_engine<T: Element>(
 /// workspace they share (all on the device's one stream, so one workspace
 /// serves every call in turn).
 struct DeviceState {
-    cudnn: Arc<Cudnn>,
-    engines: Option<engines::Handle>,
+    // Fields drop in this order: the plans' descriptors before the
+    // handles they were made with.
     plans: Plans,
+    engines: Option<engines::Handle>,
+    cudnn: Arc<Cudnn>,
     workspace: Option<CudaSlice<u8>>,
 }
 
@@ -517,7 +519,7 @@ fn with_plan<T: Element, R>(
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 let cudnn = Cudnn::new(dev.cuda_stream())?;
-                e.insert(DeviceState { cudnn, engines: None, plans: Plans::default(), workspace: None })
+                e.insert(DeviceState { plans: Plans::default(), engines: None, cudnn, workspace: None })
             }
         };
         if g.engines && aligned && s.engines.is_none() {

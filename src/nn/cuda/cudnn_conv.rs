@@ -238,16 +238,7 @@ impl<T: Element> Plan<T> {
                 return Ok(());
             }
         }
-        let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
-        // Scratch buffers of the pass's shapes (x, w, y) to time it on,
-        // filled with values like a net's.
-        let scratch = || -> Result<_> {
-            Ok((
-                super::scratch::<T>(dev, count(g.x_dims()), 1)?,
-                super::scratch::<T>(dev, count(g.w_dims()), 2)?,
-                super::scratch::<T>(dev, count(g.y_dims()), 3)?,
-            ))
-        };
+        let scratch = || scratch::<T>(dev, g);
         let scale = T::SCALE;
         // SAFETY (each launch below): the scratch buffers have the sizes
         // the descriptors give.
@@ -442,15 +433,7 @@ fn choose_engine<T: Element>(
     if !benchmark() {
         return (!candidates.is_empty()).then(|| candidates.swap_remove(0));
     }
-    let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
-    let scratch = (|| -> Result<_> {
-        Ok((
-            super::scratch::<T>(dev, count(g.x_dims()), 1)?,
-            super::scratch::<T>(dev, count(g.w_dims()), 2)?,
-            super::scratch::<T>(dev, count(g.y_dims()), 3)?,
-        ))
-    })();
-    let (xs, ws, ys) = scratch.ok()?;
+    let (xs, ws, ys) = scratch::<T>(dev, g).ok()?;
     let stream = dev.cuda_stream();
     let indices: Vec<usize> = (0..candidates.len()).collect();
     let best = fastest(
@@ -476,6 +459,17 @@ fn choose_engine<T: Element>(
         },
     )?;
     Some(candidates.swap_remove(best))
+}
+
+/// Scratch buffers of `g`'s shapes (x, w, y) to time a pass on, filled
+/// with values like a net's.
+fn scratch<T: Element>(dev: &CudaDevice, g: &Geometry) -> Result<(CudaSlice<T>, CudaSlice<T>, CudaSlice<T>)> {
+    let count = |dims: [i32; 4]| dims.iter().product::<i32>() as usize;
+    Ok((
+        super::scratch::<T>(dev, count(g.x_dims()), 1)?,
+        super::scratch::<T>(dev, count(g.w_dims()), 2)?,
+        super::scratch::<T>(dev, count(g.y_dims()), 3)?,
+    ))
 }
 
 /// What a thread keeps per device: its cuDNN handles (cudarc's, and the

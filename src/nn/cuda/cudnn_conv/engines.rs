@@ -300,11 +300,12 @@ fn allowed(config: &Desc, g: &Geometry, bf16: bool) -> std::result::Result<bool,
     let engine = Desc::new(Kind::CUDNN_BACKEND_ENGINE_DESCRIPTOR)?;
     let mut raw = [engine.0];
     config.get(Attr::CUDNN_ATTR_ENGINECFG_ENGINE, Ty::CUDNN_TYPE_BACKEND_DESCRIPTOR, &mut raw)?;
-    // Read as integers: cuDNN may name notes newer than these bindings.
-    let mut notes = [0u32; 32];
-    let n = engine.get(Attr::CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, Ty::CUDNN_TYPE_NUMERICAL_NOTE, &mut notes)?;
-    let has = |note: ffi::cudnnBackendNumericalNote_t| notes[..n.min(notes.len())].contains(&(note as u32));
     use ffi::cudnnBackendNumericalNote_t as Note;
+    // As many as there are kinds of note (as cuDNN's frontend asks), read
+    // as integers: cuDNN may name notes newer than these bindings.
+    let mut notes = vec![0u32; Note::CUDNN_NUMERICAL_NOTE_TYPE_COUNT as usize];
+    let n = engine.get(Attr::CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, Ty::CUDNN_TYPE_NUMERICAL_NOTE, &mut notes)?;
+    let has = |note: Note| notes[..n.min(notes.len())].contains(&(note as u32));
     if has(Note::CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) {
         return Ok(false);
     }

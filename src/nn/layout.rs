@@ -78,8 +78,5 @@ pub(crate) fn forced() -> Option<Channels> {
 /// the layout around its NCHW kernels).
 #[cfg(test)]
 pub(crate) fn with_channels<T>(channels: Channels, f: impl FnOnce() -> T) -> T {
-    FORCED.with(|g| g.set(Some(channels)));
-    let out = f();
-    FORCED.with(|g| g.set(None));
-    out
+    crate::nn::switches::with_override(&FORCED, channels, f)
 }

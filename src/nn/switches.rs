@@ -70,6 +70,20 @@ impl Fused {
     }
 }
 
+/// Runs `f` with the test override in `cell` set to `value`, cleared
+/// after: how a test forces a path that a setting read once would fix.
+#[cfg(test)]
+pub(crate) fn with_override<T: Copy + 'static, R>(
+    cell: &'static std::thread::LocalKey<std::cell::Cell<Option<T>>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    cell.with(|c| c.set(Some(value)));
+    let out = f();
+    cell.with(|c| c.set(None));
+    out
+}
+
 /// The on/off switch in environment variable `variable`: `1` or `0` (also
 /// `true`/`false`, `on`/`off`, `yes`/`no`), `default` when unset. Anything
 /// else is named on stderr and leaves the default: `=false` once left a

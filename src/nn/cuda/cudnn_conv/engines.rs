@@ -45,10 +45,7 @@ thread_local! {
 /// the legacy API.
 #[cfg(test)]
 pub(super) fn with_engines<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    FORCED.with(|s| s.set(Some(on)));
-    let out = f();
-    FORCED.with(|s| s.set(None));
-    out
+    crate::nn::switches::with_override(&FORCED, on, f)
 }
 
 /// The bytes every buffer handed to an engine is aligned to: candle's

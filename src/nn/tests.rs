@@ -202,13 +202,12 @@ fn the_device_path_gives_the_cpu_losses_and_gradients() {
 }
 
 /// A residual tower, or the seed policy's trunk, channels-last gives the
-/// NCHW net's losses,
-/// gradients and running averages, in f32 and bf16, from the same weights
-/// and batch: to the bit on the CPU, where each layer changes the layout
-/// around its NCHW kernels (so this checks the plumbing: the tower's two
-/// ends, the head's order, the gradients through both), and within float
-/// error on a GPU (cuDNN's NHWC convolutions, the channels-last batch-norm
-/// kernels; TF32 off).
+/// NCHW net's losses, gradients and running averages, in f32 and bf16,
+/// from the same weights and batch: to the bit on the CPU, where each
+/// layer changes the layout around its NCHW kernels (so this checks the
+/// plumbing: the tower's two ends, the head's order, the gradients through
+/// both), and within float error on a GPU (cuDNN's NHWC convolutions, the
+/// channels-last batch-norm and bias kernels; TF32 off).
 #[test]
 fn channels_last_towers_give_the_nchw_losses_and_gradients() {
     use super::layout::{with_channels, Channels};

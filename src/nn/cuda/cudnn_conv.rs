@@ -601,9 +601,15 @@ impl ConvOp {
         // (`T::SCALE`), so cuDNN writes the whole output without reading it.
         let mut out = unsafe { dev.alloc::<T>(out_dims.iter().product::<i32>() as usize)? };
         let stream = dev.cuda_stream();
-        // The addresses alone: all three buffers are used on this one stream.
-        let (pa, pb, pout) = (a.device_ptr(&stream).0, b.device_ptr(&stream).0, out.device_ptr(&stream).0);
-        let aligned = [pa, pb, pout].iter().all(|p| p % engines::ALIGNMENT == 0);
+        // The addresses alone, and only where the graph API may run: all
+        // three buffers are used on this one stream, and the legacy path
+        // takes them itself.
+        let (pa, pb, pout) = if g.engines {
+            (a.device_ptr(&stream).0, b.device_ptr(&stream).0, out.device_ptr(&stream).0)
+        } else {
+            (0, 0, 0)
+        };
+        let aligned = g.engines && [pa, pb, pout].iter().all(|p| p % engines::ALIGNMENT == 0);
         with_plan::<T, _>(dev, &g, pass, aligned, |p, handle, mut ws| {
             if let (Some(engine), Some(handle)) = (p.engine(pass), handle) {
                 // The forward pass's (input, kernel, output) from the pass's

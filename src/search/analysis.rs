@@ -49,12 +49,17 @@ impl MoveInfo {
 
     fn lower_bound(&self, mean: impl Fn(f32) -> f32) -> f32 {
         match self.winrate {
-            Some(w) if self.visits > 0 => {
-                (mean(w) - 1.96 * (w * (1.0 - w) / self.visits as f32).sqrt()).clamp(0.0, 1.0)
-            }
+            Some(w) if self.visits > 0 => lower_confidence_bound(mean(w), w, self.visits),
             _ => 0.0,
         }
     }
+}
+
+/// `mean` less 1.96 standard errors of `visits` values of Bernoulli
+/// variance `w·(1 − w)`, kept within 0..1: [`MoveInfo::lcb`]'s bound, and
+/// the one the search's `lcb` setting chooses its move by.
+pub(crate) fn lower_confidence_bound(mean: f32, w: f32, visits: u32) -> f32 {
+    (mean - 1.96 * (w * (1.0 - w) / visits.max(1) as f32).sqrt()).clamp(0.0, 1.0)
 }
 
 #[cfg(test)]

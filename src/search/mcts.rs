@@ -29,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::analysis::{Analysis, MoveInfo};
+use super::analysis::{lower_confidence_bound, Analysis, MoveInfo};
 use super::config::{LeafEval, MctsConfig, Selection};
 use super::net_agent::{choose_move, move_prob, scored_moves};
 use super::nets::NetEval;
@@ -732,12 +732,29 @@ impl Mcts {
             .collect();
         // Most visited first; the prior breaks ties.
         children.sort_by(|a, b| b.1.cmp(&a.1).then(b.3.total_cmp(&a.3)));
-        let best = children.first().map_or(Move::Pass, |c| c.0);
+        let best = if self.config.lcb { by_lower_bound(&children) } else { children.first() };
+        let best = best.map_or(Move::Pass, |c| c.0);
         // Tree moves were legal when expanded in this very position; the
         // check costs nothing and guards the promise.
         let best = if tree.game.is_legal(tree.game.to_move(), best) { best } else { Move::Pass };
         SearchReport { best, children, iterations, reused }
     }
+}
+
+/// Of root children sorted most visited first, the one with the highest
+/// lower confidence bound on its win rate among those with at least a tenth
+/// of the first's visits; on equal bounds the more visited.
+fn by_lower_bound(children: &[(Move, u32, f32, f32)]) -> Option<&(Move, u32, f32, f32)> {
+    let most = children.first()?.1;
+    let bound = |c: &(Move, u32, f32, f32)| lower_confidence_bound(c.2, c.2, c.1);
+    children
+        .iter()
+        .take_while(|c| c.1 > 0 && c.1 as u64 * 10 >= most as u64)
+        .fold(None, |best: Option<&(Move, u32, f32, f32)>, c| match best {
+            Some(b) if bound(b) >= bound(c) => Some(b),
+            _ => Some(c),
+        })
+        .or(children.first())
 }
 
 /// The child of `node` with the best selection score (`None`: no children).
@@ -896,6 +913,9 @@ impl Agent for Mcts {
         if c.fpu_reduction > 0.0 {
             name.push_str(&format!(", first-play urgency reduced by {}", c.fpu_reduction));
         }
+        if c.lcb {
+            name.push_str(", playing the move whose win rate has the highest lower bound");
+        }
         if c.random_symmetry {
             name.push_str(", each batch seen through a random symmetry");
         }
@@ -954,6 +974,38 @@ mod tests {
         let (alone, mixed) = (white_value(0.0), white_value(1.0));
         assert!(alone > 0.3, "stone count alone: {alone}");
         assert!(mixed < 0.2, "mixed with playouts: {mixed}");
+    }
+
+    #[test]
+    fn the_lower_bound_chooses_among_children_with_a_tenth_of_the_most_visits() {
+        let (a, b, c) = (v("A1", 9), v("B1", 9), v("C1", 9));
+        // A's 0.55 over 500 visits bounds at 0.506, B's 0.60 over 240 at
+        // 0.538; C's 0.9 over 40 would bound higher but has under 50.
+        let children = [(a, 500, 0.55, 0.5), (b, 240, 0.60, 0.3), (c, 40, 0.9, 0.2)];
+        assert_eq!(by_lower_bound(&children).map(|c| c.0), Some(b));
+        let children = [(a, 500, 0.55, 0.5), (b, 240, 0.60, 0.3), (c, 50, 0.9, 0.2)];
+        assert_eq!(by_lower_bound(&children).map(|c| c.0), Some(c));
+        // Equal bounds keep the more visited; unvisited children the first.
+        assert_eq!(by_lower_bound(&[(a, 100, 0.5, 0.1), (b, 100, 0.5, 0.9)]).map(|c| c.0), Some(a));
+        assert_eq!(by_lower_bound(&[(a, 0, 0.0, 0.1), (b, 0, 0.0, 0.9)]).map(|c| c.0), Some(a));
+        assert_eq!(by_lower_bound(&[]), None);
+    }
+
+    #[test]
+    fn the_lcb_setting_plays_the_lower_bounds_choice() {
+        let game = Game::new(9, Rules::CHINESE);
+        let mut config = stones_config(300);
+        config.set("lcb", "on").unwrap();
+        let mut best = Vec::new();
+        for lcb in [false, true] {
+            let mut mcts = Mcts::new(MctsConfig { lcb, ..config.clone() }, None, None, None).unwrap();
+            let report = mcts.search(&game, None).unwrap();
+            let expected = if lcb { by_lower_bound(&report.children) } else { report.children.first() };
+            assert_eq!(Some(report.best), expected.map(|c| c.0), "lcb={lcb}: {:?}", &report.children[..4]);
+            best.push(report.best);
+        }
+        // On this board's many near-equal children the two rules part.
+        assert_ne!(best[0], best[1]);
     }
 
     #[test]

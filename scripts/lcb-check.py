@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""How often would the `lcb` setting play another move than the most visited?
+
+Usage: scripts/lcb-check.py MATCH_DIR... [--every 12] [--won-every 4]
+                            [--visits 800] [--go-train BIN]
+
+MATCH_DIR is a folder `go-train eval --match A B --out MATCH_DIR` wrote, A
+being go-train. From move 20 on, every --every moves (the next one where
+that lands on the opponent's turn) up to move 260, it asks `go-train
+analysis` (the shipped search, --visits visits) to search A's position,
+in every lost game and every --won-every-th won one, and counts the
+positions where the root child with the highest lower confidence bound on
+its win rate (among those with a tenth of the most visits, the `lcb`
+setting's rule) is not the most visited child. It lists them with both
+moves' visits and win rates.
+
+Replays with sgfmill (pip install sgfmill).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+try:
+    from sgfmill import sgf
+except ImportError:
+    sys.exit("lcb-check.py: needs sgfmill (pip install sgfmill)")
+
+COLUMNS = "ABCDEFGHJKLMNOPQRST"
+
+
+def game_moves(path):
+    game = sgf.Sgf_game.from_bytes(open(path, "rb").read())
+    moves = []
+    for node in game.get_main_sequence()[1:]:
+        colour, point = node.get_move()
+        if colour is None:
+            continue
+        vertex = "pass" if point is None else COLUMNS[point[1]] + str(point[0] + 1)
+        moves.append([colour.upper(), vertex])
+    return moves
+
+
+def queries(match_dir, every, won_every, visits):
+    rows = [json.loads(line) for line in open(os.path.join(match_dir, "games.jsonl"))]
+    won = 0
+    for row in sorted(rows, key=lambda r: r["index"]):
+        lost = row["winner"] != "a"
+        if not lost:
+            won += 1
+            if (won - 1) % won_every:
+                continue
+        moves = game_moves(os.path.join(match_dir, "game-%04d.sgf" % row["index"]))
+        black = row["a_black"]
+        # Turn t is the position after t moves: Black's to move when t is even.
+        turns = [t if (t % 2 == 0) == black else t + 1 for t in range(20, min(len(moves), 260), every)]
+        yield {
+            "id": f"{os.path.basename(os.path.normpath(match_dir))}/{row['index']}/{'lost' if lost else 'won'}",
+            "moves": moves, "rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19,
+            "analyzeTurns": [t for t in turns if t < len(moves)], "maxVisits": visits,
+            "overrideSettings": {"reportAnalysisWinratesAs": "SIDETOMOVE"},
+        }
+
+
+def lower_bound(winrate, visits):
+    # The bound of src/search/analysis.rs: mean less 1.96 Bernoulli standard errors.
+    return max(0.0, winrate - 1.96 * math.sqrt(winrate * (1 - winrate) / visits))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("match_dirs", nargs="+")
+    parser.add_argument("--every", type=int, default=12)
+    parser.add_argument("--won-every", type=int, default=4)
+    parser.add_argument("--visits", type=int, default=800)
+    parser.add_argument("--go-train", default="target/release/go-train")
+    args = parser.parse_args()
+    if args.every < 1 or args.won_every < 1 or args.visits < 1:
+        sys.exit("lcb-check.py: --every, --won-every and --visits take whole numbers from 1")
+    text = "".join(json.dumps(q) + "\n" for d in args.match_dirs for q in queries(d, args.every, args.won_every, args.visits))
+    done = subprocess.run([args.go_train, "analysis"], input=text, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"lcb-check.py: {args.go_train} analysis failed: {done.stderr.strip()[-400:]}")
+    counts = {"lost": [0, 0], "won": [0, 0]}
+    parted = []
+    for line in done.stdout.splitlines():
+        answer = json.loads(line)
+        infos = answer.get("moveInfos") or []
+        if not infos:
+            continue
+        most = max(infos, key=lambda m: (m["visits"], m["prior"]))
+        candidates = [m for m in infos if m["visits"] > 0 and 10 * m["visits"] >= most["visits"]]
+        chosen = max(candidates, key=lambda m: (lower_bound(m["winrate"], m["visits"]), m["visits"]))
+        kind = answer["id"].rsplit("/", 1)[1]
+        counts[kind][0] += 1
+        if chosen["move"] != most["move"]:
+            counts[kind][1] += 1
+            parted.append((answer["id"], answer["turnNumber"], most, chosen))
+    positions = sum(c[0] for c in counts.values())
+    differ = sum(c[1] for c in counts.values())
+    print(f"{positions} positions; lcb plays another move at {differ} ({100 * differ / max(positions, 1):.1f}%): "
+          f"{counts['lost'][1]} of {counts['lost'][0]} in lost games, {counts['won'][1]} of {counts['won'][0]} in won ones")
+    for game, turn, most, chosen in parted:
+        print(f"  {game} turn {turn}: most visited {most['move']} ({most['visits']}, {most['winrate']:.3f}), "
+              f"lcb {chosen['move']} ({chosen['visits']}, {chosen['winrate']:.3f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -14,33 +14,20 @@ its win rate (among those with a tenth of the most visits, the `lcb`
 setting's rule) is not the most visited child. It lists them with both
 moves' visits and win rates.
 
-Replays with sgfmill (pip install sgfmill).
+Replays with sgfmill (pip install sgfmill), as misjudged.py does.
 """
 import argparse
+import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
 
-try:
-    from sgfmill import sgf
-except ImportError:
-    sys.exit("lcb-check.py: needs sgfmill (pip install sgfmill)")
-
-COLUMNS = "ABCDEFGHJKLMNOPQRST"
-
-
-def game_moves(path):
-    game = sgf.Sgf_game.from_bytes(open(path, "rb").read())
-    moves = []
-    for node in game.get_main_sequence()[1:]:
-        colour, point = node.get_move()
-        if colour is None:
-            continue
-        vertex = "pass" if point is None else COLUMNS[point[1]] + str(point[0] + 1)
-        moves.append([colour.upper(), vertex])
-    return moves
+# The replay of a match's SGF that misjudged.py does (sgfmill).
+_spec = importlib.util.spec_from_file_location("misjudged", os.path.join(os.path.dirname(__file__), "misjudged.py"))
+misjudged = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(misjudged)
 
 
 def queries(match_dir, every, won_every, visits):
@@ -52,13 +39,13 @@ def queries(match_dir, every, won_every, visits):
             won += 1
             if (won - 1) % won_every:
                 continue
-        moves = game_moves(os.path.join(match_dir, "game-%04d.sgf" % row["index"]))
+        size, komi, moves = misjudged.moves_of(os.path.join(match_dir, "game-%04d.sgf" % row["index"]))
         black = row["a_black"]
         # Turn t is the position after t moves: Black's to move when t is even.
         turns = [t if (t % 2 == 0) == black else t + 1 for t in range(20, min(len(moves), 260), every)]
         yield {
             "id": f"{os.path.basename(os.path.normpath(match_dir))}/{row['index']}/{'lost' if lost else 'won'}",
-            "moves": moves, "rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19,
+            "moves": moves, "rules": "chinese", "komi": komi, "boardXSize": size, "boardYSize": size,
             "analyzeTurns": [t for t in turns if t < len(moves)], "maxVisits": visits,
             "overrideSettings": {"reportAnalysisWinratesAs": "SIDETOMOVE"},
         }

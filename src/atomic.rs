@@ -1,5 +1,6 @@
 //! The one way go-train writes a file that must never be seen half
-//! written: game lists, reports, manifests, metrics, game records, weights.
+//! written: game lists, reports, manifests, metrics, game records, weights;
+//! and reads such a file back when a run resumes.
 
 use std::fs::File;
 use std::io::Write;
@@ -80,6 +81,18 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
 /// there fails on.
 pub fn file_in_the_way(path: &Path) -> Option<&Path> {
     path.parent()?.ancestors().find(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_ok() && !a.is_dir())
+}
+
+/// The text of a file a run keeps (its log, settings, metrics), `None`
+/// when there is none. Any other failure (no permission, not UTF-8, a
+/// folder) is an error naming the file and `what` it is: taken for a
+/// missing file, it would let a resume write over what the file held.
+pub fn read_if_present(path: &Path, what: &str) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}, {what}", path.display())),
+    }
 }
 
 /// Removes the file or folder (with all it holds) at `path`, if there is

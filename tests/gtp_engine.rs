@@ -591,8 +591,9 @@ fn a_stopped_match_resumes_with_the_missing_games_only() {
 
 /// A match folder is the match's alone: `--force` removes nothing before
 /// the players have started, and nothing that is not the match's; a
-/// resume with fewer games keeps the games past them; a folder in use is
-/// refused; matches of other seeds share no game. (`--force` once emptied
+/// resume with fewer games keeps the games past them, and one whose log
+/// cannot be read is refused; a folder in use is refused; matches of other
+/// seeds share no game. (`--force` once emptied
 /// the folder before finding a misspelt agent, and took any SGF file in it;
 /// a smaller `--games` dropped finished games from the log, to be played
 /// again over their files; seeds 1 and 3 played the same games.)
@@ -622,6 +623,15 @@ fn a_match_keeps_to_its_own_folder_and_games() {
     let refused = run(&out, &["--games", "2", "--resume"]);
     assert!(!refused.status.success() && text(&refused).contains("--games 4 or more"), "{}", text(&refused));
     assert_eq!(std::fs::read_to_string(out.join("games.jsonl")).unwrap().lines().count(), 4, "the log is whole");
+    // A log that cannot be read was once taken for an empty one: every
+    // game played again over its record.
+    let log = std::fs::read(out.join("games.jsonl")).unwrap();
+    std::fs::write(out.join("games.jsonl"), b"\xff\xfe").unwrap();
+    let refused = run(&out, &["--games", "6", "--resume"]);
+    assert!(!refused.status.success() && text(&refused).contains("cannot read"), "{}", text(&refused));
+    assert!(text(&refused).contains("games.jsonl"), "{}", text(&refused));
+    assert_eq!(files(&out), before, "nothing played over the match");
+    std::fs::write(out.join("games.jsonl"), log).unwrap();
 
     // A folder of someone's games is no match to replace.
     let mine = dir.path().join("mine");

@@ -73,6 +73,15 @@ fn the_same_seed_plays_the_same_games_whatever_the_batch_threads_or_a_kill() {
     let list = std::fs::read_to_string(c.join("games.list")).unwrap();
     assert_eq!(list.lines().filter(|l| !l.starts_with('#')).count(), 6);
 
+    // A description that cannot be read once let a resume of any settings
+    // go on over the run and rewrite its list and summary.
+    let description = std::fs::read(c.join("selfplay.json")).unwrap();
+    std::fs::write(c.join("selfplay.json"), b"\xff\xfe").unwrap();
+    let err = fails(&[&other_seed[..], &["--out", path(&c), "--resume"]].concat());
+    assert!(err.contains("cannot read") && err.contains("selfplay.json"), "{err}");
+    assert_eq!(std::fs::read_to_string(c.join("games.list")).unwrap(), list, "the list stays");
+    std::fs::write(c.join("selfplay.json"), description).unwrap();
+
     // --force starts again.
     policy_run(&c, &["--force"]);
     assert_eq!(games(&c), first);

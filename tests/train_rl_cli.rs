@@ -234,6 +234,35 @@ fn settings_that_learn_nothing_are_refused() {
     }
 }
 
+/// Each iteration writes its metrics before its checkpoint: a run killed
+/// between the two in its first iteration, with no checkpoint yet, was
+/// refused as one that had lost its checkpoint. It starts again; settings
+/// or metrics that cannot be read are named as such, not as missing.
+#[test]
+fn a_run_killed_before_its_first_checkpoint_is_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, killed) = (dir.path().join("whole"), dir.path().join("killed"));
+    tiny(&whole, init(), &["--iterations", "1"]);
+    tiny(&killed, init(), &["--iterations", "1"]);
+    std::fs::remove_dir_all(killed.join("last")).unwrap();
+    assert_eq!(metrics(&killed).len(), 1, "the first iteration's metrics stay");
+
+    let metrics_file = std::fs::read(killed.join("metrics.jsonl")).unwrap();
+    std::fs::write(killed.join("metrics.jsonl"), b"\xff\xfe").unwrap();
+    let err = fails(&["train-rl", "--out", path(&killed), "--resume"]);
+    assert!(err.contains("cannot read") && err.contains("metrics.jsonl"), "{err}");
+    std::fs::write(killed.join("metrics.jsonl"), metrics_file).unwrap();
+
+    ok(&["train-rl", "--out", path(&killed), "--resume"]);
+    let weights = |d: &Path| std::fs::read(d.join("last/weights.safetensors")).unwrap();
+    assert_eq!(weights(&whole), weights(&killed), "the same weights, to the byte");
+    assert_eq!(metrics(&whole), metrics(&killed));
+
+    std::fs::write(killed.join("rl.json"), b"\xff\xfe{").unwrap();
+    let err = fails(&["train-rl", "--out", path(&killed), "--resume"]);
+    assert!(err.contains("cannot read") && err.contains("rl.json") && !err.contains("missing"), "{err}");
+}
+
 fn copy_folder(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap().flatten() {

@@ -241,7 +241,9 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
     }
     if options.resume {
         let path = out.join(IDENTITY);
-        if let Ok(text) = std::fs::read_to_string(&path) {
+        // A description that cannot be read is no licence to skip the
+        // checks below: it would let another run's settings write over it.
+        if let Some(text) = crate::atomic::read_if_present(&path, "the run's description")? {
             let theirs: RunIdentity = serde_json::from_str(&text)
                 .with_context(|| format!("{}: not a self-play run's description", path.display()))?;
             let mut ours = RunIdentity::of(options);

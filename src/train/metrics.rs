@@ -50,7 +50,9 @@ pub fn read(path: &Path, before: u64) -> Result<Vec<EpochMetrics>> {
 /// The lines of a metrics file that `keep` keeps (none when there is no
 /// file).
 pub(super) fn read_lines<T: DeserializeOwned>(path: &Path, keep: impl Fn(&T) -> bool) -> Result<Vec<T>> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(Vec::new()) };
+    // Only a missing file is an empty history: one that cannot be read
+    // would be written over without its earlier lines.
+    let Some(text) = crate::atomic::read_if_present(path, "the run's metrics")? else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let m: T =

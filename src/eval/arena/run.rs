@@ -292,7 +292,9 @@ fn finished_games(config: &MatchConfig, ours: &MatchIdentity) -> Result<Vec<Game
             config.out.display()
         );
     }
-    let log = fs::read_to_string(config.out.join(LOG_FILE)).unwrap_or_default();
+    // A log that cannot be read is not an empty one: its games would be
+    // played again over their records.
+    let log = crate::atomic::read_if_present(&config.out.join(LOG_FILE), "the match's log")?.unwrap_or_default();
     let mut done: Vec<GameSummary> = log
         .lines()
         .filter_map(|line| serde_json::from_str::<GameSummary>(line).ok())

@@ -204,12 +204,11 @@ pub const CONFIG_FILE: &str = super::run_folder::RL_CONFIG_FILE;
 /// Reads the settings a run saved in `out`.
 pub fn saved_config(out: &Path) -> Result<Option<RlConfig>> {
     let path = out.join(CONFIG_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(Some(
-            serde_json::from_str(&text).with_context(|| format!("{}: not a train-rl settings file", path.display()))?,
-        )),
-        Err(_) => Ok(None),
-    }
+    crate::atomic::read_if_present(&path, "the run's settings")?
+        .map(|text| {
+            serde_json::from_str(&text).with_context(|| format!("{}: not a train-rl settings file", path.display()))
+        })
+        .transpose()
 }
 
 /// What a run reports.
@@ -277,8 +276,11 @@ pub fn train_rl(
         checkpoint::load(&last, model, optimizer.as_mut())?
     } else {
         // A run killed before its first checkpoint starts again; one that
-        // has lost its checkpoint must not.
-        let trained = ["metrics.jsonl", "best.safetensors"].iter().any(|f| out.join(f).exists());
+        // has lost its checkpoint must not. Each iteration writes its
+        // metrics (and best net) before its checkpoint, so the first
+        // iteration's alone prove nothing: a later one's were written after
+        // a checkpoint.
+        let trained = metrics::read(&out.join("metrics.jsonl"), u64::MAX)?.iter().any(|m| m.iteration > 1);
         if resuming && trained {
             bail!(
                 "{}: the run's last checkpoint is missing, so --resume cannot continue it exactly (--force starts again)",

@@ -2,8 +2,6 @@
 
 mod cmd;
 
-use clap::Parser;
-
 /// mimalloc rather than the system allocator: reading SGF through
 /// sgf-parse makes some ten small allocations a node, and with mimalloc
 /// `bench prepare` reads them about twice as fast (docs/results/benchmarks.md).
@@ -15,7 +13,7 @@ static ALLOCATOR: go_train::nn::instruments::CountingAlloc<mimalloc::MiMalloc> =
 
 fn main() {
     quiet_on_closed_stdout();
-    let cli = cmd::Cli::parse();
+    let cli = cmd::parse_args();
     if let Err(err) = cmd::run(cli) {
         // A reader that stopped (`go-train show DIR | head`) wants no more
         // output: that is no failure, as for ripgrep.

@@ -202,6 +202,11 @@ fn bad_numbers_are_refused_with_the_option_and_its_range() {
         (vec!["eval", "--match", "random", "random", "--max-moves", "0"], "--max-moves", count(1, 1_000_000)),
         (vec!["eval", "--match", "random", "random", "--parallel", "0"], "--parallel", count(1, 4096)),
         (vec!["eval", "--match", "random", "random", "--seed", "x"], "--seed", "give a whole number from 0".into()),
+        // A negative number given apart from its option is the option's
+        // value, refused by its range, not an "unexpected argument".
+        (vec!["eval", "--match", "random", "random", "--gtp-timeout", "-1"], "--gtp-timeout", "above 0".into()),
+        (vec!["gtp", "--seed", "-1"], "--seed", "give a whole number from 0".into()),
+        (vec!["raw-nn", game, "--move", "-3"], "--move", count(0, u32::MAX as u64)),
         (vec!["eval", "--match", "mcts:iterations=0", "random"], "iterations=0", all_iterations.clone()),
         (vec!["eval", "--match", "random", "mcts:mix=nan"], "mix=nan", weight.clone()),
         (vec!["eval", "--match", "mcts:time=-1", "random"], "time=-1", "give none or a number above 0".into()),

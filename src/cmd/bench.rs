@@ -46,7 +46,7 @@ enum What {
         #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
         size: usize,
         /// How long to run.
-        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
+        #[arg(long, default_value_t = 10.0, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
         /// Seed of the random agent.
         #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
@@ -93,7 +93,7 @@ enum What {
         #[arg(long, value_parser = count_flag::<usize>(bounds::THREADS))]
         threads: Option<usize>,
         /// How long each run lasts.
-        #[arg(long, default_value_t = 10.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
+        #[arg(long, default_value_t = 10.0, value_parser = real_flag::<f64>(bounds::SECONDS))]
         seconds: f64,
     },
     /// Training speed of the nets: forward, backward and optimizer step on
@@ -139,7 +139,7 @@ struct TrainArgs {
     #[arg(long, default_value = "seed")]
     features: FeatureSet,
     /// How long to train each net.
-    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = real_flag::<f64>(bounds::SECONDS))]
+    #[arg(long, default_value_t = 5.0, value_parser = real_flag::<f64>(bounds::SECONDS))]
     seconds: f64,
     /// Train each net exactly this many timed steps instead of for a time
     /// (a fixed amount of work, for instruction-count profilers).

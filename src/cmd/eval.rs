@@ -70,7 +70,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "data", default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
     size: usize,
     /// Match: komi.
-    #[arg(long, conflicts_with = "data", default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
+    #[arg(long, conflicts_with = "data", default_value_t = 7.5, value_parser = real_flag::<f32>(bounds::KOMI))]
     komi: f32,
     /// Match: moves after which a game is scored as it stands [default: 3 x size²].
     #[arg(long, conflicts_with = "data", value_parser = count_flag::<usize>(bounds::MAX_MOVES))]

@@ -50,10 +50,10 @@ pub struct Args {
     #[arg(long, default_value_t = Criteria::default().max_moves)]
     max_moves: usize,
     /// Lowest komi kept.
-    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = super::finite_f32)]
+    #[arg(long, default_value_t = 5.0, value_parser = super::finite_f32)]
     min_komi: f32,
     /// Highest komi kept (at least --min-komi).
-    #[arg(long, default_value_t = 8.0, allow_negative_numbers = true, value_parser = super::finite_f32)]
+    #[arg(long, default_value_t = 8.0, value_parser = super::finite_f32)]
     max_komi: f32,
     /// Keep games with any komi, or none.
     #[arg(long, conflicts_with_all = ["min_komi", "max_komi"])]

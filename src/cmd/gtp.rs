@@ -64,13 +64,13 @@ pub struct Args {
     #[command(flatten)]
     search: SearchFlags,
     /// Policy/playout engines: 0 plays the most likely move, above 0 samples.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::TEMPERATURE))]
+    #[arg(long, default_value_t = 0.0, value_parser = real_flag::<f32>(bounds::TEMPERATURE))]
     temperature: f32,
     /// Board size at start.
     #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
     size: usize,
     /// Komi at start.
-    #[arg(long, default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
+    #[arg(long, default_value_t = 7.5, value_parser = real_flag::<f32>(bounds::KOMI))]
     komi: f32,
     /// Rules: chinese, japanese, aga, nz or tromp-taylor.
     #[arg(long, default_value = "chinese")]

@@ -88,6 +88,20 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// The command line, parsed with every option that takes a value taking a
+/// negative number as its value, so that `--gtp-timeout -1` meets the
+/// option's own range check ("give a number above 0") rather than clap's
+/// "unexpected argument '-1'", whose tip suggests `-- -1`.
+pub fn parse_args() -> Cli {
+    fn negative_values(command: clap::Command) -> clap::Command {
+        command
+            .mut_args(|arg| if arg.get_action().takes_values() { arg.allow_negative_numbers(true) } else { arg })
+            .mut_subcommands(negative_values)
+    }
+    let matches = negative_values(<Cli as clap::CommandFactory>::command()).get_matches();
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// The command-line reference: every subcommand's usage, arguments and
 /// options, from the same clap definitions that parse them.
 fn markdown_help() -> String {

@@ -75,7 +75,7 @@ pub struct Args {
     block_records: usize,
     /// zstd compression level: 1 to 22, zstd's fast levels below 0 (`--level
     /// -5`), or 0 for zstd's default (3).
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = zstd_levels())]
+    #[arg(long, default_value_t = 3, value_parser = zstd_levels())]
     level: i32,
     /// Worker threads, 1 to 4096 [default: all cores].
     #[arg(long, value_parser = super::thread_counts())]

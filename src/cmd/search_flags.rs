@@ -92,7 +92,6 @@ fn flag(setting: &'static Setting) -> Arg {
         .long(setting.key)
         .value_name(value_name(&setting.domain))
         .value_parser(move |text: &str| setting.check(text).map(|()| text.to_string()))
-        .allow_negative_numbers(true)
         .help_heading(HEADING)
         .help(help);
     for alias in setting.aliases {

@@ -99,7 +99,7 @@ pub struct Args {
     #[arg(long, default_value_t = 19, value_parser = count_flag::<usize>(bounds::BOARD_SIZE))]
     size: usize,
     /// Komi (area scoring).
-    #[arg(long, default_value_t = 7.5, allow_negative_numbers = true, value_parser = real_flag::<f32>(bounds::KOMI))]
+    #[arg(long, default_value_t = 7.5, value_parser = real_flag::<f32>(bounds::KOMI))]
     komi: f32,
     /// Moves after which a game is scored as it stands.
     #[arg(long, default_value_t = 500, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]

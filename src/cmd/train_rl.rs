@@ -54,10 +54,10 @@ pub struct Args {
     #[arg(long)]
     pool_every: Option<u64>,
     /// Learning rate of SGD [default: 0.0003; AlphaGo's: 0.001].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long)]
     lr: Option<f64>,
     /// Momentum of SGD [default: 0.9; AlphaGo's: 0].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long)]
     momentum: Option<f64>,
     /// none (AlphaGo's) or mean (the iteration's mean outcome) [default:
     /// mean].
@@ -65,10 +65,10 @@ pub struct Args {
     baseline: Option<Baseline>,
     /// The share of the learner's moves each step learns from, each kept
     /// at random and weighing 1/share [default: 0.25; AlphaGo: 1, all].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long)]
     move_fraction: Option<f64>,
     /// Temperature both sides sample at [default: 1].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long)]
     temperature: Option<f32>,
     /// A match against the start policy every this many iterations, 0 for
     /// none [default: 10].
@@ -78,7 +78,7 @@ pub struct Args {
     #[arg(long, value_parser = count_flag::<usize>(bounds::RL_GAMES))]
     eval_games: Option<usize>,
     /// Komi [default: 7.5].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long)]
     komi: Option<f32>,
     /// Moves after which a game is scored as it stands [default: 500].
     #[arg(long, value_parser = count_flag::<usize>(bounds::MAX_MOVES))]

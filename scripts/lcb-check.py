@@ -31,7 +31,11 @@ _spec.loader.exec_module(misjudged)
 
 
 def queries(match_dir, every, won_every, visits):
-    rows = [json.loads(line) for line in open(os.path.join(match_dir, "games.jsonl"))]
+    log = os.path.join(match_dir, "games.jsonl")
+    try:
+        rows = [json.loads(line) for line in open(log) if line.strip()]
+    except (OSError, ValueError) as e:
+        sys.exit(f"lcb-check.py: {log}: not a match's log ({e})")
     won = 0
     for row in sorted(rows, key=lambda r: r["index"]):
         lost = row["winner"] != "a"
@@ -43,10 +47,14 @@ def queries(match_dir, every, won_every, visits):
         black = row["a_black"]
         # Turn t is the position after t moves: Black's to move when t is even.
         turns = [t if (t % 2 == 0) == black else t + 1 for t in range(20, min(len(moves), 260), every)]
+        turns = [t for t in turns if t < len(moves)]
+        if not turns:
+            # No turn given would ask the engine for the game's last one.
+            continue
         yield {
             "id": f"{os.path.basename(os.path.normpath(match_dir))}/{row['index']}/{'lost' if lost else 'won'}",
             "moves": moves, "rules": "chinese", "komi": komi, "boardXSize": size, "boardYSize": size,
-            "analyzeTurns": [t for t in turns if t < len(moves)], "maxVisits": visits,
+            "analyzeTurns": turns, "maxVisits": visits,
             "overrideSettings": {"reportAnalysisWinratesAs": "SIDETOMOVE"},
         }
 
@@ -67,13 +75,18 @@ def main():
     if args.every < 1 or args.won_every < 1 or args.visits < 1:
         sys.exit("lcb-check.py: --every, --won-every and --visits take whole numbers from 1")
     text = "".join(json.dumps(q) + "\n" for d in args.match_dirs for q in queries(d, args.every, args.won_every, args.visits))
-    done = subprocess.run([args.go_train, "analysis"], input=text, capture_output=True, text=True)
+    try:
+        done = subprocess.run([args.go_train, "analysis"], input=text, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"lcb-check.py: cannot run {args.go_train} ({e}): build it, or give --go-train BIN")
     if done.returncode != 0:
         sys.exit(f"lcb-check.py: {args.go_train} analysis failed: {done.stderr.strip()[-400:]}")
     counts = {"lost": [0, 0], "won": [0, 0]}
     parted = []
     for line in done.stdout.splitlines():
         answer = json.loads(line)
+        if "error" in answer:
+            sys.exit(f"lcb-check.py: go-train analysis refused a query: {line}")
         infos = answer.get("moveInfos") or []
         if not infos:
             continue

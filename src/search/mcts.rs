@@ -996,6 +996,7 @@ mod tests {
         let game = Game::new(9, Rules::CHINESE);
         let mut config = stones_config(300);
         config.set("lcb", "on").unwrap();
+        assert!(config.lcb, "the setting's name turns it on");
         let mut best = Vec::new();
         for lcb in [false, true] {
             let mut mcts = Mcts::new(MctsConfig { lcb, ..config.clone() }, None, None, None).unwrap();

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 
 # The replay of a match's SGF that misjudged.py does (sgfmill).
@@ -67,26 +66,18 @@ def lower_bound(winrate, visits):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("match_dirs", nargs="+")
-    parser.add_argument("--every", type=int, default=12)
-    parser.add_argument("--won-every", type=int, default=4)
-    parser.add_argument("--visits", type=int, default=800)
+    for flag, default in [("--every", 12), ("--won-every", 4), ("--visits", 800)]:
+        parser.add_argument(flag, type=misjudged.positive, default=default)
     parser.add_argument("--go-train", default="target/release/go-train")
     args = parser.parse_args()
-    if args.every < 1 or args.won_every < 1 or args.visits < 1:
-        sys.exit("lcb-check.py: --every, --won-every and --visits take whole numbers from 1")
-    text = "".join(json.dumps(q) + "\n" for d in args.match_dirs for q in queries(d, args.every, args.won_every, args.visits))
+    asked = [q for d in args.match_dirs for q in queries(d, args.every, args.won_every, args.visits)]
     try:
-        done = subprocess.run([args.go_train, "analysis"], input=text, capture_output=True, text=True)
-    except OSError as e:
-        sys.exit(f"lcb-check.py: cannot run {args.go_train} ({e}): build it, or give --go-train BIN")
-    if done.returncode != 0:
-        sys.exit(f"lcb-check.py: {args.go_train} analysis failed: {done.stderr.strip()[-400:]}")
+        answers = misjudged.analyses(args.go_train, asked)
+    except RuntimeError as e:
+        sys.exit(f"lcb-check.py: {e}")
     counts = {"lost": [0, 0], "won": [0, 0]}
     parted = []
-    for line in done.stdout.splitlines():
-        answer = json.loads(line)
-        if "error" in answer:
-            sys.exit(f"lcb-check.py: go-train analysis refused a query: {line}")
+    for answer in answers:
         infos = answer.get("moveInfos") or []
         if not infos:
             continue

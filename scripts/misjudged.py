@@ -45,20 +45,35 @@ def moves_of(path):
     return game.get_size(), game.get_komi(), moves
 
 
+def positive(text):
+    """An argparse type: a whole number from 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1")
+    return int(text)
+
+
+def analyses(binary, queries, flags=()):
+    """The answers of `binary analysis FLAGS` to `queries` (JSON analysis
+    queries), one per turn asked; RuntimeError naming what failed."""
+    text = "".join(json.dumps(q) + "\n" for q in queries)
+    command = [binary, "analysis", *flags]
+    try:
+        out = subprocess.run(command, input=text, capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeError(f"cannot run {binary} ({e}): build it, or give --go-train BIN")
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {out.stderr.strip()[-500:]}")
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    for answer in answers:
+        if "error" in answer:
+            raise RuntimeError(f"go-train analysis refused a query: {json.dumps(answer)}")
+    return answers
+
+
 def go_train_views(binary, queries):
     """{(game index, turn): (Black's win probability, Black's score lead)}."""
-    text = "".join(json.dumps(q) + "\n" for q in queries)
-    try:
-        out = subprocess.run([binary, "analysis"], input=text, capture_output=True, text=True, timeout=3600)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"{binary}: {e}")
-    if out.returncode != 0:
-        raise RuntimeError(f"{binary} analysis failed: {out.stderr.strip()[-500:]}")
     views = {}
-    for line in out.stdout.splitlines():
-        answer = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"go-train analysis: {answer['error']}")
+    for answer in analyses(binary, queries):
         root = answer["rootInfo"]
         views[(int(answer["id"]), answer["turnNumber"])] = (root["winrate"], root["scoreLead"])
     return views

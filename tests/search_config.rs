@@ -109,7 +109,9 @@ fn naming_a_net_or_an_engine_keeps_the_search_and_the_other_nets() {
     let policy = settings_line(&gtp(&["gtp", "--engine", "policy"]));
     assert!(policy.starts_with("policy, preset tuned:") && policy.contains("policy=built-in policy.safetensors"));
     let seed = settings_line(&gtp(&["gtp", "--preset", "seed", "--iterations", "300"]));
-    assert!(seed.starts_with("mcts, preset seed: iterations=300 expand=2 expand-replies=2 rollout-depth=5 c=1.4"));
+    assert!(seed.starts_with(
+        "mcts, preset seed: iterations=300 expand=2 expand-replies=2 root-expand=2 rollout-depth=5 c=1.4"
+    ));
 }
 
 /// A stopped match of the tuned search with the shipped nets, recorded

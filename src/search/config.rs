@@ -277,6 +277,12 @@ search_settings! {
     /// expand. Experimental: lost its matches (docs/results/strength.md).
     expand_replies: Option<usize> = "expand-replies", Domain::Or { word: "auto", domain: &EXPANSION },
         seed None, tuned None;
+    /// Children of the root: the top k of the root policy where there is
+    /// one, else of the policy; auto: as expand. More candidates for
+    /// analysis; in play the search rarely picks past the second
+    /// (docs/results/strength.md).
+    root_expand: Option<usize> = "root-expand", Domain::Or { word: "auto", domain: &EXPANSION },
+        seed None, tuned None;
     /// Moves simulated from a leaf before it is valued (by the playout net,
     /// else at random).
     rollout_depth: usize = "rollout-depth" | "rollout", Domain::Count { min: 0, max: 1000 }, seed 5, tuned 0;
@@ -397,6 +403,7 @@ impl MctsConfig {
             c: Some(self.exploration()),
             leaf: Some(self.leaf_eval(has_value_net)),
             expand_replies: Some(self.expand_replies.unwrap_or(self.expand)),
+            root_expand: Some(self.root_expand.unwrap_or(self.expand)),
             ..self.clone()
         }
     }
@@ -503,7 +510,9 @@ mod tests {
         assert_eq!((tuned.exploration(), tuned.mix, tuned.tactics), (2.0, 1.0, true));
         assert_eq!(tuned.leaf_eval(true), LeafEval::Value);
         assert_eq!(tuned.leaf_eval(false), LeafEval::Stones);
-        assert!(tuned.describe().starts_with("iterations=800 expand=2 expand-replies=auto rollout-depth=0 c=auto"));
+        assert!(tuned
+            .describe()
+            .starts_with("iterations=800 expand=2 expand-replies=auto root-expand=auto rollout-depth=0 c=auto"));
     }
 
     /// Every numeric setting refuses values outside its range, NaN and
@@ -515,6 +524,7 @@ mod tests {
             ("iterations", "-5", "give a whole number from 1 to 4294967295"),
             ("expand", "363", "give a whole number from 1 to 362"),
             ("expand-replies", "0", "give auto or a whole number from 1 to 362"),
+            ("root-expand", "363", "give auto or a whole number from 1 to 362"),
             ("rollout-depth", "1001", "give a whole number from 0 to 1000"),
             ("c", "-1", "give auto or a number from 0 to 100"),
             ("c", "nan", "give auto or a number from 0 to 100"),

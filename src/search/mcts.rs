@@ -258,7 +258,8 @@ impl Mcts {
 
     /// The search as it stands, seen from the root's side to move: every
     /// root child with its visits, win rate, prior and principal
-    /// variation, most visited first (`None` before any search).
+    /// variation, the move the search plays first, then most visited
+    /// first (`None` before any search).
     pub fn analysis(&self) -> Option<Analysis> {
         let tree = self.tree.as_ref()?;
         let root = &tree.nodes[tree.root as usize];
@@ -277,6 +278,15 @@ impl Mcts {
             })
             .collect();
         moves.sort_by(|a, b| b.visits.cmp(&a.visits).then(b.prior.total_cmp(&a.prior)));
+        if self.config.lcb {
+            // The move the search plays comes first, as in KataGo's `order`.
+            let ranked: Vec<_> = moves.iter().map(|m| (m.mv, m.visits, m.winrate.unwrap_or(0.0), m.prior)).collect();
+            let played = by_lower_bound(&ranked).map(|c| c.0);
+            if let Some(i) = moves.iter().position(|m| Some(m.mv) == played) {
+                let first = moves.remove(i);
+                moves.insert(0, first);
+            }
+        }
         // The root's values are its mover's, the opponent of the side to move.
         let winrate = (root.visits > 0).then(|| 1.0 - root.value_sum / root.visits as f32);
         Some(Analysis { to_move: tree.game.to_move(), visits: root.visits, winrate, moves })
@@ -481,8 +491,9 @@ impl Mcts {
         moves.retain(|(m, _)| permitted(m));
         moves.sort_by(|a, b| b.1.total_cmp(&a.1));
         // Odd depths are the opponent's turn (passes alternate too).
-        let k = match self.config.expand_replies {
-            Some(k) if depth % 2 == 1 => k,
+        let k = match (depth, self.config.root_expand, self.config.expand_replies) {
+            (0, Some(k), _) => k,
+            (d, _, Some(k)) if d % 2 == 1 => k,
             _ => self.config.expand,
         };
         let k = k.max(1).min(moves.len());
@@ -506,8 +517,15 @@ impl Mcts {
     /// join them; so do the kept nodes of the levels below, down to
     /// `root-policy-depth`. A node whose children the root net already
     /// chose (the same position searched again) is not evaluated again.
+    /// Without a root net, a root wider than the other nodes (`root-expand`)
+    /// takes its missing children from the policy net the same way.
     fn expand_top_by_root_policy(&mut self) -> Result<()> {
-        let Some(net) = &self.root_policy else { return Ok(()) };
+        let wider_root = self.config.root_expand.is_some_and(|k| k != self.config.expand);
+        let net = match (&self.root_policy, &self.policy) {
+            (Some(net), _) => net,
+            (None, Some(net)) if wider_root => net,
+            _ => return Ok(()),
+        };
         let tree = self.tree.as_ref().expect("a tree exists during a search");
         if tree.game.is_over() {
             return Ok(());
@@ -869,6 +887,7 @@ impl Agent for Mcts {
 
     fn name(&self) -> String {
         let c = &self.config;
+        let root_width = c.root_expand.unwrap_or(c.expand);
         let mut name = format!(
             "mcts {} iterations, {:?} c={}, rollout {}, ",
             c.iterations,
@@ -883,10 +902,17 @@ impl Agent for Mcts {
             },
             None => name.push_str("all moves"),
         }
+        if self.root_policy.is_none() && self.policy.is_some() && root_width != c.expand {
+            name.push_str(&format!(", the root's top-{root_width}"));
+        }
         if let Some(r) = &self.root_policy {
             match c.root_policy_depth {
-                1 => name.push_str(&format!(", the root's top-{} of {}", c.expand, r.source())),
-                d => name.push_str(&format!(", the top-{} of {} in the first {d} levels", c.expand, r.source())),
+                1 => name.push_str(&format!(", the root's top-{root_width} of {}", r.source())),
+                d => name.push_str(&format!(
+                    ", the top-{} of {} in the first {d} levels (the root's top-{root_width})",
+                    c.expand,
+                    r.source()
+                )),
             }
             if c.root_symmetries {
                 name.push_str(" averaged over the 8 symmetries");
@@ -1003,6 +1029,8 @@ mod tests {
             let report = mcts.search(&game, None).unwrap();
             let expected = if lcb { by_lower_bound(&report.children) } else { report.children.first() };
             assert_eq!(Some(report.best), expected.map(|c| c.0), "lcb={lcb}: {:?}", &report.children[..4]);
+            // Analyses list the move played first (KataGo's `order` 0).
+            assert_eq!(mcts.analysis().unwrap().moves[0].mv, report.best, "lcb={lcb}");
             best.push(report.best);
         }
         // On this board's many near-equal children the two rules part.
@@ -1273,6 +1301,41 @@ mod tests {
         for (mv, _, _, prior) in next.children {
             let p = scored_moves(&game, &probs).into_iter().find(|m| m.0 == mv).unwrap().1;
             assert!((prior - p).abs() < 1e-6, "{mv:?}: prior {prior}, root net {p}");
+        }
+    }
+
+    #[test]
+    fn a_wider_root_takes_the_top_of_its_net_and_widens_a_kept_root() {
+        let (policy, root) = (random_net(Arch::Policy, 1), random_net(Arch::Policy, 3));
+        let mut config = MctsConfig { expand: 2, batch: 4, ..stones_config(80) };
+        config.set("root-expand", "5").unwrap();
+        assert_eq!(config.root_expand, Some(5), "the setting's name sets it");
+        for with_root_net in [true, false] {
+            let root_net = if with_root_net { &root } else { &policy };
+            let mut game = Game::new(19, Rules::CHINESE);
+            let mut mcts = Mcts::new(config.clone(), Some(random_net(Arch::Policy, 1)), None, None).unwrap();
+            if with_root_net {
+                mcts = mcts.with_root_policy(random_net(Arch::Policy, 3));
+            }
+            let report = mcts.search(&game, None).unwrap();
+            let tree = mcts.tree.as_ref().unwrap();
+            assert_eq!(child_moves(tree, tree.root), top_k(root_net, &game, 5), "root net {with_root_net}");
+            // Below the root, nodes keep the width of `expand`.
+            game.play(Color::Black, report.best).unwrap();
+            let child = child_by_move(tree, tree.root, report.best);
+            assert_eq!(child_moves(tree, child), top_k(&policy, &game, 2), "root net {with_root_net}");
+            // The most explored reply, two wide, becomes the root: five wide.
+            let replies = tree.nodes[child as usize].children.clone();
+            let reply = replies.iter().copied().max_by_key(|&c| tree.nodes[c as usize].visits).unwrap();
+            assert_eq!(tree.nodes[reply as usize].children.len(), 2, "root net {with_root_net}");
+            game.play(Color::White, tree.nodes[reply as usize].mv).unwrap();
+            let next = mcts.search(&game, None).unwrap();
+            assert!(next.reused > 0, "root net {with_root_net}: the kept reply was visited");
+            let children = {
+                let tree = mcts.tree.as_ref().unwrap();
+                child_moves(tree, tree.root)
+            };
+            assert!(top_k(root_net, &game, 5).iter().all(|m| children.contains(m)), "{with_root_net}: {children:?}");
         }
     }
 

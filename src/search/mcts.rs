@@ -278,14 +278,12 @@ impl Mcts {
             })
             .collect();
         moves.sort_by(|a, b| b.visits.cmp(&a.visits).then(b.prior.total_cmp(&a.prior)));
-        if self.config.lcb {
-            // The move the search plays comes first, as in KataGo's `order`.
-            let ranked: Vec<_> = moves.iter().map(|m| (m.mv, m.visits, m.winrate.unwrap_or(0.0), m.prior)).collect();
-            let played = by_lower_bound(&ranked).map(|c| c.0);
-            if let Some(i) = moves.iter().position(|m| Some(m.mv) == played) {
-                let first = moves.remove(i);
-                moves.insert(0, first);
-            }
+        // The move the search plays comes first, as in KataGo's `order`.
+        let ranked: Vec<_> = moves.iter().map(|m| (m.mv, m.visits, m.winrate.unwrap_or(0.0), m.prior)).collect();
+        let played = self.played(&ranked).map(|c| c.0);
+        if let Some(i) = moves.iter().position(|m| Some(m.mv) == played) {
+            let first = moves.remove(i);
+            moves.insert(0, first);
         }
         // The root's values are its mover's, the opponent of the side to move.
         let winrate = (root.visits > 0).then(|| 1.0 - root.value_sum / root.visits as f32);
@@ -737,6 +735,16 @@ impl Mcts {
         }
     }
 
+    /// Of root children as (move, visits, win rate, prior), most visited
+    /// first, the one the search plays: the first, or by `lcb`'s rule.
+    fn played<'a>(&self, children: &'a [(Move, u32, f32, f32)]) -> Option<&'a (Move, u32, f32, f32)> {
+        if self.config.lcb {
+            by_lower_bound(children)
+        } else {
+            children.first()
+        }
+    }
+
     fn report(&self, iterations: u32, reused: u32) -> SearchReport {
         let tree = self.tree.as_ref().expect("a tree exists after a search");
         let root = &tree.nodes[tree.root as usize];
@@ -750,8 +758,7 @@ impl Mcts {
             .collect();
         // Most visited first; the prior breaks ties.
         children.sort_by(|a, b| b.1.cmp(&a.1).then(b.3.total_cmp(&a.3)));
-        let best = if self.config.lcb { by_lower_bound(&children) } else { children.first() };
-        let best = best.map_or(Move::Pass, |c| c.0);
+        let best = self.played(&children).map_or(Move::Pass, |c| c.0);
         // Tree moves were legal when expanded in this very position; the
         // check costs nothing and guards the promise.
         let best = if tree.game.is_legal(tree.game.to_move(), best) { best } else { Move::Pass };

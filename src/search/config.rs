@@ -332,8 +332,8 @@ search_settings! {
     /// The move played: the root child whose win rate has the highest
     /// lower confidence bound (the analyses' `lcb`) among those with at
     /// least a tenth of the most visited's visits, as Leela Zero and KataGo
-    /// choose, rather than the most visited child. Experimental: its match
-    /// is under way (docs/results/strength.md).
+    /// choose, rather than the most visited child. Experimental: lost its
+    /// match (docs/results/strength.md).
     lcb: bool = "lcb", Domain::Switch, seed false, tuned false;
     /// Seconds per move at most, on top of the iterations (a GTP clock may
     /// shorten it; live analysis runs until the next command); none: no

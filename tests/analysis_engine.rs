@@ -132,11 +132,13 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         // Stones no position holds, once searched as given.
         r#"{"id":"twice","initialStones":[["B","D4"],["W","D4"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
         r#"{"id":"dead","initialStones":[["B","A1"],["W","A2"],["W","B1"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
+        // Once answered by nothing: a client waiting for an answer waited.
+        r#"{"id":"none","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"analyzeTurns":[]}"#,
         // A misspelt field, once ignored without a word: warned of, as
         // KataGo does, and the query searched.
         r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4,"maxvisits":9}"#,
     ];
-    let responses = exchange(&queries, 1500, 14);
+    let responses = exchange(&queries, 1500, 15);
     let by_id = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
     assert_eq!(by_id("t")[0]["terminateId"], "long");
     let long = by_id("long");
@@ -156,6 +158,7 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("twice")[0]["error"], "D4 holds two stones");
     assert_eq!(by_id("dead")[0]["error"], "the string of A1 has no liberty: no game reaches it");
     assert_eq!(by_id("dead")[0]["field"], "initialStones");
+    assert_eq!(by_id("none")[0]["field"], "analyzeTurns");
     let after = by_id("after");
     assert_eq!((&after[0]["field"], &after[0]["warning"].is_string()), (&Value::from("maxvisits"), &true), "{after:?}");
     assert_eq!(after[1]["turnNumber"], 0, "the engine goes on after errors");
@@ -308,6 +311,22 @@ fn avoided_moves_are_not_searched_and_allowed_ones_only_are() {
     let refused =
         exchange(&[&after_q16("bad", r#","avoidMoves":[{"player":"W","moves":["Z99"],"untilDepth":1}]"#)], 0, 1);
     assert_eq!(refused[0]["field"], "avoidMoves", "{}", refused[0]);
+}
+
+#[test]
+fn allowed_moves_that_leave_nothing_are_refused_or_answered_by_a_pass() {
+    let queries = [
+        // Each was once searched as nothing and answered by no candidate.
+        after_q16("twice", r#","allowMoves":[{"player":"W","moves":["D16"],"untilDepth":1},{"player":"W","moves":["C3"],"untilDepth":1}]"#),
+        after_q16("none", r#","allowMoves":[{"player":"W","moves":[],"untilDepth":1}]"#),
+        after_q16("taken", r#","allowMoves":[{"player":"W","moves":["Q16"],"untilDepth":1}]"#),
+    ];
+    let responses = exchange(&queries.iter().map(String::as_str).collect::<Vec<_>>(), 0, 3);
+    let by_id = |id: &str| responses.iter().find(|r| r["id"] == id).unwrap();
+    assert_eq!(by_id("twice")["field"], "allowMoves");
+    assert_eq!(by_id("twice")["error"], "more than one allow for white");
+    assert_eq!(by_id("none")["error"], "an allow of no moves leaves nothing to search");
+    assert_eq!(moves_of(by_id("taken")), ["pass"], "{}", by_id("taken"));
 }
 
 #[test]

@@ -48,6 +48,9 @@ fn scripted_session_answers_every_line_as_gtp_says() {
         ("play w e5", Some("? illegal move")),
         ("play x e5", Some("? invalid color or coordinate")),
         ("play b z9", Some("? invalid color or coordinate")),
+        // Once read as A1: Rust's integer parser takes a sign and zeros.
+        ("play b a+1", Some("? invalid color or coordinate")),
+        ("play b a01", Some("? invalid color or coordinate")),
         ("play b", Some("? invalid color or coordinate")),
         ("play w\td5   # tab and comment", Some("= ")),
         ("\u{1}play b c3\u{7}", Some("= ")),
@@ -406,6 +409,12 @@ fn a_handicap_game_saved_with_printsgf_loads_back_with_white_to_move() {
     std::fs::write(&file, "(;GM[1]FF[4]SZ[19]KM[0.5]HA[2]AB[pd][dp])").unwrap();
     let (answers, _) = session(&[], &format!("loadsgf {f}\n"));
     assert_eq!(answers[0], "= white", "{answers:?}");
+    // Setup stones no game reaches (White's corner block without a
+    // liberty), once loaded and then scored as alive, are refused.
+    std::fs::write(&file, "(;GM[1]FF[4]SZ[19]AW[aa][ab][ba][bb]AB[ac][bc][ca][cb])").unwrap();
+    let (answers, _) = session(&[], &format!("loadsgf {f}\nlist_stones white\n"));
+    assert!(answers[0].starts_with("? ") && answers[0].contains("without a liberty"), "{answers:?}");
+    assert_eq!(answers[1], "= ", "the board stays as it was: {answers:?}");
     // A file that is not SGF is refused with the reason.
     std::fs::write(&file, "not a game record").unwrap();
     let (answers, _) = session(&[], &format!("loadsgf {f}\n"));

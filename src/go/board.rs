@@ -137,6 +137,10 @@ pub enum IllegalMove {
     Superko,
     #[error("suicide")]
     Suicide,
+    /// Setup only: stones placed so that a string at this point has no
+    /// liberty.
+    #[error("leaves the string at {0} without a liberty: no game reaches that position")]
+    NoLiberty(Vertex),
 }
 
 /// The liberty bit sets of all strings, one run of `words` words per root

@@ -370,16 +370,33 @@ impl Game {
         if changes.iter().any(|(v, _)| !self.board.contains(*v)) {
             return Err(IllegalMove::OffBoard);
         }
-        self.apply_setup(changes);
+        // A string without a liberty is a position no game reaches, which
+        // captures (only from one liberty to none) would never take off
+        // and scoring would count as alive: refused, as KataGo refuses it.
+        // Set up on a copy, so that a refusal leaves the game as it was.
+        let points = self.setup_points(changes);
+        let mut board = self.board.clone();
+        board.set_points(&points);
+        let mut touched = points.iter().flat_map(|&(p, _)| std::iter::once(p).chain(board.neighbors(p)));
+        if let Some(p) = touched.find(|&p| board.color_at(p).is_some() && board.liberties(p) == 0) {
+            return Err(IllegalMove::NoLiberty(board.vertex(p)));
+        }
+        self.count_placements(&points);
+        self.board = board;
         self.may_repeat = true; // setup may clear or replace stones
         self.history.push(Event::Setup(changes.to_vec()));
         self.remember_position();
         Ok(())
     }
 
-    fn apply_setup(&mut self, changes: &[(Vertex, Option<Color>)]) {
-        let points: Vec<_> = changes.iter().map(|&(v, c)| (self.board.point(v), c)).collect();
-        for &(p, c) in &points {
+    fn setup_points(&self, changes: &[(Vertex, Option<Color>)]) -> Vec<(Point, Option<Color>)> {
+        changes.iter().map(|&(v, c)| (self.board.point(v), c)).collect()
+    }
+
+    /// Counts setup `points` into [`Game::stones_placed`], before the board
+    /// takes them.
+    fn count_placements(&mut self, points: &[(Point, Option<Color>)]) {
+        for &(p, c) in points {
             // Replacing a stone takes back its placement.
             if let Some(old) = self.board.color_at(p) {
                 self.stones_placed[old.index()] -= 1;
@@ -388,6 +405,11 @@ impl Game {
                 self.stones_placed[c.index()] += 1;
             }
         }
+    }
+
+    fn apply_setup(&mut self, changes: &[(Vertex, Option<Color>)]) {
+        let points = self.setup_points(changes);
+        self.count_placements(&points);
         self.board.set_points(&points);
     }
 
@@ -507,6 +529,25 @@ mod tests {
         // Rules that allow it are taken.
         g.set_rules(Rules::NEW_ZEALAND).unwrap();
         assert_eq!(*g.rules(), Rules::NEW_ZEALAND);
+    }
+
+    #[test]
+    fn a_setup_leaving_a_string_without_a_liberty_is_refused_and_changes_nothing() {
+        let at = |name: &str| Vertex::parse_gtp(name, 9).unwrap();
+        let white = |name: &str| (at(name), Some(Color::White));
+        let black = |name: &str| (at(name), Some(Color::Black));
+        let mut g = Game::new(9, Rules::CHINESE);
+        g.setup(&[white("A2"), white("B1"), white("J9")]).unwrap();
+        let before = (g.board().hash(), g.stones_placed(), g.history().len());
+        // Black's A1 would have no liberty; White's J9 none once Black's
+        // H9 and J8, which have theirs, take its two.
+        assert_eq!(g.setup(&[black("A1")]), Err(IllegalMove::NoLiberty(at("A1"))));
+        assert_eq!(g.setup(&[black("H9"), black("J8")]), Err(IllegalMove::NoLiberty(at("J9"))));
+        assert_eq!((g.board().hash(), g.stones_placed(), g.history().len()), before);
+        // Emptying a point in the same setup gives the stone beside it one.
+        g.setup(&[(at("B1"), None), black("A1")]).unwrap();
+        assert_eq!(g.board().color_at(g.board().point(at("A1"))), Some(Color::Black));
+        assert_eq!(g.stones_placed(), [1, 2]);
     }
 
     #[test]

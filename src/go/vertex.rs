@@ -58,7 +58,13 @@ impl Vertex {
         let mut chars = s.chars();
         let letter = chars.next()?.to_ascii_uppercase();
         let x = GTP_COLUMNS.iter().position(|&c| c as char == letter)?;
-        let row: usize = chars.as_str().parse().ok()?;
+        // Digits only, no leading zero: `str::parse` would also take `A+1`
+        // and `A01` for A1, names no controller writes.
+        let digits = chars.as_str();
+        if digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let row: usize = digits.parse().ok()?;
         if x >= size || row == 0 || row > size {
             return None;
         }
@@ -134,6 +140,14 @@ impl fmt::Display for Vertex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gtp_row_is_plain_digits() {
+        assert_eq!(Vertex::parse_gtp("a1", 19), Some(Vertex::new(0, 18)));
+        for name in ["A+1", "A01", "A0", "A-1", "A 1", "A1.0", "A", "A١"] {
+            assert_eq!(Vertex::parse_gtp(name, 19), None, "{name}");
+        }
+    }
 
     #[test]
     fn gtp_round_trip_skips_i() {

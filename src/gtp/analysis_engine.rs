@@ -664,20 +664,21 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         .collect::<Result<_, _>>()?;
     // KataGo refuses stones it cannot place as a position: two on one
     // point (the later one once won silently), a string without a liberty
-    // (which no game reaches, and which a search would then capture).
+    // (refused by the setup itself).
     let mut seen = std::collections::HashSet::new();
     if let Some(&(v, _)) = setup.iter().find(|(v, _)| !seen.insert(*v)) {
         return Err(refuse("initialStones", format!("{} holds two stones", Move::Play(v).to_gtp(size))));
     }
     if !setup.is_empty() {
-        game.setup(&setup).map_err(|e| refuse("initialStones", e.to_string()))?;
-    }
-    let board = game.board();
-    if let Some(&(v, _)) = setup.iter().find(|(v, _)| board.liberties(board.point(*v)) == 0) {
-        return Err(refuse(
-            "initialStones",
-            format!("the string of {} has no liberty: no game reaches it", Move::Play(v).to_gtp(size)),
-        ));
+        game.setup(&setup).map_err(|e| {
+            let why = match e {
+                IllegalMove::NoLiberty(v) => {
+                    format!("the string of {} has no liberty: no game reaches it", v.to_gtp(size))
+                }
+                e => e.to_string(),
+            };
+            refuse("initialStones", why)
+        })?;
     }
     let first = match query.get("initialPlayer").and_then(Value::as_str) {
         Some(p) => Color::parse(p).ok_or_else(|| refuse("initialPlayer", format!("{p}: give B or W")))?,
@@ -693,6 +694,11 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
     let moves = &replay.moves;
     let analyze = match query.get("analyzeTurns") {
         None => vec![moves.len()],
+        // An empty list would be answered by nothing, and a client waiting
+        // for one answer a query would wait for ever.
+        Some(Value::Array(turns)) if turns.is_empty() => {
+            return Err(refuse("analyzeTurns", "an empty list: leave analyzeTurns out to analyse the last turn"))
+        }
         Some(Value::Array(turns)) => turns
             .iter()
             .map(|t| t.as_u64().map(|t| t as usize).filter(|&t| t <= moves.len()))
@@ -742,6 +748,7 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
     }
     let mut filters = move_filters(query, "avoidMoves", size)?;
     filters.extend(move_filters(query, "allowMoves", size)?);
+    crate::search::restrict::check(&filters).map_err(|why| refuse("allowMoves", why))?;
     let analysis = Analysis {
         id,
         size,

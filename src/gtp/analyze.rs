@@ -25,7 +25,7 @@ use super::input::Incoming;
 use super::protocol::{format_answer, Command};
 use crate::go::{Color, Game, Move};
 use crate::search::ownership::judge_default;
-use crate::search::restrict::MoveFilter;
+use crate::search::restrict::{self, MoveFilter};
 use crate::search::Analysis;
 
 /// How numbers are written.
@@ -130,13 +130,7 @@ impl AnalysisRequest {
             }
             rest = after;
         }
-        // KataGo's rule: one `allow` a player (two would leave no move).
-        for color in [Color::Black, Color::White] {
-            if self.filters.iter().filter(|f| f.allow && f.player == color).count() > 1 {
-                return Err(format!("more than one allow for {color}"));
-            }
-        }
-        Ok(())
+        restrict::check(&self.filters)
     }
 }
 

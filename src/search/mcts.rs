@@ -482,11 +482,19 @@ impl Mcts {
                 acceptable_points(g).into_iter().map(|p| Move::Play(g.board().vertex(p))).collect();
             moves.push(Move::Pass);
             moves.retain(permitted);
+            if moves.is_empty() {
+                moves.push(Move::Pass);
+            }
             let prior = 1.0 / moves.len().max(1) as f32;
             return moves.into_iter().map(|m| (m, prior)).collect();
         };
         let mut moves = scored_moves(g, p);
         moves.retain(|(m, _)| permitted(m));
+        if moves.is_empty() {
+            // The filters left nothing legal (an allowed point taken):
+            // passing is always legal, and an answer needs a move.
+            return vec![(Move::Pass, 1.0)];
+        }
         moves.sort_by(|a, b| b.1.total_cmp(&a.1));
         // Odd depths are the opponent's turn (passes alternate too).
         let k = match (depth, self.config.root_expand, self.config.expand_replies) {

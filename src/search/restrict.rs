@@ -26,6 +26,20 @@ impl MoveFilter {
     }
 }
 
+/// Refuses rules KataGo refuses: two `allow`s for one player (together
+/// they would leave no move) and an `allow` of no moves.
+pub fn check(filters: &[MoveFilter]) -> Result<(), String> {
+    if filters.iter().any(|f| f.allow && f.moves.is_empty()) {
+        return Err("an allow of no moves leaves nothing to search".into());
+    }
+    for color in [Color::Black, Color::White] {
+        if filters.iter().filter(|f| f.allow && f.player == color).count() > 1 {
+            return Err(format!("more than one allow for {color}"));
+        }
+    }
+    Ok(())
+}
+
 /// Whether every rule of `filters` lets `player` play `mv` at `depth`.
 pub fn permitted(filters: &[MoveFilter], player: Color, depth: u32, mv: Move) -> bool {
     filters.iter().all(|f| f.permits(player, depth, mv))
@@ -47,6 +61,14 @@ mod tests {
         assert!(avoid.permits(Color::Black, 0, d4) && avoid.permits(Color::Black, 0, Move::Pass));
         let allow = MoveFilter { allow: true, ..avoid.clone() };
         assert!(allow.permits(Color::Black, 0, c3) && !allow.permits(Color::Black, 0, d4));
-        assert!(!permitted(&[avoid, allow], Color::Black, 0, c3), "both rules must agree");
+        assert!(!permitted(&[avoid.clone(), allow.clone()], Color::Black, 0, c3), "both rules must agree");
+        assert_eq!(check(&[avoid.clone(), allow.clone()]), Ok(()));
+        let second = MoveFilter { moves: vec![d4], ..allow.clone() };
+        assert!(check(&[allow.clone(), second]).unwrap_err().contains("more than one allow"));
+        let other_player = MoveFilter { player: Color::White, ..allow.clone() };
+        assert_eq!(check(&[allow.clone(), other_player]), Ok(()));
+        let nothing = MoveFilter { moves: vec![], ..allow };
+        assert!(check(&[nothing]).unwrap_err().contains("no moves"));
+        assert_eq!(check(&[MoveFilter { moves: vec![], ..avoid }]), Ok(()), "avoiding nothing is harmless");
     }
 }

@@ -409,6 +409,24 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     assert_eq!(std::fs::read_to_string(&list).unwrap(), format!("{}\t0\n", game.display()), "the list too");
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "nothing left in the folder");
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "the last run's", "nor the report beside the list");
+
+    // Finished work that is no list or report of filter's (a list made by
+    // hand, a dataset's manifest.json) was once replaced without a word;
+    // --force replaces it, and a list filter wrote is replaced as before.
+    let other = "holds something other than what filter writes";
+    let fresh = dir.path().join("fresh.list");
+    for args in [
+        &["filter", path(&game), "--out", path(&list)][..],
+        &["filter", path(&game), "--out", path(&fresh), "--report", path(&report)],
+    ] {
+        let out = common::run(args);
+        assert!(!out.status.success() && text(&out).contains(other), "{args:?}: {}", text(&out));
+    }
+    assert!(!fresh.exists(), "nothing written before the refusal");
+    common::run_ok(&["filter", "--min-year", "0", "--any-komi", path(&game), "--out", path(&list), "--force"]);
+    let written = std::fs::read_to_string(&list).unwrap();
+    assert!(written.starts_with("# go-train game list"), "{written}");
+    common::run_ok(&["filter", "--min-year", "0", "--any-komi", path(&game), "--out", path(&list)]);
 }
 
 /// Games reached twice, through overlapping inputs or a link, were listed

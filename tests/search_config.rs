@@ -189,7 +189,9 @@ fn bad_numbers_are_refused_with_the_option_and_its_range() {
         (vec!["analysis", "--visits", "0"], "--iterations", all_iterations.clone()),
         (vec!["analysis", "--threads", "0"], "--threads", count(1, 4096)),
         (vec!["analysis", "--search-config", config], "mix = 2.5", weight.clone()),
-        (vec!["eval", "--data", "x", "--batch", "0"], "--batch", count(1, 1_000_000)),
+        (vec!["eval", "--data", "x", "--batch", "0"], "--batch", count(1, 8192)),
+        // Once accepted, and the evaluation died for want of memory.
+        (vec!["eval", "--data", "x", "--batch", "100000"], "--batch", count(1, 8192)),
         (vec!["eval", "--data", "x", "--limit=-1"], "--limit", "give a whole number from 0".into()),
         (vec!["eval", "--data", "x", "--mix", "2"], "--mix", weight.clone()),
         (vec!["eval", "--data", "x", "--mix-playouts", "0"], "--mix-playouts", count(1, 1000)),

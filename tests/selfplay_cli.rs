@@ -171,6 +171,22 @@ fn per_game_sampling_writes_every_position_and_k_labels() {
     let err = fails(&more);
     assert!(err.contains("dataset") && err.contains("--value-positions"), "{err}");
     assert!(!out.join("games/game-000004.sgf").exists(), "refused before playing");
+    // Resumed with other dataset settings, it was once made again
+    // otherwise without a word.
+    for (flag, value, named) in
+        [("--value-positions", "all", "value"), ("--features", "extended", "features"), ("--split", "0.5,0.5,0", "split")]
+    {
+        let mut args = more.to_vec();
+        let settings = [("--value-positions", "per-game:2"), ("--features", "seed")];
+        for (f, v) in settings.iter().filter(|(f, _)| *f != flag) {
+            args.extend([*f, *v]);
+        }
+        args.extend([flag, value]);
+        let err = fails(&args);
+        assert!(err.contains("prepared otherwise") && err.contains(named), "{flag}: {err}");
+    }
+    assert!(!out.join("games/game-000004.sgf").exists(), "refused before playing");
+    assert_eq!(Dataset::open(&out.join("dataset")).unwrap().manifest(), &manifest, "the dataset untouched");
 }
 
 #[test]

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use clap::Parser;
 
 use go_train::atomic::{file_in_the_way, write_atomic};
-use go_train::dataset::filter::{filter, find_sgf_files, Criteria};
+use go_train::dataset::filter::{filter, find_sgf_files, Criteria, GameList};
 use go_train::progress::Progress;
 
 /// Walk folders of SGF game records and list the games fit for training.
@@ -61,6 +61,17 @@ pub struct Args {
     /// Follow symbolic links while walking.
     #[arg(long)]
     follow_links: bool,
+    /// Replace --out or --report even where it holds something other than
+    /// a game list or report filter wrote.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Whether `path` holds a report `go-train filter` wrote.
+fn is_filter_report(path: &std::path::Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    serde_json::from_str::<serde_json::Value>(&text)
+        .is_ok_and(|json| json.get("criteria").is_some() && json.get("report").is_some())
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -122,6 +133,18 @@ pub fn run(args: Args) -> Result<()> {
             files.iter().flatten().find(|f| f.file_name() == path.file_name() && super::same_file(f, path))
         {
             bail!("{flag} {}: that is a game being read ({}); name another file", path.display(), game.display());
+        }
+    }
+    // A list or report from an earlier filter is replaced; anything else
+    // (a dataset's manifest.json, a run's config, a list made by hand) is
+    // finished work.
+    let written_by_filter = [GameList::is_written_list(&args.out), is_filter_report(&report_path)];
+    for ((flag, path), ours) in [("--out", &args.out), ("--report", &report_path)].into_iter().zip(written_by_filter) {
+        if path.exists() && !ours && !args.force {
+            bail!(
+                "{flag} {}: holds something other than what filter writes; name another file, or add --force to replace it",
+                path.display()
+            );
         }
     }
     let progress = Progress::new("filter", files.len() as u64, "files");

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -237,6 +237,17 @@ impl GameList {
         out
     }
 
+    /// Whether `path` holds a list `go-train filter` wrote (any of its
+    /// first lines): what a new list may replace without asking.
+    pub fn is_written_list(path: &Path) -> bool {
+        use std::io::BufRead;
+        let Ok(file) = std::fs::File::open(path) else { return false };
+        let mut first = String::new();
+        // One line at most, however long the file: a list's first line is short.
+        let _ = std::io::BufReader::new(std::io::Read::take(file, 1024)).read_line(&mut first);
+        first.starts_with(OLD_LIST_HEADER)
+    }
+
     /// Reads a list; errors name the file and line.
     pub fn read(path: &Path) -> Result<GameList> {
         let text =
@@ -250,6 +261,8 @@ impl GameList {
         let real_folder = path.is_symlink().then(|| std::fs::canonicalize(path).ok()).flatten();
         let folder = real_folder.as_deref().map_or(list_folder(path), list_folder);
         let mut games = Vec::new();
+        // A game listed twice would be prepared, and trained on, twice.
+        let mut first_lines = std::collections::HashMap::new();
         for (n, line) in text.lines().enumerate() {
             if line.starts_with('#') || line.trim().is_empty() {
                 continue;
@@ -260,6 +273,9 @@ impl GameList {
             let file = if escaped { unescape_path(file).with_context(bad)? } else { PathBuf::from(file) };
             let file =
                 if from_list && file.is_relative() && folder != Path::new(".") { folder.join(file) } else { file };
+            if let Some(first) = first_lines.insert((file.clone(), index), n + 1) {
+                bail!("{}:{}: lists game {index} of {} again (first on line {first})", path.display(), n + 1, file.display());
+            }
             games.push(GameRef { file, index });
         }
         Ok(GameList(games))
@@ -624,6 +640,15 @@ mod tests {
         assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("C:\\games\\a.sgf"));
         std::fs::write(&path, format!("{LIST_HEADER}\nbad\\q.sgf\t2\n")).unwrap();
         assert!(GameList::read(&path).unwrap_err().to_string().contains("games.txt:2"));
+        // A game listed twice was once prepared (and trained on) twice.
+        std::fs::write(&path, format!("{LIST_HEADER}\na.sgf\t2\nb.sgf\t2\na.sgf\t1\na.sgf\t2\n")).unwrap();
+        let err = GameList::read(&path).unwrap_err().to_string();
+        assert!(err.contains("games.txt:5: lists game 2 of") && err.contains("first on line 2"), "{err}");
+        // Written by filter, a list is read back, and so a list is only
+        // replaced where filter wrote it.
+        assert!(GameList::is_written_list(&path));
+        std::fs::write(&path, "{\"manifest\": 1}").unwrap();
+        assert!(!GameList::is_written_list(&path) && !GameList::is_written_list(&dir.path().join("none")));
     }
 
     #[test]

@@ -124,6 +124,32 @@ pub struct Manifest {
 pub const DROPPED_EXAMPLES: usize = 3;
 
 impl Manifest {
+    /// How a dataset prepared with `settings`, `features` and `board_size`
+    /// would differ from this one, each as `name: value here, value there`
+    /// (empty: the same).
+    pub fn settings_differences(&self, settings: &Settings, features: FeatureSet, board_size: usize) -> Vec<String> {
+        let mut differ = Vec::new();
+        if features != self.features {
+            differ.push(format!("features: {} here, {} there", features.name(), self.features.name()));
+        }
+        if board_size != self.board_size {
+            differ.push(format!("board size: {board_size} here, {} there", self.board_size));
+        }
+        // As JSON, field by field: a field left out (ownership off) is null.
+        let (ours, theirs) = (serde_json::to_value(settings), serde_json::to_value(&self.settings));
+        if let (Ok(serde_json::Value::Object(ours)), Ok(serde_json::Value::Object(theirs))) = (ours, theirs) {
+            let keys: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+            for key in keys {
+                let (here, there) = (ours.get(key), theirs.get(key));
+                if here != there {
+                    let shown = |v: Option<&serde_json::Value>| v.map_or("none".to_string(), |v| v.to_string());
+                    differ.push(format!("{key}: {} here, {} there", shown(here), shown(there)));
+                }
+            }
+        }
+        differ
+    }
+
     /// The first shard of this manifest that `dir` lacks or holds at
     /// another length: a quick look, not `dataset verify`, before a
     /// dataset or a part is taken as done.

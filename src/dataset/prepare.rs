@@ -70,6 +70,22 @@ pub struct PrepareOptions {
     pub ownership: bool,
 }
 
+impl PrepareOptions {
+    /// The settings a dataset prepared with these options records.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            seed: self.seed,
+            split: self.split,
+            value: self.value,
+            default_rules: self.default_rules.to_ascii_lowercase(),
+            shard_records: self.shard_records,
+            block_records: self.block_records as u64,
+            zstd_level: self.zstd_level,
+            ownership: self.ownership,
+        }
+    }
+}
+
 impl Default for PrepareOptions {
     fn default() -> PrepareOptions {
         PrepareOptions {
@@ -142,16 +158,7 @@ pub fn prepare(
         games_listed: list.0.len() as u64,
         files_crc32: Some(files_crc32(&list)),
     };
-    let settings = Settings {
-        seed: options.seed,
-        split: options.split,
-        value: options.value,
-        default_rules: options.default_rules.to_ascii_lowercase(),
-        shard_records: options.shard_records,
-        block_records: options.block_records as u64,
-        zstd_level: options.zstd_level,
-        ownership: options.ownership,
-    };
+    let settings = options.settings();
 
     crate::atomic::create_folder(out, "a dataset (--out) is a folder of shards")?;
     // One writer of the whole folder, or parts that each write their own
@@ -202,9 +209,14 @@ pub fn prepare(
             );
         }
         if !same && !options.force {
+            let mut differ = existing.settings_differences(&settings, options.features, options.board_size);
+            if !same_list(&existing.input, &input) {
+                differ.push(format!("the games listed in {} or their files", input.list));
+            }
             bail!(
-                "{} holds a dataset made from other inputs or settings; use --force to replace it, or another --out",
-                out.display()
+                "{} holds a dataset made from other inputs or settings ({}); use --force to replace it, or another --out",
+                out.display(),
+                differ.join("; ")
             );
         }
     } else if options.part.is_none() && !options.force {

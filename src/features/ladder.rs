@@ -309,8 +309,9 @@ mod tests {
     #[test]
     fn capturing_an_attacker_in_atari_escapes() {
         // White D4 in atari (liberty D5), but the black stone E4 beside it is
-        // itself in atari: White takes it and lives.
-        let board = position(&["C4", "D3", "E4"], &["D4", "E3", "E5", "F4"]);
+        // itself in atari (liberty F4): White takes it and lives. (With F4
+        // White's too, E4 had no liberty: a position setup now refuses.)
+        let board = position(&["C4", "D3", "E4"], &["D4", "E3", "E5"]);
         let d4 = at(&board, "D4");
         assert_eq!(board.liberties(d4), 1);
         assert!(!is_captured(&board, d4));

@@ -293,6 +293,21 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
                     force_deletes(out)
                 );
             }
+            // Resumed with other dataset settings, the dataset of the
+            // games played so far would be made again otherwise, silently.
+            if let (Some(dataset), Ok(existing)) = (&options.dataset, Manifest::read(&out.join(DATASET))) {
+                let prepared = PrepareOptions { board_size: options.play.game.size, ..dataset.clone() };
+                let differ =
+                    existing.settings_differences(&prepared.settings(), prepared.features, prepared.board_size);
+                if !differ.is_empty() {
+                    bail!(
+                        "{} holds the positions of the games played so far, prepared otherwise ({}): resume with \
+                         the run's --value-positions, --features, --split and --ownership, or remove it",
+                        out.join(DATASET).display(),
+                        differ.join("; ")
+                    );
+                }
+            }
             // Resumed without --value-positions, the dataset of the games
             // played before would stay, silently short of the new ones.
             if options.dataset.is_none() && out.join(DATASET).join(crate::dataset::MANIFEST).is_file() {

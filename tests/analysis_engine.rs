@@ -134,11 +134,15 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         r#"{"id":"dead","initialStones":[["B","A1"],["W","A2"],["W","B1"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
         // Once answered by nothing: a client waiting for an answer waited.
         r#"{"id":"none","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"analyzeTurns":[]}"#,
+        // Each once searched as if the field were not there.
+        r#"{"id":"who","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"initialPlayer":5}"#,
+        r#"{"id":"junk","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"overrideSettings":"junk"}"#,
+        r#"{"id":"act","action":5}"#,
         // A misspelt field, once ignored without a word: warned of, as
         // KataGo does, and the query searched.
         r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4,"maxvisits":9}"#,
     ];
-    let responses = exchange(&queries, 1500, 15);
+    let responses = exchange(&queries, 1500, 18);
     let by_id = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
     assert_eq!(by_id("t")[0]["terminateId"], "long");
     let long = by_id("long");
@@ -159,6 +163,9 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("dead")[0]["error"], "the string of A1 has no liberty: no game reaches it");
     assert_eq!(by_id("dead")[0]["field"], "initialStones");
     assert_eq!(by_id("none")[0]["field"], "analyzeTurns");
+    assert_eq!(by_id("who")[0]["error"], "5: give B or W");
+    assert_eq!(by_id("junk")[0]["field"], "overrideSettings");
+    assert_eq!(by_id("act")[0]["error"], "action is a string");
     let after = by_id("after");
     assert_eq!((&after[0]["field"], &after[0]["warning"].is_string()), (&Value::from("maxvisits"), &true), "{after:?}");
     assert_eq!(after[1]["turnNumber"], 0, "the engine goes on after errors");

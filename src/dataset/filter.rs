@@ -270,6 +270,11 @@ impl GameList {
             let bad = || format!("{}:{}: expected `file<TAB>game index`, found {line:?}", path.display(), n + 1);
             let (file, index) =
                 line.rsplit_once('\t').and_then(|(f, i)| Some((f, i.trim().parse().ok()?))).with_context(bad)?;
+            // Under escapes a name holds no tab: `a.sgf<TAB>0<TAB>7` is two
+            // indices, once read as game 7 of a file `a.sgf<TAB>0`.
+            if escaped && file.contains('\t') {
+                bail!(bad());
+            }
             let file = if escaped { unescape_path(file).with_context(bad)? } else { PathBuf::from(file) };
             let file =
                 if from_list && file.is_relative() && folder != Path::new(".") { folder.join(file) } else { file };
@@ -640,6 +645,8 @@ mod tests {
         assert_eq!(GameList::read(&path).unwrap().0[0].file, PathBuf::from("C:\\games\\a.sgf"));
         std::fs::write(&path, format!("{LIST_HEADER}\nbad\\q.sgf\t2\n")).unwrap();
         assert!(GameList::read(&path).unwrap_err().to_string().contains("games.txt:2"));
+        std::fs::write(&path, format!("{LIST_HEADER}\na.sgf\t0\t7\n")).unwrap();
+        assert!(GameList::read(&path).unwrap_err().to_string().contains("games.txt:2: expected"));
         // A game listed twice was once prepared (and trained on) twice.
         std::fs::write(&path, format!("{LIST_HEADER}\na.sgf\t2\nb.sgf\t2\na.sgf\t1\na.sgf\t2\n")).unwrap();
         let err = GameList::read(&path).unwrap_err().to_string();

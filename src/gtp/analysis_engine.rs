@@ -406,6 +406,10 @@ impl Inbox {
             }
         };
         let id = query.get("id").cloned().unwrap_or(Value::Null);
+        // An action that is no string was once taken for a query.
+        if query.get("action").is_some_and(|a| !a.is_string()) {
+            return respond(out, json!({"id": id, "field": "action", "error": "action is a string"})).map(|_| true);
+        }
         match query.get("action").and_then(Value::as_str) {
             None => {
                 // As KataGo does: a misspelt field (`maxvisits`) was once
@@ -680,8 +684,9 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
             refuse("initialStones", why)
         })?;
     }
-    let first = match query.get("initialPlayer").and_then(Value::as_str) {
-        Some(p) => Color::parse(p).ok_or_else(|| refuse("initialPlayer", format!("{p}: give B or W")))?,
+    let first = match query.get("initialPlayer") {
+        Some(Value::String(p)) => Color::parse(p).ok_or_else(|| refuse("initialPlayer", format!("{p}: give B or W")))?,
+        Some(other) => return Err(refuse("initialPlayer", format!("{other}: give B or W"))),
         None => moves.first().map_or(Color::Black, |m| m.0),
     };
     game.set_to_move(first);
@@ -721,6 +726,9 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
                 .min(u32::MAX as u64) as u32,
         ),
     };
+    if query.get("overrideSettings").is_some_and(|o| !o.is_object()) {
+        return Err(refuse("overrideSettings", "an object of settings"));
+    }
     let perspective = match query.pointer("/overrideSettings/reportAnalysisWinratesAs").and_then(Value::as_str) {
         None | Some("BLACK") => Perspective::Black,
         Some("WHITE") => Perspective::White,

@@ -324,7 +324,10 @@ fn avoided_moves_are_not_searched_and_allowed_ones_only_are() {
 fn allowed_moves_that_leave_nothing_are_refused_or_answered_by_a_pass() {
     let queries = [
         // Each was once searched as nothing and answered by no candidate.
-        after_q16("twice", r#","allowMoves":[{"player":"W","moves":["D16"],"untilDepth":1},{"player":"W","moves":["C3"],"untilDepth":1}]"#),
+        after_q16(
+            "twice",
+            r#","allowMoves":[{"player":"W","moves":["D16"],"untilDepth":1},{"player":"W","moves":["C3"],"untilDepth":1}]"#,
+        ),
         after_q16("none", r#","allowMoves":[{"player":"W","moves":[],"untilDepth":1}]"#),
         after_q16("taken", r#","allowMoves":[{"player":"W","moves":["Q16"],"untilDepth":1}]"#),
     ];

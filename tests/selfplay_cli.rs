@@ -173,9 +173,11 @@ fn per_game_sampling_writes_every_position_and_k_labels() {
     assert!(!out.join("games/game-000004.sgf").exists(), "refused before playing");
     // Resumed with other dataset settings, it was once made again
     // otherwise without a word.
-    for (flag, value, named) in
-        [("--value-positions", "all", "value"), ("--features", "extended", "features"), ("--split", "0.5,0.5,0", "split")]
-    {
+    for (flag, value, named) in [
+        ("--value-positions", "all", "value"),
+        ("--features", "extended", "features"),
+        ("--split", "0.5,0.5,0", "split"),
+    ] {
         let mut args = more.to_vec();
         let settings = [("--value-positions", "per-game:2"), ("--features", "seed")];
         for (f, v) in settings.iter().filter(|(f, _)| *f != flag) {

@@ -279,7 +279,12 @@ impl GameList {
             let file =
                 if from_list && file.is_relative() && folder != Path::new(".") { folder.join(file) } else { file };
             if let Some(first) = first_lines.insert((file.clone(), index), n + 1) {
-                bail!("{}:{}: lists game {index} of {} again (first on line {first})", path.display(), n + 1, file.display());
+                bail!(
+                    "{}:{}: lists game {index} of {} again (first on line {first})",
+                    path.display(),
+                    n + 1,
+                    file.display()
+                );
             }
             games.push(GameRef { file, index });
         }

@@ -685,7 +685,9 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         })?;
     }
     let first = match query.get("initialPlayer") {
-        Some(Value::String(p)) => Color::parse(p).ok_or_else(|| refuse("initialPlayer", format!("{p}: give B or W")))?,
+        Some(Value::String(p)) => {
+            Color::parse(p).ok_or_else(|| refuse("initialPlayer", format!("{p}: give B or W")))?
+        }
         Some(other) => return Err(refuse("initialPlayer", format!("{other}: give B or W"))),
         None => moves.first().map_or(Color::Black, |m| m.0),
     };

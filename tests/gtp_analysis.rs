@@ -227,6 +227,9 @@ fn analysis_streams_by_each_grammar_until_the_next_command() {
     // Bad arguments are an ordinary error answer.
     assert_eq!(s.answer("lz-analyze b 10 ownership true"), "? unknown analysis option ownership");
     assert_eq!(s.answer("kata-analyze 10 minmoves"), "? minmoves: a key without a value");
+    // Once "? -1: a key without a value".
+    assert_eq!(s.answer("lz-analyze b -1"), "? interval -1: give a whole number of centiseconds");
+    assert_eq!(s.answer("lz-analyze 1e3"), "? interval 1e3: give a whole number of centiseconds");
     assert_eq!(s.answer("10 name"), "=10 go-train");
 }
 

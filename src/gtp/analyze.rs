@@ -99,6 +99,11 @@ impl AnalysisRequest {
             self.color = Some(color);
             rest = &rest[1..];
         }
+        // A number that is no interval (`-1`, `1e3`, one past u64) was once
+        // read as a key and refused as "a key without a value".
+        if let Some(first) = rest.first().filter(|a| a.parse::<f64>().is_ok() && a.parse::<u64>().is_err()) {
+            return Err(format!("interval {first}: give a whole number of centiseconds"));
+        }
         if let Some(cs) = rest.first().and_then(|a| a.parse::<u64>().ok()) {
             self.interval = centiseconds(cs);
             rest = &rest[1..];

@@ -77,6 +77,9 @@ impl Lock {
 }
 
 fn take(path: &Path, dir: &Path, mode: Mode) -> Result<Lock> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("{}: a file, not a folder", dir.display());
+    }
     if !dir.is_dir() {
         bail!("{}: no such folder", dir.display());
     }
@@ -220,5 +223,16 @@ mod tests {
         assert!(err.contains(&me), "{err}");
         drop((sharers, part));
         let _again = Lock::folder(dir.path()).unwrap();
+    }
+
+    /// A file where a folder should be was once "no such folder".
+    #[test]
+    fn a_file_is_named_as_a_file_and_a_missing_folder_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "").unwrap();
+        assert!(Lock::folder(&file).unwrap_err().to_string().ends_with("afile: a file, not a folder"));
+        let none = Lock::folder(&dir.path().join("none")).unwrap_err().to_string();
+        assert!(none.ends_with("none: no such folder"), "{none}");
     }
 }

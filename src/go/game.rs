@@ -373,16 +373,22 @@ impl Game {
         // A string without a liberty is a position no game reaches, which
         // captures (only from one liberty to none) would never take off
         // and scoring would count as alive: refused, as KataGo refuses it.
-        // Set up on a copy, so that a refusal leaves the game as it was.
+        // Set up in place (playouts start from a setup: no copy of the
+        // board on that path) and taken back on a refusal, which is rare.
         let points = self.setup_points(changes);
-        let mut board = self.board.clone();
-        board.set_points(&points);
+        let before: Vec<(Point, Option<Color>)> = points.iter().map(|&(p, _)| (p, self.board.color_at(p))).collect();
+        let (ko, placed) = (self.board.ko_point(), self.stones_placed);
+        self.count_placements(&points);
+        self.board.set_points(&points);
+        let board = &self.board;
         let mut touched = points.iter().flat_map(|&(p, _)| std::iter::once(p).chain(board.neighbors(p)));
         if let Some(p) = touched.find(|&p| board.color_at(p).is_some() && board.liberties(p) == 0) {
-            return Err(IllegalMove::NoLiberty(board.vertex(p)));
+            let refused = IllegalMove::NoLiberty(board.vertex(p));
+            self.board.set_points(&before);
+            self.board.set_ko_point(ko);
+            self.stones_placed = placed;
+            return Err(refused);
         }
-        self.count_placements(&points);
-        self.board = board;
         self.may_repeat = true; // setup may clear or replace stones
         self.history.push(Event::Setup(changes.to_vec()));
         self.remember_position();

@@ -379,9 +379,10 @@ mod tests {
     fn area_owners_of_a_finished_board() {
         let game = game_from(&["X X O", "X . O", "X X O"]);
         let owners = area_owners(game.board());
-        assert_eq!(owners[4], None); // touches both colours
-                                     // An empty point Black surrounds is Black's (White's strings with a
-                                     // liberty each: setup refuses a string without one).
+        assert_eq!(owners[4], None, "touches both colours");
+
+        // An empty point Black surrounds is Black's (White's strings with a
+        // liberty each: setup refuses a string without one).
         let game = game_from(&["X X O .", ". X O .", "X X O .", "X X O ."]);
         assert_eq!(area_owners(game.board())[4], Some(Color::Black));
     }

@@ -88,7 +88,7 @@ pub fn file_in_the_way(path: &Path) -> Option<&Path> {
 /// folder) is an error naming the file and `what` it is: taken for a
 /// missing file, it would let a resume write over what the file held.
 pub fn read_if_present(path: &Path, what: &str) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+    match crate::bounded_read::read_text_at_most(path, crate::bounded_read::LIST_BYTES, what) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}, {what}", path.display())),

@@ -87,9 +87,16 @@ impl Domain {
     /// `text` as a whole number of this domain (a [`Domain::Count`]).
     pub fn count(&self, text: &str) -> Result<u64, String> {
         match *self {
-            Domain::Count { min, max } => {
-                text.trim().parse::<u64>().ok().filter(|n| (min..=max).contains(n)).ok_or_else(|| self.refusal())
-            }
+            Domain::Count { .. } => self.count_value(text.trim().parse::<u64>().map_err(|_| self.refusal())?),
+            _ => Err(format!("{self} is not a whole number")),
+        }
+    }
+
+    /// `n` if it is a whole number of this domain (a [`Domain::Count`]):
+    /// for numbers that come parsed, as a settings file's do.
+    pub fn count_value(&self, n: u64) -> Result<u64, String> {
+        match *self {
+            Domain::Count { min, max } => Some(n).filter(|n| (min..=max).contains(n)).ok_or_else(|| self.refusal()),
             _ => Err(format!("{self} is not a whole number")),
         }
     }

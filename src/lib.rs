@@ -2,9 +2,11 @@
 //! stage. Data flows one way: SGF → game → board → planes → shard → batch → net.
 
 pub mod atomic;
+pub mod bounded_read;
 pub mod bounds;
 pub mod cpu_time;
 pub mod dataset;
+pub mod differences;
 pub mod eval;
 pub mod features;
 pub mod go;

@@ -95,6 +95,8 @@ struct SplitInfo {
 
 fn info(dir: &Path, json: bool, quick: bool) -> Result<()> {
     let manifest = Manifest::read(dir)?;
+    // Even the manifest alone: a table of counts it contradicts would mislead.
+    manifest.check(dir)?;
     let labels: Vec<Option<LabelStats>> = match quick {
         true => vec![None; Split::ALL.len()],
         false => label_stats(dir)?.into_iter().map(Some).collect(),

@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use clap::Parser;
 
 use go_train::atomic::{file_in_the_way, write_atomic};
+use go_train::bounded_read;
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria, GameList};
 use go_train::progress::Progress;
 
@@ -69,7 +70,9 @@ pub struct Args {
 
 /// Whether `path` holds a report `go-train filter` wrote.
 fn is_filter_report(path: &std::path::Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    let Ok(text) = bounded_read::read_text_at_most(path, bounded_read::LIST_BYTES, "a filter report") else {
+        return false;
+    };
     serde_json::from_str::<serde_json::Value>(&text)
         .is_ok_and(|json| json.get("criteria").is_some() && json.get("report").is_some())
 }

@@ -3,6 +3,7 @@
 //! reason. The result is a sorted game list (see [`GameList`]).
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -241,7 +242,7 @@ impl GameList {
     /// first lines): what a new list may replace without asking.
     pub fn is_written_list(path: &Path) -> bool {
         use std::io::BufRead;
-        let Ok(file) = std::fs::File::open(path) else { return false };
+        let Ok(file) = crate::bounded_read::open_without_waiting(path) else { return false };
         let mut first = String::new();
         // One line at most, however long the file: a list's first line is short.
         let _ = std::io::BufReader::new(std::io::Read::take(file, 1024)).read_line(&mut first);
@@ -250,8 +251,8 @@ impl GameList {
 
     /// Reads a list; errors name the file and line.
     pub fn read(path: &Path) -> Result<GameList> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the game list", path.display()))?;
+        let text = crate::bounded_read::read_text_at_most(path, crate::bounded_read::LIST_BYTES, "a game list")
+            .with_context(|| format!("{}: cannot read the game list", path.display()))?;
         // `lines` drops a carriage return before each line feed: a list
         // saved with Windows line ends reads as written.
         let header = text.lines().next().unwrap_or_default();
@@ -278,9 +279,13 @@ impl GameList {
             let file = if escaped { unescape_path(file).with_context(bad)? } else { PathBuf::from(file) };
             let file =
                 if from_list && file.is_relative() && folder != Path::new(".") { folder.join(file) } else { file };
-            if let Some(first) = first_lines.insert((file.clone(), index), n + 1) {
+            // The file itself, not its name: `a.sgf` and `/data/a.sgf`, or
+            // `x/../a.sgf`, are one file (a file not there is its name).
+            let same_file = std::fs::metadata(&file).map(|m| (m.dev(), m.ino())).map_err(|_| file.clone());
+            if let Some((first, spelt)) = first_lines.insert((same_file, index), (n + 1, file.clone())) {
+                let spelt = if spelt == file { String::new() } else { format!(", as {}", spelt.display()) };
                 bail!(
-                    "{}:{}: lists game {index} of {} again (first on line {first})",
+                    "{}:{}: lists game {index} of {} again (first on line {first}{spelt})",
                     path.display(),
                     n + 1,
                     file.display()
@@ -656,6 +661,12 @@ mod tests {
         std::fs::write(&path, format!("{LIST_HEADER}\na.sgf\t2\nb.sgf\t2\na.sgf\t1\na.sgf\t2\n")).unwrap();
         let err = GameList::read(&path).unwrap_err().to_string();
         assert!(err.contains("games.txt:5: lists game 2 of") && err.contains("first on line 2"), "{err}");
+        // Under another name, too: it was prepared twice.
+        std::fs::write(dir.path().join("a.sgf"), "(;SZ[9];B[aa])").unwrap();
+        std::fs::create_dir(dir.path().join("x")).unwrap();
+        std::fs::write(&path, format!("{LIST_HEADER}\na.sgf\t0\nx/../a.sgf\t0\n")).unwrap();
+        let err = GameList::read(&path).unwrap_err().to_string();
+        assert!(err.contains("games.txt:3: lists game 0 of") && err.contains("first on line 2, as "), "{err}");
         // Written by filter, a list is read back, and so a list is only
         // replaced where filter wrote it.
         assert!(GameList::is_written_list(&path));

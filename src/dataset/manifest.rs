@@ -135,17 +135,10 @@ impl Manifest {
         if board_size != self.board_size {
             differ.push(format!("board size: {board_size} here, {} there", self.board_size));
         }
-        // As JSON, field by field: a field left out (ownership off) is null.
-        let (ours, theirs) = (serde_json::to_value(settings), serde_json::to_value(&self.settings));
-        if let (Ok(serde_json::Value::Object(ours)), Ok(serde_json::Value::Object(theirs))) = (ours, theirs) {
-            let keys: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
-            for key in keys {
-                let (here, there) = (ours.get(key), theirs.get(key));
-                if here != there {
-                    let shown = |v: Option<&serde_json::Value>| v.map_or("none".to_string(), |v| v.to_string());
-                    differ.push(format!("{key}: {} here, {} there", shown(here), shown(there)));
-                }
-            }
+        // Field by field: a field left out (ownership off) is none.
+        use crate::differences::{differences, shown};
+        for (key, there, here) in differences(&self.settings, settings) {
+            differ.push(format!("{key}: {} here, {} there", shown(&here, "none"), shown(&there, "none")));
         }
         differ
     }
@@ -163,7 +156,7 @@ impl Manifest {
     /// go-train cannot read.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
-        let text = std::fs::read_to_string(&path)
+        let text = crate::bounded_read::read_text_at_most(&path, crate::bounded_read::TEXT_BYTES, "a manifest")
             .with_context(|| format!("{}: no dataset here (run `go-train prepare` first)", path.display()))?;
         let m: Manifest =
             serde_json::from_str(&text).with_context(|| format!("{}: not a valid manifest", path.display()))?;
@@ -255,14 +248,31 @@ impl Manifest {
         )
     }
 
-    /// What the manifest says that contradicts itself, each naming
-    /// `dir`'s manifest: split totals against the shards', counts that
-    /// cannot be, a shard named twice. Costs nothing to check (the shards'
-    /// own records and sizes are checked against their entries as they
-    /// are opened).
+    /// Refuses a manifest with any of [`Manifest::inconsistencies`]: what
+    /// every reader of a dataset checks first, `dataset info --quick` too.
+    pub fn check(&self, dir: &Path) -> Result<()> {
+        let wrong = self.inconsistencies(dir);
+        if !wrong.is_empty() {
+            bail!("{} (go-train dataset verify {} checks it all)", wrong.join("; "), dir.display());
+        }
+        Ok(())
+    }
+
+    /// What the manifest says that contradicts itself or go-train, each
+    /// naming `dir`'s manifest: split totals against the shards', counts
+    /// that cannot be, a shard named twice, a board size go-train does not
+    /// play. Costs nothing to check (the shards' own records and sizes are
+    /// checked against their entries as they are opened).
     pub fn inconsistencies(&self, dir: &Path) -> Vec<String> {
         let path = dir.join(MANIFEST);
         let mut errors = Vec::new();
+        if !crate::go::Board::valid_size(self.board_size) {
+            errors.push(format!(
+                "{}: board size {} is not one go-train plays (2 to 25)",
+                path.display(),
+                self.board_size
+            ));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for entry in self.shards.iter().filter(|e| !seen.insert(&e.file)) {
             errors.push(format!("{}: {} is named more than once", path.display(), entry.file));

@@ -130,7 +130,8 @@ impl PartManifest {
     }
 
     pub fn read(path: &Path) -> Result<PartManifest> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = crate::bounded_read::read_text_at_most(path, crate::bounded_read::TEXT_BYTES, "a part manifest")
+            .with_context(|| format!("{}: cannot read", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{}: not a part manifest", path.display()))
     }
 

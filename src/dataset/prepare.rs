@@ -139,8 +139,8 @@ pub fn prepare(
     options: &PrepareOptions,
     progress: &Progress,
 ) -> Result<(Manifest, bool)> {
-    let list_bytes =
-        std::fs::read(list_path).with_context(|| format!("{}: cannot read the game list", list_path.display()))?;
+    let list_bytes = crate::bounded_read::read_at_most(list_path, crate::bounded_read::LIST_BYTES, "a game list")
+        .with_context(|| format!("{}: cannot read the game list", list_path.display()))?;
     let list = GameList::read(list_path)?;
     let rules = Rules::by_name(&options.default_rules).with_context(|| {
         format!("unknown rules `{}` (chinese, japanese, aga, nz, tromp-taylor)", options.default_rules)

@@ -26,11 +26,10 @@ use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
 
-use super::manifest::{Manifest, ShardEntry, MANIFEST};
+use super::manifest::{Manifest, ShardEntry};
 use super::shard::{Block, Layout, Shard, NO_VALUE};
 use super::split::{mix, Split};
 use crate::features::{FeatureSet, PackedPlanes, Symmetry};
-use crate::go::Board;
 
 /// Blocks decoded and shuffled together when [`BatchOptions::window_blocks`]
 /// is not set otherwise: enough to mix records of many games in a batch
@@ -75,17 +74,7 @@ impl Dataset {
     /// `dataset verify` reads). Errors name the file.
     pub fn open(dir: &Path) -> Result<Dataset> {
         let manifest = Manifest::read(dir)?;
-        if !Board::valid_size(manifest.board_size) {
-            bail!(
-                "{}: board size {} is not one go-train plays (2 to 25)",
-                dir.join(MANIFEST).display(),
-                manifest.board_size
-            );
-        }
-        let wrong = manifest.inconsistencies(dir);
-        if !wrong.is_empty() {
-            bail!("{} (go-train dataset verify {} checks it all)", wrong.join("; "), dir.display());
-        }
+        manifest.check(dir)?;
         let shards = manifest
             .shards
             .iter()

@@ -397,7 +397,8 @@ impl Shard {
     /// Opens a shard and reads its index (not its blocks).
     pub fn open(path: &Path) -> Result<Shard, ShardError> {
         let io = |error| ShardError::Io { path: path.to_path_buf(), error };
-        let file = File::open(path).map_err(io)?;
+        // A FIFO in a shard's place would block `open` without this.
+        let file = crate::bounded_read::open_without_waiting(path).map_err(io)?;
         // A folder opens but cannot be mapped: mmap's own error would say
         // "No such device".
         let kind = file.metadata().map_err(io)?.file_type();

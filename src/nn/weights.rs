@@ -16,7 +16,6 @@
 //! read with the `net` of their checkpoint folder's `config.toml`.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -86,7 +85,8 @@ pub struct TensorFile {
 /// Reads a safetensors file onto `device`, checking its CRC-32 when it has
 /// one. Errors name the file.
 pub fn read_tensors(path: &Path, device: &Device) -> Result<TensorFile> {
-    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = crate::bounded_read::read_at_most(path, crate::bounded_read::WEIGHTS_BYTES, "a weights file")
+        .with_context(|| format!("cannot read {}", path.display()))?;
     decode_tensors(&bytes, &path.display().to_string(), device)
 }
 
@@ -115,9 +115,14 @@ pub fn decode_tensors(bytes: &[u8], name: &str, device: &Device) -> Result<Tenso
 pub fn read_meta(path: &Path) -> Result<Meta> {
     let path = resolve(path)?;
     let not_safetensors = || format!("{}: not a valid safetensors file", path.display());
-    let mut file = fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut file =
+        crate::bounded_read::open_without_waiting(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut len = [0u8; 8];
     std::io::Read::read_exact(&mut file, &mut len).with_context(not_safetensors)?;
+    // safetensors' own limit on a header.
+    if u64::from_le_bytes(len) > 100_000_000 {
+        bail!("{}: its header would be {} bytes", not_safetensors(), u64::from_le_bytes(len));
+    }
     let mut header = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, u64::from_le_bytes(len)), &mut header)?;
     let header: serde_json::Value = serde_json::from_slice(&header).with_context(not_safetensors)?;
@@ -349,7 +354,8 @@ fn legacy_arch(file: &Path) -> Result<Arch> {
         if parent.file_name().is_some_and(|n| n == "last") { parent.parent().unwrap_or(parent) } else { parent };
     let config = folder.join("config.toml");
     let hint = || format!("{}: names no net in its metadata, nor does {} beside it", file.display(), config.display());
-    let text = fs::read_to_string(&config).with_context(hint)?;
+    let text = crate::bounded_read::read_text_at_most(&config, crate::bounded_read::TEXT_BYTES, "a config")
+        .with_context(hint)?;
     let table: toml::Table = text.parse().with_context(hint)?;
     let net = table.get("net").and_then(|v| v.as_str()).with_context(hint)?;
     net.parse().with_context(hint)
@@ -418,7 +424,7 @@ mod tests {
         assert_eq!(read_meta(&path).unwrap(), meta);
         assert_eq!(read_meta(dir.path()).unwrap(), meta, "a checkpoint folder names its best weights");
         assert_eq!(read_tensors(&path, &Device::Cpu).unwrap().meta, meta);
-        fs::write(&path, b"not a safetensors file").unwrap();
+        std::fs::write(&path, b"not a safetensors file").unwrap();
         assert!(read_meta(&path).unwrap_err().to_string().contains(BEST_FILE));
     }
 
@@ -431,7 +437,7 @@ mod tests {
         write_tensors(&path, weights, &Meta::default()).unwrap();
         let err = load(dir.path(), &Device::Cpu).err().unwrap().to_string();
         assert!(err.contains("config.toml"), "{err}");
-        fs::write(dir.path().join("config.toml"), "net = \"playout\"\n").unwrap();
+        std::fs::write(dir.path().join("config.toml"), "net = \"playout\"\n").unwrap();
         assert_eq!(load(dir.path(), &Device::Cpu).unwrap().arch(), Arch::Playout);
     }
 
@@ -483,7 +489,7 @@ mod tests {
             save_as(&path, &model, &meta).unwrap();
             let err = format!("{:#}", load(&path, &Device::Cpu).err().unwrap());
             assert!(err.contains(claimed) && err.contains("are not of one"), "{built} as {claimed}: {err}");
-            let bytes = fs::read(&path).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
             let err = format!("{:#}", load_bytes(&bytes, "built-in", &Device::Cpu).err().unwrap());
             assert!(err.contains("are not of one"), "{err}");
         }

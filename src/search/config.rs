@@ -460,7 +460,8 @@ struct SettingsFile {
 /// Reads a TOML settings file: flat `key = value` lines, the keys those of
 /// agent specs and the values numbers, booleans or words.
 fn read_settings_file(path: &Path) -> Result<SettingsFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::bounded_read::read_text_at_most(path, crate::bounded_read::TEXT_BYTES, "a settings file")
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let table: toml::Table = text.parse().with_context(|| format!("{}: not a TOML file", path.display()))?;
     let mut file = SettingsFile { preset: None, pairs: Vec::new() };
     for (key, value) in table {

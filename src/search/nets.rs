@@ -229,7 +229,9 @@ impl NetSource {
         match self {
             NetSource::File(path) => {
                 let file = weights::resolve(path)?;
-                let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let bytes =
+                    crate::bounded_read::read_at_most(&file, crate::bounded_read::WEIGHTS_BYTES, "a weights file")
+                        .with_context(|| format!("reading {}", file.display()))?;
                 Ok(std::borrow::Cow::Owned(bytes))
             }
             NetSource::BuiltIn { bytes, .. } => Ok(std::borrow::Cow::Borrowed(bytes)),

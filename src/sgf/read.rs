@@ -61,29 +61,9 @@ pub fn visit_file(path: &Path, visit: impl FnMut(usize, ParsedGame)) -> Result<(
     visit_str(&decode(&read_at_most(path, MAX_FILE_BYTES)?), visit)
 }
 
-/// The bytes of `path`, refused past `limit`.
+/// The bytes of the SGF file `path`, refused past `limit`.
 fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let too_big = || std::io::Error::other(format!("larger than {limit} bytes, the most an SGF file may hold"));
-    use std::os::unix::fs::FileTypeExt;
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    // A device reports no size and may never end (`/dev/zero`): a pipe is
-    // read, up to the limit.
-    let kind = meta.file_type();
-    if kind.is_char_device() || kind.is_block_device() || kind.is_dir() {
-        return Err(std::io::Error::other("not a file of game records (a device or a folder)"));
-    }
-    let size = meta.len();
-    if size > limit {
-        return Err(too_big());
-    }
-    let mut bytes = Vec::with_capacity(size as usize);
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_big());
-    }
-    Ok(bytes)
+    crate::bounded_read::read_at_most(path, limit, "a file of game records")
 }
 
 /// Reads every game tree of SGF bytes in any charset (see `CA`), in file
@@ -250,7 +230,7 @@ mod tests {
         std::fs::write(&path, "(;SZ[9];B[aa])").unwrap();
         assert_eq!(read_at_most(&path, 14).unwrap().len(), 14);
         let err = read_at_most(&path, 13).unwrap_err().to_string();
-        assert_eq!(err, "larger than 13 bytes, the most an SGF file may hold");
+        assert_eq!(err, "larger than 13 bytes, the most a file of game records may hold");
         if Path::new("/dev/zero").exists() {
             // Refused before reading: it once took 7 s and 2 GB to reach the limit.
             let err = read_at_most(Path::new("/dev/zero"), MAX_FILE_BYTES).unwrap_err().to_string();

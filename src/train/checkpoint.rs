@@ -180,7 +180,8 @@ pub fn load(dir: &Path, model: &Model, optimizer: &mut dyn Optimizer) -> Result<
 /// state file alone.
 pub fn read_state(dir: &Path) -> Result<(Arch, TrainState)> {
     let state_path = dir.join(STATE_FILE);
-    let bytes = fs::read(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
+    let bytes = crate::bounded_read::read_at_most(&state_path, crate::bounded_read::TEXT_BYTES, "a state file")
+        .with_context(|| format!("cannot read {}", state_path.display()))?;
     let file: StateFile =
         serde_json::from_slice(&bytes).with_context(|| format!("{}: not a valid state file", state_path.display()))?;
     Ok((file.arch, file.state))

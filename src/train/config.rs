@@ -121,8 +121,8 @@ impl TrainConfig {
     /// Reads `path` and applies `overrides` (`key=value`, the value in TOML
     /// syntax or a bare string). Errors name the file or the override.
     pub fn load(path: &Path, overrides: &[String]) -> Result<TrainConfig> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the config", path.display()))?;
+        let text = crate::bounded_read::read_text_at_most(path, crate::bounded_read::TEXT_BYTES, "a config")
+            .with_context(|| format!("{}: cannot read the config", path.display()))?;
         TrainConfig::parse(&path.display().to_string(), &text, overrides)
     }
 
@@ -177,12 +177,7 @@ impl TrainConfig {
     /// of its range ([`TrainConfig::ranges`]), naming each.
     fn check(&self) -> Result<()> {
         self.arch()?;
-        let mut wrong: Vec<String> = self
-            .ranges()
-            .into_iter()
-            .filter(|(_, value, range, _)| !range.contains(*value))
-            .map(|(key, value, range, why)| format!("{key} = {value} is out of range: it must be {range} ({why})"))
-            .collect();
+        let mut wrong = out_of_range(self.ranges());
         // An empty path once went on to fail as ": no such folder".
         for (key, path, what) in [("data", &self.data, "the dataset"), ("out", &self.out, "the run's folder")] {
             if path.as_os_str().is_empty() {
@@ -218,24 +213,7 @@ impl TrainConfig {
                 "the factor of each decay: 1 keeps the rate, 0 would stop training, more than 1 would grow the rate",
             ),
         ];
-        let (OptimizerConfig::Sgd { lr, weight_decay, .. } | OptimizerConfig::Adam { lr, weight_decay, .. }) =
-            self.optimizer;
-        let positive = Range(Excluded(0.0), Unbounded);
-        ranges.extend([
-            ("optimizer.lr", lr, positive, "the learning rate: 0 or less learns nothing or climbs the loss"),
-            ("optimizer.weight_decay", weight_decay, Range::at_least(0.0), "a negative L2 penalty grows the weights"),
-        ]);
-        let decay = |key, value| {
-            (key, value, Range(Included(0.0), Excluded(1.0)), "a decay of the past: 1 or more never forgets")
-        };
-        match self.optimizer {
-            OptimizerConfig::Sgd { momentum, .. } => ranges.push(decay("optimizer.momentum", momentum)),
-            OptimizerConfig::Adam { beta1, beta2, eps, .. } => ranges.extend([
-                decay("optimizer.beta1", beta1),
-                decay("optimizer.beta2", beta2),
-                ("optimizer.eps", eps, positive, "added to the denominator: 0 divides by 0 where a gradient is 0"),
-            ]),
-        }
+        ranges.extend(optimizer_ranges(self.optimizer));
         ranges
     }
 
@@ -243,6 +221,42 @@ impl TrainConfig {
     pub fn to_toml(&self) -> Result<String> {
         Ok(toml::to_string_pretty(self)?)
     }
+}
+
+/// Each setting of `ranges` outside its range, as `check` words it.
+fn out_of_range(ranges: Vec<(&'static str, f64, Range, &'static str)>) -> Vec<String> {
+    ranges
+        .into_iter()
+        .filter(|(_, value, range, _)| !range.contains(*value))
+        .map(|(key, value, range, why)| format!("{key} = {value} is out of range: it must be {range} ({why})"))
+        .collect()
+}
+
+/// Each setting of `optimizer` outside its range, as a supervised run's
+/// config refuses it: what train-rl's settings are checked by too.
+pub fn optimizer_out_of_range(optimizer: OptimizerConfig) -> Vec<String> {
+    out_of_range(optimizer_ranges(optimizer))
+}
+
+/// The optimizer's settings with their ranges (see [`TrainConfig::ranges`]).
+fn optimizer_ranges(optimizer: OptimizerConfig) -> Vec<(&'static str, f64, Range, &'static str)> {
+    let (OptimizerConfig::Sgd { lr, weight_decay, .. } | OptimizerConfig::Adam { lr, weight_decay, .. }) = optimizer;
+    let positive = Range(Excluded(0.0), Unbounded);
+    let mut ranges = vec![
+        ("optimizer.lr", lr, positive, "the learning rate: 0 or less learns nothing or climbs the loss"),
+        ("optimizer.weight_decay", weight_decay, Range::at_least(0.0), "a negative L2 penalty grows the weights"),
+    ];
+    let decay =
+        |key, value| (key, value, Range(Included(0.0), Excluded(1.0)), "a decay of the past: 1 or more never forgets");
+    match optimizer {
+        OptimizerConfig::Sgd { momentum, .. } => ranges.push(decay("optimizer.momentum", momentum)),
+        OptimizerConfig::Adam { beta1, beta2, eps, .. } => ranges.extend([
+            decay("optimizer.beta1", beta1),
+            decay("optimizer.beta2", beta2),
+            ("optimizer.eps", eps, positive, "added to the denominator: 0 divides by 0 where a gradient is 0"),
+        ]),
+    }
+    ranges
 }
 
 /// One end of a [`Range`].

@@ -115,16 +115,22 @@ fn resume_refuses_what_it_cannot_continue_and_overwrites_nothing() {
     // What resuming cannot make worse: a lost plot line, lost best
     // weights (from here on, the best epoch after the checkpoint's). Said,
     // and the run goes on.
-    for (name, file, said) in [
-        ("no-metrics", "metrics.jsonl", "records 0 epochs, the checkpoint"),
-        ("no-best", "best.safetensors", "the best weights up to epoch 2 are lost"),
+    // A damaged best net once stayed damaged through the resumed run, which
+    // kept its score to beat.
+    for (name, file, emptied, said) in [
+        ("no-metrics", "metrics.jsonl", false, &["records 0 epochs, the checkpoint"][..]),
+        ("no-best", "best.safetensors", false, &["the best weights up to epoch 2 are lost"]),
+        ("damaged-best", "best.safetensors", true, &["damaged: ", "are lost"]),
     ] {
         let copy = dir.path().join(name);
         copy_dir(&run, &copy);
-        std::fs::remove_file(copy.join(file)).unwrap();
+        match emptied {
+            true => std::fs::write(copy.join(file), b"").unwrap(),
+            false => std::fs::remove_file(copy.join(file)).unwrap(),
+        }
         let shown = trained(None, &copy, &["--resume", "--epochs", "3"]);
-        assert!(shown.contains(said), "{shown}");
-        assert!(copy.join(file).exists(), "{file} is written again");
+        assert!(said.iter().all(|said| shown.contains(said)), "{shown}");
+        assert!(copy.join(file).metadata().is_ok_and(|m| m.len() > 0), "{file} is written again");
     }
 
     // Nothing to resume: refused; a requeued job's --resume-or-start

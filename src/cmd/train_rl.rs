@@ -12,6 +12,7 @@ use go_train::train::optim::OptimizerConfig;
 use go_train::train::rl::reinforce::Baseline;
 use go_train::train::rl::{saved_config, train_rl, RlConfig, CONFIG_FILE, START_FILE};
 use go_train::train::run::Start;
+use go_train::train::run_folder::changed_settings;
 
 /// Improve a policy by playing: AlphaGo's second stage.
 ///
@@ -122,7 +123,7 @@ pub fn run(args: Args) -> Result<()> {
         None if saved.is_some() => None,
         None => super::nets::NetPaths::default().defaults(go_train::nn::BOARD, None, true)?.policy,
     };
-    let mut config = match saved {
+    let mut config = match saved.clone() {
         // The folder given, wherever the run was started from.
         Some(saved) => RlConfig { out: args.out.clone(), ..saved },
         None => {
@@ -169,6 +170,16 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--momentum {m}: give a number from 0 to below 1");
     }
     config.check().context("train-rl settings")?;
+    if let Some(saved) = &saved {
+        let changed = changed_settings(&RlConfig { out: config.out.clone(), ..saved.clone() }, &config);
+        if !changed.is_empty() {
+            eprintln!(
+                "note: {}: resuming with settings changed: {}",
+                config.out.join(CONFIG_FILE).display(),
+                changed.join("; ")
+            );
+        }
+    }
     go_train::nn::init_threads(None)?;
     let start = match (args.resume, args.force) {
         (true, _) => Start::Resume,

@@ -202,15 +202,28 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
             metrics_path.display()
         );
     }
-    let best_lost = epoch > 0 && !best.exists();
-    if best_lost {
+    let lost = match epoch > 0 {
+        true if !best.exists() => Some("missing".to_string()),
+        true => damage(&best),
+        false => None,
+    };
+    if let Some(how) = &lost {
         eprintln!(
-            "warning: {}: missing (the best weights up to epoch {epoch} are lost): from here on it holds the best \
+            "warning: {}: {how} (the best weights up to epoch {epoch} are lost): from here on it holds the best \
              epoch after {epoch}",
             best.display()
         );
     }
+    let best_lost = lost.is_some();
     Ok(Plan::Resume { at: Box::new(at), best_lost })
+}
+
+/// What is wrong with the weights file `path`, if it cannot be read whole
+/// or fails its checksum: a resumed run that kept a damaged best net as it
+/// was would finish with none ("damaged: …").
+pub fn damage(path: &Path) -> Option<String> {
+    let read = crate::nn::weights::read_tensors(path, &candle_core::Device::Cpu);
+    read.err().map(|e| format!("damaged: {e:#}"))
 }
 
 /// Refuses to resume with another global batch than the checkpoint's
@@ -259,7 +272,7 @@ fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {
             named(&config.init)
         );
     }
-    let changed = changed_settings(&saved, config)?;
+    let changed = changed_settings(&saved, config);
     if !changed.is_empty() {
         eprintln!("note: {}: resuming with settings changed: {}", saved_path.display(), changed.join("; "));
     }
@@ -267,38 +280,15 @@ fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {
 }
 
 /// Each setting of `now` that differs from `saved`, as `key was → now`
-/// (the run's folder aside, which a copied run changes).
-fn changed_settings(saved: &TrainConfig, now: &TrainConfig) -> Result<Vec<String>> {
-    fn flatten(prefix: &str, value: &toml::Value, into: &mut Vec<(String, String)>) {
-        match value {
-            toml::Value::Table(table) => {
-                for (key, v) in table {
-                    let key = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
-                    flatten(&key, v, into);
-                }
-            }
-            other => into.push((prefix.to_string(), other.to_string())),
-        }
-    }
-    let settings = |config: &TrainConfig| -> Result<Vec<(String, String)>> {
-        let mut all = Vec::new();
-        flatten("", &toml::Value::Table(toml::from_str(&config.to_toml()?)?), &mut all);
-        Ok(all)
-    };
-    let (before, after) = (settings(saved)?, settings(now)?);
-    // A setting at its default is left out of config.toml (precision,
-    // batch_norm_batches, ...): one put back to it is a change too.
-    let value = |all: &[(String, String)], key: &str| {
-        all.iter().find(|(k, _)| k == key).map_or("default".to_string(), |(_, v)| v.clone())
-    };
-    let keys = after.iter().chain(&before).map(|(key, _)| key);
-    let mut seen = std::collections::HashSet::new();
-    Ok(keys
-        .filter(|key| *key != "out" && seen.insert(*key))
-        .map(|key| (key, value(&before, key), value(&after, key)))
-        .filter(|(_, was, is)| was != is)
-        .map(|(key, was, is)| format!("{key} {was} → {is}"))
-        .collect())
+/// (the run's folder aside, which a copied run changes): of a supervised
+/// run's `config.toml` or of train-rl's `rl.json`.
+pub fn changed_settings<T: serde::Serialize>(saved: &T, now: &T) -> Vec<String> {
+    use crate::differences::{differences, shown};
+    differences(saved, now)
+        .into_iter()
+        .filter(|(key, _, _)| key != "out")
+        .map(|(key, was, is)| format!("{key} {} → {}", shown(&was, "default"), shown(&is, "default")))
+        .collect()
 }
 
 /// Refuses to resume, on `dataset`, a run whose checkpoint (at `at`)
@@ -371,13 +361,13 @@ mod tests {
         // config.toml leaves both out at their defaults.
         assert!(!plain.to_toml().unwrap().contains("batch_norm_batches"));
         assert_eq!(
-            changed_settings(&tuned, &plain).unwrap(),
+            changed_settings(&tuned, &plain),
             ["batch_norm_batches 3 → default", "linear_scaling true → default"]
         );
         assert_eq!(
-            changed_settings(&plain, &config(&["batch_norm_batches=3", "epochs=9"])).unwrap(),
+            changed_settings(&plain, &config(&["batch_norm_batches=3", "epochs=9"])),
             ["batch_norm_batches default → 3", "epochs 30 → 9"]
         );
-        assert!(changed_settings(&tuned, &tuned).unwrap().is_empty());
+        assert!(changed_settings(&tuned, &tuned).is_empty());
     }
 }

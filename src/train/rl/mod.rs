@@ -29,14 +29,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use candle_core::Device;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{self, TrainState};
+use super::config::optimizer_out_of_range;
 use super::optim::OptimizerConfig;
 use super::run::Start;
 use crate::atomic::{remove_if_present, write_atomic};
+use crate::bounds;
 use crate::eval::arena::stats::{wilson_interval, Z95};
 use crate::eval::arena::GameConfig;
 use crate::go::zobrist::mix;
@@ -49,8 +51,10 @@ use metrics::{IterationMetrics, Match};
 use pool::Pool;
 use reinforce::{Baseline, Examples, Weighting};
 
-/// The run's settings, saved as `rl.json`.
+/// The run's settings, saved as `rl.json`. A key it does not have is
+/// refused: a misspelt one, edited in by hand, would otherwise be ignored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RlConfig {
     /// The policy the run started from (the SL policy) as it was named:
     /// a path, or `built-in policy.safetensors`. The run plays from its
@@ -136,14 +140,25 @@ impl RlConfig {
         if let Some((name, _)) = counts.iter().find(|(_, v)| *v == 0) {
             bail!("{name} 0: give at least 1");
         }
+        // The flags' bounds, for a settings file edited by hand: a `games`
+        // of 2^62 once overflowed the allocation of a minibatch.
+        let limits = [
+            ("games", self.games, bounds::RL_GAMES),
+            ("eval_games", self.eval_games.max(1), bounds::RL_GAMES),
+            ("batch", self.batch, bounds::RL_GAMES),
+            ("chunk", self.chunk, bounds::RL_GAMES),
+            ("max_moves", self.max_moves, bounds::MAX_MOVES),
+            ("scoring_playouts", self.scoring_playouts, bounds::SCORING_PLAYOUTS),
+            ("threads", self.threads.max(1), bounds::THREADS),
+        ];
+        for (name, value, domain) in limits {
+            domain.count_value(value as u64).map_err(|refusal| anyhow!("{name} {value}: {refusal}"))?;
+        }
+        if let Some(wrong) = Some(optimizer_out_of_range(self.optimizer)).filter(|w| !w.is_empty()) {
+            bail!("{}", wrong.join("; "));
+        }
         if self.eval_every > 0 && self.eval_games == 0 {
             bail!("eval_games 0: a match against the start policy needs games (eval_every 0 turns it off)");
-        }
-        let lr = match self.optimizer {
-            OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => lr,
-        };
-        if !(lr.is_finite() && lr > 0.0) {
-            bail!("learning rate {lr}: give a positive number");
         }
         if !(self.move_fraction > 0.0 && self.move_fraction <= 1.0) {
             bail!("move_fraction {}: give a share above 0 and at most 1", self.move_fraction);
@@ -206,7 +221,10 @@ pub fn saved_config(out: &Path) -> Result<Option<RlConfig>> {
     let path = out.join(CONFIG_FILE);
     crate::atomic::read_if_present(&path, "the run's settings")?
         .map(|text| {
-            serde_json::from_str(&text).with_context(|| format!("{}: not a train-rl settings file", path.display()))
+            let config: RlConfig = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a train-rl settings file", path.display()))?;
+            config.check().with_context(|| format!("{}: a setting out of range", path.display()))?;
+            Ok(config)
         })
         .transpose()
 }
@@ -289,6 +307,19 @@ pub fn train_rl(
         }
         TrainState::default()
     };
+    // A damaged best net is replaced by the next match's winner, as a
+    // supervised run replaces one (`run_folder::damage`).
+    let best = out.join("best.safetensors");
+    if let Some(how) = (state.step > 0 && best.exists()).then(|| super::run_folder::damage(&best)).flatten() {
+        eprintln!(
+            "warning: {}: {how} (the best weights up to iteration {} are lost): from here on it holds the best \
+             after {}",
+            best.display(),
+            state.step,
+            state.step
+        );
+        state.best_metric = None;
+    }
     let mut pool = Pool::open(&kept_start, &out.join("pool"), config.pool_every, state.step)?;
     let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
     // A finished run keeps the settings it trained with.

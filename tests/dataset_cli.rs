@@ -60,6 +60,15 @@ fn info_counts_what_the_shards_hold() {
         serde_json::from_slice(&run_on(&["dataset", "info", "--json", "--quick"], dir.path()).stdout).unwrap();
     assert!(quick["splits"]["train"]["labels"].is_null());
     assert_eq!(quick["splits"]["train"]["positions"], train.len());
+
+    // --quick checks what the manifest says of itself, as every reader of
+    // the dataset does: it once printed a table for a 0x0 board.
+    let manifest = dir.path().join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    m["board_size"] = 0.into();
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    let out = run_on(&["dataset", "info", "--quick"], dir.path());
+    assert!(!out.status.success() && text(&out).contains("board size 0 is not one"), "{}", text(&out));
 }
 
 #[test]
@@ -388,7 +397,7 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
     let report = dir.path().join("games.list.report.json");
     std::fs::write(&report, "the last run's").unwrap();
     let slashed = format!("{}/", list.display());
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["filter", path(&game), "--out", &slashed], "names a folder; give the file to write"),
         (&["filter", path(&game), "--out", path(&in_game)], &file_in_the_way),
         // Found before the list is replaced (it once was, and then the
@@ -399,6 +408,8 @@ fn outputs_that_would_overwrite_an_input_or_each_other_are_refused() {
         (&["filter", path(&game), "--out", path(&list), "--report", path(&list)], "both name"),
         (&["filter", path(&game), "--out", path(&folder)], "a folder; give the file to write"),
         (&["prepare", path(&list), "--out", path(&game)], "a file, not a folder"),
+        // Once "creating …: File exists".
+        (&["eval", "--match", "random", "random", "--size", "9", "--out", path(&game)], "a file, not a folder"),
     ];
     std::fs::write(&list, format!("{}\t0\n", game.display())).unwrap();
     for (args, says) in cases {

@@ -578,13 +578,13 @@ fn a_stopped_match_resumes_with_the_missing_games_only() {
     );
     // Another kind of agent, and the same kind with other settings (a
     // seed that plays other games), are other matches.
-    for other in ["mcts:iterations=4", "random:seed=7"] {
+    // The refusal names the settings that differ, not both records whole.
+    for (other, named) in
+        [("mcts:iterations=4", "a: \"mcts\" here, \"random\" there"), ("random:seed=7", "a_settings: ")]
+    {
         let other = run(other, &["--resume"]);
-        assert!(
-            String::from_utf8_lossy(&other.stderr).contains("holds another match"),
-            "{}",
-            String::from_utf8_lossy(&other.stderr)
-        );
+        let err = String::from_utf8_lossy(&other.stderr);
+        assert!(err.contains("holds another match") && err.contains(named) && !err.contains("MatchIdentity"), "{err}");
     }
 
     let resumed = run("random", &["--resume"]);

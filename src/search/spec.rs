@@ -287,10 +287,16 @@ impl FromStr for AgentSpec {
         let (kind, settings) = s.split_once(':').unwrap_or((s, ""));
         let mut spec = AgentSpec::new(kind.parse()?);
         let mut search = SettingsText::default();
+        let mut given = std::collections::HashSet::new();
         for pair in settings.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) =
                 pair.split_once('=').with_context(|| format!("agent {s:?}: {pair:?} is not key=value"))?;
             let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+            // `iterations=1,iterations=2` once played the last without a
+            // word; which one was meant is the user's to say.
+            if !given.insert(key.clone()) {
+                bail!("agent {s:?}: {key} is given twice");
+            }
             match key.as_str() {
                 "preset" => {
                     let preset = value.parse().map_err(|e| anyhow::anyhow!("agent {s:?}: preset={value}: {e}"))?;
@@ -344,6 +350,8 @@ mod tests {
         let err = format!("{:#}", "mcts:depth=3".parse::<AgentSpec>().unwrap_err());
         assert!(err.contains("unknown agent setting \"depth\"") && err.contains("iterations"), "{err}");
         assert!("mcts:iterations".parse::<AgentSpec>().is_err());
+        let err = format!("{:#}", "mcts:iterations=1,ITERATIONS=2".parse::<AgentSpec>().unwrap_err());
+        assert!(err.ends_with("iterations is given twice"), "{err}");
         assert!("gnugo --mode gtp".parse::<AgentSpec>().is_err());
         let mixed = "mcts:mix=0.5,mix-playouts=4".parse::<AgentSpec>().unwrap().search;
         assert_eq!((mixed.mix, mixed.mix_playouts), (0.5, 4));

@@ -162,7 +162,7 @@ pub struct MatchSummary {
 /// Plays the match, writing into `config.out` (created if needed), and
 /// reports each finished game to `progress`.
 pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> Result<MatchSummary> {
-    fs::create_dir_all(&config.out).with_context(|| format!("creating {}", config.out.display()))?;
+    crate::atomic::create_folder(&config.out, "a match is a folder")?;
     // Two matches in one folder once mixed their games and their logs.
     let _lock = crate::lock::Lock::folder(&config.out)?;
     let (games, others) = sgf_files(&config.out)?;
@@ -287,9 +287,15 @@ fn finished_games(config: &MatchConfig, ours: &MatchIdentity) -> Result<Vec<Game
                 ours.nets
             );
         }
+        use crate::differences::{differences, shown};
+        let differ: Vec<String> = differences(&theirs, ours)
+            .into_iter()
+            .map(|(key, there, here)| format!("{key}: {} here, {} there", shown(&here, "none"), shown(&there, "none")))
+            .collect();
         anyhow::bail!(
-            "{} holds another match ({theirs:?}), not this one ({ours:?}): give another --out, or --force to replace it",
-            config.out.display()
+            "{} holds another match ({}): give another --out, or --force to replace it",
+            config.out.display(),
+            differ.join("; ")
         );
     }
     // A log that cannot be read is not an empty one: its games would be

@@ -293,9 +293,11 @@ impl FromStr for AgentSpec {
                 pair.split_once('=').with_context(|| format!("agent {s:?}: {pair:?} is not key=value"))?;
             let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
             // `iterations=1,iterations=2` once played the last without a
-            // word; which one was meant is the user's to say.
-            if !given.insert(key.clone()) {
-                bail!("agent {s:?}: {key} is given twice");
+            // word; which one was meant is the user's to say. An alias
+            // names its setting.
+            let named = config::setting(&key).map_or(key.as_str(), |setting| setting.key);
+            if !given.insert(named.to_string()) {
+                bail!("agent {s:?}: {named} is given twice");
             }
             match key.as_str() {
                 "preset" => {
@@ -352,6 +354,8 @@ mod tests {
         assert!("mcts:iterations".parse::<AgentSpec>().is_err());
         let err = format!("{:#}", "mcts:iterations=1,ITERATIONS=2".parse::<AgentSpec>().unwrap_err());
         assert!(err.ends_with("iterations is given twice"), "{err}");
+        let err = format!("{:#}", "mcts:playouts=2,mix-playouts=4".parse::<AgentSpec>().unwrap_err());
+        assert!(err.ends_with("mix-playouts is given twice"), "{err}");
         assert!("gnugo --mode gtp".parse::<AgentSpec>().is_err());
         let mixed = "mcts:mix=0.5,mix-playouts=4".parse::<AgentSpec>().unwrap().search;
         assert_eq!((mixed.mix, mixed.mix_playouts), (0.5, 4));

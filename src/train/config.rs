@@ -179,7 +179,12 @@ impl TrainConfig {
         self.arch()?;
         let mut wrong = out_of_range(self.ranges());
         // An empty path once went on to fail as ": no such folder".
-        for (key, path, what) in [("data", &self.data, "the dataset"), ("out", &self.out, "the run's folder")] {
+        let init = self.init.as_deref().unwrap_or(Path::new("(none)"));
+        for (key, path, what) in [
+            ("data", self.data.as_path(), "the dataset"),
+            ("out", self.out.as_path(), "the run's folder"),
+            ("init", init, "the weights the net starts from (leave it out to start at random)"),
+        ] {
             if path.as_os_str().is_empty() {
                 wrong.push(format!("{key} is empty: it names {what}"));
             }
@@ -496,7 +501,11 @@ mod tests {
         let two = TrainConfig::parse("job.toml", POLICY, &["batch=0".into(), "optimizer.lr=-1".into()]).unwrap_err();
         let err = format!("{two:#}");
         assert!(err.contains("batch") && err.contains("optimizer.lr"), "every bad setting is named: {err}");
-        for (set, what) in [("out=", "out is empty: it names the run's folder"), ("data=''", "data is empty")] {
+        for (set, what) in [
+            ("out=", "out is empty: it names the run's folder"),
+            ("data=''", "data is empty"),
+            ("init=''", "init is empty: it names the weights"),
+        ] {
             let err = format!("{:#}", TrainConfig::parse("job.toml", POLICY, &[set.into()]).unwrap_err());
             assert!(err.contains("job.toml") && err.contains(what), "{set}: {err}");
         }

@@ -107,7 +107,7 @@ pub fn train(
         true => checkpoint::load(&last, &model, optimizer.as_mut())?,
         false => {
             if let Some(init) = &config.init {
-                let set = crate::nn::weights::load_matching(init, &model)?;
+                let set = crate::nn::weights::load_matching(init, &model).context("init")?;
                 if leader {
                     eprintln!(
                         "{}: {set} of the net's {} tensors start from {}",

@@ -171,7 +171,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     config.check().context("train-rl settings")?;
     if let Some(saved) = &saved {
-        let changed = changed_settings(&RlConfig { out: config.out.clone(), ..saved.clone() }, &config);
+        let changed = changed_settings(saved, &config);
         if !changed.is_empty() {
             eprintln!(
                 "note: {}: resuming with settings changed: {}",

@@ -47,7 +47,7 @@ impl From<std::io::Error> for SgfError {
 /// The largest SGF file read: 200 times the largest collection of the
 /// datasets (a month of Tygem games, 4.7 MB). A path such as `/dev/zero`
 /// would otherwise be read until memory runs out.
-pub const MAX_FILE_BYTES: u64 = 1 << 30;
+pub const MAX_FILE_BYTES: u64 = crate::bounded_read::LIST_BYTES;
 
 /// Reads every game of an SGF file (see [`parse_bytes`]).
 pub fn read_file(path: &Path) -> Result<Vec<ParsedGame>, SgfError> {

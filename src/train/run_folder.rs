@@ -208,14 +208,21 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
         false => None,
     };
     if let Some(how) = &lost {
-        eprintln!(
-            "warning: {}: {how} (the best weights up to epoch {epoch} are lost): from here on it holds the best \
-             epoch after {epoch}",
-            best.display()
-        );
+        say_best_lost(&best, how, "epoch", epoch);
     }
     let best_lost = lost.is_some();
     Ok(Plan::Resume { at: Box::new(at), best_lost })
+}
+
+/// Says that the best weights `best`, kept up to `done` (`unit`s: epoch,
+/// iteration), are lost (`how`), and that the resumed run's best replaces
+/// them.
+pub fn say_best_lost(best: &Path, how: &str, unit: &str, done: u64) {
+    eprintln!(
+        "warning: {}: {how} (the best weights up to {unit} {done} are lost): from here on it holds the best {unit} \
+         after {done}",
+        best.display()
+    );
 }
 
 /// What is wrong with the weights file `path`, if it cannot be read whole

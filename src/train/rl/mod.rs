@@ -154,7 +154,8 @@ impl RlConfig {
         for (name, value, domain) in limits {
             domain.count_value(value as u64).map_err(|refusal| anyhow!("{name} {value}: {refusal}"))?;
         }
-        if let Some(wrong) = Some(optimizer_out_of_range(self.optimizer)).filter(|w| !w.is_empty()) {
+        let wrong = optimizer_out_of_range(self.optimizer);
+        if !wrong.is_empty() {
             bail!("{}", wrong.join("; "));
         }
         if self.eval_every > 0 && self.eval_games == 0 {
@@ -311,13 +312,7 @@ pub fn train_rl(
     // supervised run replaces one (`run_folder::damage`).
     let best = out.join("best.safetensors");
     if let Some(how) = (state.step > 0 && best.exists()).then(|| super::run_folder::damage(&best)).flatten() {
-        eprintln!(
-            "warning: {}: {how} (the best weights up to iteration {} are lost): from here on it holds the best \
-             after {}",
-            best.display(),
-            state.step,
-            state.step
-        );
+        super::run_folder::say_best_lost(&best, &how, "iteration", state.step);
         state.best_metric = None;
     }
     let mut pool = Pool::open(&kept_start, &out.join("pool"), config.pool_every, state.step)?;

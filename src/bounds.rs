@@ -117,6 +117,25 @@ impl Domain {
         }
     }
 
+    /// `text` as a number of this domain (a [`Domain::Real`]) that a 32-bit
+    /// float holds: one whose magnitude is under `f32::MIN_POSITIVE` would
+    /// become 0 (or a subnormal that loses its digits), so it is refused
+    /// rather than silently run as 0 (an open domain's refused end).
+    pub fn real_f32(&self, text: &str) -> Result<f32, String> {
+        let x = self.real(text)?;
+        let narrow = x as f32;
+        if narrow.is_infinite() || (x != 0.0 && !narrow.is_normal()) {
+            return Err(format!(
+                "{}: {} is beyond a 32-bit float, which holds sizes from {:e} to {:e}",
+                self.refusal(),
+                text.trim(),
+                f32::MIN_POSITIVE,
+                f32::MAX
+            ));
+        }
+        Ok(narrow)
+    }
+
     /// `text` as a switch: a [`Domain::Switch`], or a two-word
     /// [`Domain::Words`] (its second word on).
     pub fn switch(&self, text: &str) -> Result<bool, String> {
@@ -154,26 +173,26 @@ pub fn count_flag<T: TryFrom<u64>>(domain: Domain) -> impl Fn(&str) -> Result<T,
     move |text| T::try_from(domain.count(text)?).map_err(|_| domain.refusal())
 }
 
-/// A number type a [`Domain::Real`] flag is read into.
+/// A number type a [`Domain::Real`] setting is read into.
 pub trait FromReal: Sized {
-    fn from_real(x: f64) -> Self;
+    fn read_real(domain: &Domain, text: &str) -> Result<Self, String>;
 }
 
 impl FromReal for f64 {
-    fn from_real(x: f64) -> f64 {
-        x
+    fn read_real(domain: &Domain, text: &str) -> Result<f64, String> {
+        domain.real(text)
     }
 }
 
 impl FromReal for f32 {
-    fn from_real(x: f64) -> f32 {
-        x as f32
+    fn read_real(domain: &Domain, text: &str) -> Result<f32, String> {
+        domain.real_f32(text)
     }
 }
 
 /// A parser for a clap flag of `domain` (a [`Domain::Real`]).
 pub fn real_flag<T: FromReal>(domain: Domain) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
-    move |text| domain.real(text).map(T::from_real)
+    move |text| T::read_real(&domain, text)
 }
 
 #[cfg(test)]
@@ -193,6 +212,19 @@ mod tests {
             assert_eq!(weight.real(bad), Err("give a number from 0 to 1".into()), "{bad:?}");
         }
         assert_eq!(SECONDS.real("0"), Err("give a number above 0, up to 1000000".into()));
+        // A number f32 cannot hold is refused, not run as 0 (or infinity).
+        assert_eq!(TEMPERATURE.real_f32("0"), Ok(0.0));
+        assert_eq!(TEMPERATURE.real_f32("1e-30"), Ok(1e-30));
+        for tiny in ["1e-300", "1e-40"] {
+            let err = TEMPERATURE.real_f32(tiny).unwrap_err();
+            assert_eq!(
+                err,
+                format!("give a number from 0 to 100: {tiny} is beyond a 32-bit float, which holds sizes from 1.1754944e-38 to 3.4028235e38")
+            );
+        }
+        assert!(real_flag::<f32>(LEARNING_RATE)("1e-45").is_err(), "an open domain's end is not reached by rounding");
+        assert!(real_flag::<f32>(LEARNING_RATE)("1e30").is_ok());
+        assert_eq!(real_flag::<f64>(LEARNING_RATE)("1e-300"), Ok(1e-300), "f64 holds it");
         assert_eq!(Domain::Switch.switch("YES"), Ok(true));
         assert_eq!(Domain::Switch.switch("maybe"), Err("give on or off".into()));
         let symmetry = Domain::Words(&["identity", "random"]);

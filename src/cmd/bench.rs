@@ -157,8 +157,8 @@ struct TrainArgs {
     /// The optimizers' learning rate [default: torch_seed_nets.py's, SGD
     /// 0.01 for the move nets, Adam 0.001 for the value net]. Every step
     /// trains on the same batch: a long run at a high rate can diverge.
-    #[arg(long, value_parser = real_flag::<f64>(bounds::LEARNING_RATE))]
-    lr: Option<f64>,
+    #[arg(long, value_parser = real_flag::<f32>(bounds::LEARNING_RATE))]
+    lr: Option<f32>,
 }
 
 pub fn run(args: Args) -> Result<()> {

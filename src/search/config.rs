@@ -163,7 +163,7 @@ whole_numbers!(u32, u64, usize);
 
 impl SettingValue for f32 {
     fn read(text: &str, domain: &Domain) -> Result<f32, String> {
-        domain.real(text).map(|x| x as f32)
+        domain.real_f32(text)
     }
     fn write(&self, _: &Domain) -> String {
         self.to_string()

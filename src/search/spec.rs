@@ -162,7 +162,7 @@ impl AgentSpec {
             "playout" => self.playout = NetChoice::named(std::path::Path::new(value)),
             "temperature" => {
                 self.temperature =
-                    bounds::TEMPERATURE.real(value).map_err(|e| anyhow::anyhow!("{key}={value}: {e}"))? as f32
+                    bounds::TEMPERATURE.real_f32(value).map_err(|e| anyhow::anyhow!("{key}={value}: {e}"))?
             }
             _ => return Ok(false),
         }

@@ -228,13 +228,35 @@ impl TrainConfig {
     }
 }
 
-/// Each setting of `ranges` outside its range, as `check` words it.
+/// Each setting of `ranges` outside its range, as `check` words it. The
+/// optimizer, the schedule and the losses compute in 32-bit floats, so a
+/// value that a 32-bit float does not hold is refused too: 1e-300 as a
+/// learning rate would pass `> 0` and then train at 0, and as Adam's eps
+/// divide 0 by 0.
 fn out_of_range(ranges: Vec<(&'static str, f64, Range, &'static str)>) -> Vec<String> {
     ranges
         .into_iter()
-        .filter(|(_, value, range, _)| !range.contains(*value))
-        .map(|(key, value, range, why)| format!("{key} = {value} is out of range: it must be {range} ({why})"))
+        .filter_map(|(key, value, range, why)| {
+            if !range.contains(value) {
+                Some(format!("{key} = {value} is out of range: it must be {range} ({why})"))
+            } else if !fits_f32(value) {
+                Some(format!(
+                    "{key} = {value:e} is out of range: it must be 0 or of a size from {:e} to {:e} (training computes in 32-bit floats)",
+                    f32::MIN_POSITIVE,
+                    f32::MAX
+                ))
+            } else {
+                None
+            }
+        })
         .collect()
+}
+
+/// Whether a 32-bit float holds `x` without becoming infinite, 0 or
+/// subnormal.
+fn fits_f32(x: f64) -> bool {
+    let narrow = x as f32;
+    x == 0.0 || narrow.is_normal()
 }
 
 /// Each setting of `optimizer` outside its range, as a supervised run's
@@ -490,6 +512,19 @@ mod tests {
             (&adam, "optimizer.eps=-inf", "> 0"),
             (&adam, "optimizer.weight_decay=-2", "≥ 0"),
         ];
+        for (text, set) in [
+            (POLICY, "optimizer.lr=1e-300"),
+            (POLICY, "optimizer.lr=1e39"),
+            (POLICY, "optimizer.weight_decay=1e-40"),
+            (POLICY, "schedule.gamma=1e-300"),
+            (&adam, "optimizer.eps=1e-50"),
+        ] {
+            let err = format!("{:#}", TrainConfig::parse("job.toml", text, &[set.into()]).unwrap_err());
+            let (key, value) = set.split_once('=').unwrap();
+            assert!(err.contains(&format!("{key} = {value} is out of range")), "{set}: {err}");
+            assert!(err.contains("32-bit floats"), "{set}: {err}");
+        }
+        assert!(TrainConfig::parse("job.toml", POLICY, &["optimizer.lr=1e-30".into()]).is_ok());
         for (text, set, range) in bad {
             let err = format!("{:#}", TrainConfig::parse("job.toml", text, &[set.into()]).unwrap_err());
             let (key, value) = set.split_once('=').unwrap();

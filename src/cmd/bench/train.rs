@@ -40,8 +40,14 @@ pub fn run(args: TrainArgs) -> Result<()> {
             name => archs.push(name.parse()?),
         }
     }
-    let run =
-        Run { budget, steps: args.steps, device: &device, seed: args.seed, precision: args.precision, lr: args.lr };
+    let run = Run {
+        budget,
+        steps: args.steps,
+        device: &device,
+        seed: args.seed,
+        precision: args.precision,
+        lr: args.lr.map(f64::from),
+    };
     let off = Fused::disabled();
     if !off.is_empty() {
         println!("fused paths off: {}", off.join(" "));

@@ -187,6 +187,13 @@ fn resume_refuses_what_it_cannot_continue_and_overwrites_nothing() {
     let init = format!("init={}", path(&run));
     let err = refused(None, &copy, &["--resume", "--epochs", "3", "--set", &init]);
     assert!(err.contains("init") && err.contains("changes nothing"), "{err}");
+    // Another optimizer cannot take on the checkpoint's state: once
+    // refused as state "which belongs to no parameter of this net".
+    let before = snapshot(&copy);
+    let err = refused(None, &copy, &["--resume", "--epochs", "3", "--set", "optimizer.kind=adam"]);
+    assert!(err.contains("optimizer.kind = \"sgd\"") && err.contains("\"adam\" cannot go on"), "{err}");
+    assert!(err.contains(&format!("--set init={}", copy.display())), "{err}");
+    assert_eq!(snapshot(&copy), before, "a refused resume changed the run");
 
     // --force replaces the whole run, its plots included.
     trained(Some(&data), &run, &["--force", "--epochs", "1"]);

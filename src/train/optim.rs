@@ -90,6 +90,14 @@ pub enum OptimizerConfig {
 }
 
 impl OptimizerConfig {
+    /// Its `kind`, as a config file names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OptimizerConfig::Sgd { .. } => "sgd",
+            OptimizerConfig::Adam { .. } => "adam",
+        }
+    }
+
     /// PyTorch's `Adam` defaults with learning rate `lr`.
     pub fn adam(lr: f64) -> OptimizerConfig {
         OptimizerConfig::Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }

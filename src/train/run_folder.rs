@@ -279,6 +279,20 @@ fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {
             named(&config.init)
         );
     }
+    // The checkpoint's optimizer state is the saved kind's (SGD's momentum,
+    // Adam's moments): another kind would start from none of it, so the run
+    // would not go on as it was; its weights can start a new run.
+    if saved.optimizer.kind() != config.optimizer.kind() {
+        bail!(
+            "{}: the run trains with optimizer.kind = \"{}\", whose state its checkpoint holds; \"{}\" cannot go on \
+             from it: resume with the run's optimizer, or start a new run from its weights (--set init={} and \
+             another --out)",
+            saved_path.display(),
+            saved.optimizer.kind(),
+            config.optimizer.kind(),
+            saved_path.parent().unwrap_or(Path::new(".")).display()
+        );
+    }
     let changed = changed_settings(&saved, config);
     if !changed.is_empty() {
         eprintln!("note: {}: resuming with settings changed: {}", saved_path.display(), changed.join("; "));

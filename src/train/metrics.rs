@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -44,19 +44,38 @@ impl EpochMetrics {
 /// Reads `metrics.jsonl`, keeping epochs before `before` (a resumed run
 /// redoes the epoch a crash interrupted).
 pub fn read(path: &Path, before: u64) -> Result<Vec<EpochMetrics>> {
-    read_lines(path, |m: &EpochMetrics| m.epoch < before)
+    read_lines(path, "epoch", |m: &EpochMetrics| m.epoch, |m| m.epoch < before)
 }
 
 /// The lines of a metrics file that `keep` keeps (none when there is no
-/// file).
-pub(super) fn read_lines<T: DeserializeOwned>(path: &Path, keep: impl Fn(&T) -> bool) -> Result<Vec<T>> {
+/// file). Lines whose `count` (named `what`: epoch, iteration) does not
+/// grow are refused, naming them: a run writes each once, in order, so the
+/// file was edited or joined to another, and which line a resumed run
+/// should keep is not for it to guess.
+pub(super) fn read_lines<T: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    count: impl Fn(&T) -> u64,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Vec<T>> {
     // Only a missing file is an empty history: one that cannot be read
     // would be written over without its earlier lines.
     let Some(text) = crate::atomic::read_if_present(path, "the run's metrics")? else { return Ok(Vec::new()) };
     let mut out = Vec::new();
+    let mut last = None;
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let m: T =
             serde_json::from_str(line).with_context(|| format!("{}:{}: not a metrics line", path.display(), i + 1))?;
+        let n = count(&m);
+        if let Some(before) = last.filter(|&before| n <= before) {
+            bail!(
+                "{}:{}: {what} {n} is recorded after {what} {before}, where a run writes each {what} once, in \
+                 order: was the file edited or joined to another? Keep one line for each {what}, in order",
+                path.display(),
+                i + 1
+            );
+        }
+        last = Some(n);
         if keep(&m) {
             out.push(m);
         }
@@ -261,6 +280,24 @@ mod tests {
             assert_eq!(a.train.loss.to_bits(), b.train.loss.to_bits(), "{}", a.train.loss);
             assert_eq!(a.seconds.to_bits(), b.seconds.to_bits(), "{}", a.seconds);
         }
+    }
+
+    #[test]
+    fn epochs_out_of_order_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        for (epochs, said) in [
+            (vec![1, 2, 3, 2], ":4: epoch 2 is recorded after epoch 3"),
+            (vec![1, 1], ":2: epoch 1 is recorded after epoch 1"),
+        ] {
+            let all: Vec<EpochMetrics> = epochs.into_iter().map(|n| epoch(n, false)).collect();
+            write_lines_and_plot(dir.path(), &all, |_| Ok(String::new()), |_, _| Ok(())).unwrap();
+            let err = format!("{:#}", read(&path, u64::MAX).unwrap_err());
+            assert!(err.contains(said) && err.contains(&path.display().to_string()), "{err}");
+        }
+        let all: Vec<EpochMetrics> = [1, 2, 4].into_iter().map(|n| epoch(n, false)).collect();
+        write_lines_and_plot(dir.path(), &all, |_| Ok(String::new()), |_, _| Ok(())).unwrap();
+        assert_eq!(read(&path, 4).unwrap().len(), 2, "in order, a gap aside, it reads");
     }
 
     fn epoch(n: u64, value_net: bool) -> EpochMetrics {

@@ -57,7 +57,7 @@ pub struct Match {
 
 /// The metrics of iterations up to `done` (a resumed run redoes any after).
 pub fn read(path: &Path, done: u64) -> Result<Vec<IterationMetrics>> {
-    read_lines(path, |m: &IterationMetrics| m.iteration <= done)
+    read_lines(path, "iteration", |m: &IterationMetrics| m.iteration, |m| m.iteration <= done)
 }
 
 /// Rewrites `metrics.jsonl` and the plot.

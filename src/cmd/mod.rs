@@ -24,12 +24,27 @@ use clap::{Parser, Subcommand};
 use go_train::bounds::Domain;
 use go_train::go::{Event, Game, Move};
 
-/// Teach a computer to play Go the way AlphaGo's supervised stage did.
+/// Teach a computer to play Go the way AlphaGo did: supervised, then by
+/// self-play and reinforcement; and play with what it learned.
 ///
 /// Data flows one way: SGF game records → positions → feature planes →
 /// shards → batches → nets.
 #[derive(Parser)]
-#[command(name = "go-train", version, about, long_about, arg_required_else_help = true)]
+#[command(
+    name = "go-train",
+    version,
+    about,
+    long_about,
+    arg_required_else_help = true,
+    after_help = "Examples:
+  go-train filter games/ --out datasets/games.list
+  go-train prepare datasets/games.list --out datasets/games
+  go-train train-policy --data datasets/games --out checkpoints/policy
+  go-train eval --data datasets/games --policy checkpoints/policy
+  go-train gtp --policy checkpoints/policy
+
+Each command's options and examples: go-train help COMMAND"
+)]
 pub struct Cli {
     /// Print every subcommand's options as markdown: docs/reference/cli.md
     /// is this output, and tests/cli_reference.rs keeps it so.

@@ -146,3 +146,44 @@ fn every_flag_an_example_gives_is_one_its_command_takes() {
     }
     assert!(checked >= 50, "flags checked in examples: {checked}");
 }
+
+/// `--generate man` holds a section for every command of the reference
+/// with each of its long flags, and every shell's completions name them
+/// too: the three are made from the same definitions, so none can lag.
+#[test]
+fn the_man_page_and_completions_hold_every_command_and_flag() {
+    let reference = generated();
+    let generate = |kind: &str| {
+        let out = common::run(&["--generate", kind]);
+        assert!(out.status.success(), "--generate {kind}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let man = generate("man");
+    assert!(man.contains(".TH go-train 1"), "a man page's title line:\n{}", &man[..man.len().min(300)]);
+    let bash = generate("complete-bash");
+    let mut flags_checked = 0;
+    for (command, flags) in sections(&reference) {
+        // The man page's sections, cut at their headings.
+        let section = match command.as_str() {
+            "go-train" => man.split(".SH \"GO-TRAIN ").next().unwrap().to_string(),
+            _ => {
+                let heading = format!(".SH \"{}\"\n", command.to_uppercase());
+                let at = man.find(&heading).unwrap_or_else(|| panic!("no {heading:?} in the man page"));
+                man[at + heading.len()..].split(".SH \"GO-TRAIN ").next().unwrap().to_string()
+            }
+        };
+        for flag in flags {
+            let roff = flag.replace('-', "\\-");
+            assert!(section.contains(&format!("\\fB{roff}\\fR")), "{command}: no {flag} in its man section");
+            assert!(bash.contains(&flag), "{command}: no {flag} in the bash completions");
+            flags_checked += 1;
+        }
+    }
+    assert!(flags_checked > 100, "flags checked: {flags_checked}");
+    assert!(man.contains(".SH EXAMPLES\n.nf\n  go\\-train filter"), "examples keep their lines");
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        assert!(generate(&format!("complete-{shell}")).contains("train-policy"), "{shell}");
+    }
+    let refused = common::run(&["--generate", "man", "filter"]);
+    assert!(!refused.status.success(), "--generate is a command of its own");
+}

@@ -50,6 +50,11 @@ pub struct Cli {
     /// is this output, and tests/cli_reference.rs keeps it so.
     #[arg(long, hide = true, exclusive = true)]
     markdown_help: bool,
+    /// Print a man page (`--generate man > go-train.1`) or a shell's
+    /// completions (`--generate complete-bash > /etc/bash_completion.d/go-train`),
+    /// from the definitions that parse the options.
+    #[arg(long, exclusive = true, value_name = "KIND")]
+    generate: Option<Generate>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -76,8 +81,23 @@ enum Command {
     Bench(bench::Args),
 }
 
+/// What `--generate` prints.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Generate {
+    /// A man page (roff), every subcommand in it.
+    Man,
+    CompleteBash,
+    CompleteZsh,
+    CompleteFish,
+    CompletePowershell,
+    CompleteElvish,
+}
+
 pub fn run(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
+        if let Some(kind) = cli.generate {
+            return generate(kind, &mut std::io::stdout().lock());
+        }
         if !cli.markdown_help {
             bail!("no subcommand given: see go-train --help");
         }
@@ -115,6 +135,65 @@ pub fn parse_args() -> Cli {
     }
     let matches = negative_values(<Cli as clap::CommandFactory>::command()).get_matches();
     <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Writes what `--generate kind` asks for to `out`.
+fn generate(kind: Generate, out: &mut dyn std::io::Write) -> Result<()> {
+    use clap_complete::Shell;
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let shell = match kind {
+        Generate::Man => return man_page(command, out),
+        Generate::CompleteBash => Shell::Bash,
+        Generate::CompleteZsh => Shell::Zsh,
+        Generate::CompleteFish => Shell::Fish,
+        Generate::CompletePowershell => Shell::PowerShell,
+        Generate::CompleteElvish => Shell::Elvish,
+    };
+    clap_complete::generate(shell, &mut command, "go-train", out);
+    Ok(())
+}
+
+/// One man page: go-train's own sections, then each subcommand's (and
+/// theirs: `dataset info`, `bench train`) as a section of its own, so that
+/// `man go-train` holds every option, as `--help` shows them.
+fn man_page(command: clap::Command, out: &mut dyn std::io::Write) -> Result<()> {
+    let man = clap_mangen::Man::new(command.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    man_examples(&command, out)?;
+    fn subcommands(parent: &str, command: &clap::Command, out: &mut dyn std::io::Write) -> Result<()> {
+        for sub in command.get_subcommands().filter(|c| c.get_name() != "help") {
+            let name = format!("{parent} {}", sub.get_name());
+            writeln!(out, ".SH \"{}\"", name.to_uppercase())?;
+            let page = clap_mangen::Man::new(sub.clone().bin_name(&name)).title(&name);
+            page.render_synopsis_section(out)?;
+            page.render_description_section(out)?;
+            page.render_options_section(out)?;
+            man_examples(sub, out)?;
+            subcommands(&name, sub, out)?;
+        }
+        Ok(())
+    }
+    subcommands("go-train", &command, out)?;
+    man.render_version_section(out)?;
+    Ok(())
+}
+
+/// `command`'s "Examples:" (its after-help) as a section of lines kept as
+/// they are, which man would otherwise run into one paragraph.
+fn man_examples(command: &clap::Command, out: &mut dyn std::io::Write) -> Result<()> {
+    let Some(text) = command.get_after_help().map(|t| t.to_string()) else { return Ok(()) };
+    writeln!(out, ".SH EXAMPLES\n.nf")?;
+    for line in text.lines().skip_while(|l| l.trim_end() == "Examples:") {
+        let line = line.replace('\\', "\\e").replace('-', "\\-");
+        let guard = if line.starts_with(['.', '\'']) { "\\&" } else { "" };
+        writeln!(out, "{guard}{line}")?;
+    }
+    writeln!(out, ".fi")?;
+    Ok(())
 }
 
 /// The command-line reference: every subcommand's usage, arguments and

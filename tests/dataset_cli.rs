@@ -239,6 +239,45 @@ fn what_prepare_writes_verifies_and_reads_back_whole() {
     assert!(said.contains("--force"), "{said}");
     assert!(again(&["--force"]).status.success());
     assert!(run_on(&["dataset", "verify"], &data).status.success());
+
+    // A `--force` with other settings killed while moving its finished
+    // dataset in: the old manifest gone, some new shards moved, the rest
+    // and the new manifest in the staging folder. The old dataset is gone
+    // and the new one is whole: it is named, and the same prepare again
+    // finishes the move (once, neither dataset was left).
+    let other = dir.path().join("other");
+    let args = ["prepare", path(&list), "--value", "per-game:1", "--block-records", "300"];
+    let other_run = run_on(&[&args[..], &["--shard-records", "3000", "--out"]].concat(), &other);
+    assert!(other_run.status.success(), "{}", text(&other_run));
+    let new = Manifest::read(&other).unwrap();
+    let staging = data.join(".prepare-new");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::remove_file(data.join("manifest.json")).unwrap();
+    std::fs::copy(other.join("manifest.json"), staging.join("manifest.json")).unwrap();
+    for (i, shard) in new.shards.iter().enumerate() {
+        let into = if i % 2 == 0 { &data } else { &staging };
+        std::fs::copy(other.join(&shard.file), into.join(&shard.file)).unwrap();
+    }
+    let info = run_on(&["dataset", "info"], &data);
+    assert!(!info.status.success(), "{}", text(&info));
+    assert!(text(&info).contains(".prepare-new; run that prepare again to finish the move"), "{}", text(&info));
+    let finished = run_on(&[&args[..], &["--shard-records", "3000", "--out"]].concat(), &data);
+    let said = text(&finished);
+    assert!(finished.status.success() && said.contains("finishing the move") && said.contains("up to date"), "{said}");
+    assert!(!staging.exists());
+    let files = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".shard") || n == "manifest.json")
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(files(&data), files(&other), "the new dataset's files, no old shard left");
+    for name in files(&other) {
+        assert_eq!(std::fs::read(data.join(&name)).unwrap(), std::fs::read(other.join(&name)).unwrap(), "{name}");
+    }
 }
 
 /// The first `n` game files of kgs-6d's KGS2001 folder, by name; `None`

@@ -157,7 +157,18 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         let text = crate::bounded_read::read_text_at_most(&path, crate::bounded_read::TEXT_BYTES, "a manifest")
-            .with_context(|| format!("{}: no dataset here (run `go-train prepare` first)", path.display()))?;
+            .with_context(|| {
+                let staged = dir.join(super::prepare::STAGING);
+                match staged.join(MANIFEST).is_file() {
+                    true => format!(
+                        "{}: no dataset here: a `go-train prepare` killed while moving in the dataset it had finished \
+                         left it in {}; run that prepare again to finish the move",
+                        path.display(),
+                        staged.display()
+                    ),
+                    false => format!("{}: no dataset here (run `go-train prepare` first)", path.display()),
+                }
+            })?;
         let m: Manifest =
             serde_json::from_str(&text).with_context(|| format!("{}: not a valid manifest", path.display()))?;
         if m.dataset_version != DATASET_VERSION {

@@ -167,6 +167,12 @@ pub fn prepare(
         None => [Some(Lock::folder(out)?), None],
         Some(part) => [Some(Lock::folder_shared(out)?), Some(Lock::own(out, &part.lock_name())?)],
     };
+    // A run killed while moving its finished dataset in: the move is
+    // finished first, so the folder holds that dataset again.
+    if options.part.is_none() && Manifest::read(&out.join(STAGING)).is_ok() {
+        eprintln!("prepare: {}: finishing the move of the dataset a killed run had finished", out.display());
+        move_staged_in(out)?;
+    }
     // A manifest there that cannot be read is another program's file, or
     // a dataset of another version: replaced only when asked.
     let existing = match Manifest::read(out) {
@@ -293,16 +299,8 @@ pub fn prepare(
                 remove_if_present(&staging)?;
                 return Err(e);
             }
-            // The manifest goes last: a crash before it leaves no dataset
-            // here, which the next run makes again.
-            clear_dataset(out)?;
-            for shard in &manifest.shards {
-                let (from, to) = (staging.join(&shard.file), out.join(&shard.file));
-                std::fs::rename(&from, &to)
-                    .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
-            }
-            remove_if_present(&staging)?;
-            manifest.write(out)?
+            manifest.write(&staging)?;
+            move_staged_in(out)?
         }
         Some(part) => {
             let first_game = part.range(list.0.len()).start as u64;
@@ -314,26 +312,40 @@ pub fn prepare(
     Ok((manifest, false))
 }
 
-/// Removes what a dataset folder may hold of ours: the manifest first (so
-/// the folder stops being a dataset before its shards change), then shards
-/// and temporary files. Other files are left alone.
-fn clear_dataset(dir: &Path) -> Result<()> {
-    let manifest = dir.join(MANIFEST);
-    if manifest.exists() {
-        std::fs::remove_file(&manifest).with_context(|| format!("removing {}", manifest.display()))?;
+/// Moves the dataset finished in `out`'s staging folder (its manifest
+/// written there last, so a manifest there means every shard is) into
+/// `out`, replacing the dataset there: the old manifest goes first (the
+/// folder stops being that dataset before its shards change), then the
+/// new shards move in, what is left of ours goes, and the new manifest
+/// comes last. Every step can be done again, so a run killed anywhere in
+/// it leaves the staged manifest for the next `prepare` to finish the move
+/// with: a kill leaves the old dataset or the new one, never neither.
+fn move_staged_in(out: &Path) -> Result<()> {
+    let staging = out.join(STAGING);
+    let manifest = Manifest::read(&staging)?;
+    remove_if_there(&out.join(MANIFEST))?;
+    for shard in &manifest.shards {
+        let (from, to) = (staging.join(&shard.file), out.join(&shard.file));
+        if from.exists() {
+            std::fs::rename(&from, &to).with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+        }
     }
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+    let new: HashSet<&str> = manifest.shards.iter().map(|s| s.file.as_str()).collect();
+    for entry in std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let ours = name.ends_with(".shard")
             || name.ends_with(".shard.tmp")
             || (name.starts_with(MANIFEST) && name.ends_with(".tmp"))
             || is_part_manifest(name.trim_end_matches(".tmp"));
-        if ours {
+        if ours && !new.contains(name) {
             remove_if_there(&path)?;
         }
     }
-    Ok(())
+    let (from, to) = (staging.join(MANIFEST), out.join(MANIFEST));
+    std::fs::rename(&from, &to).with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+    crate::atomic::sync_dir(out)?;
+    remove_if_present(&staging)
 }
 
 /// Readies `dir` for `part`: returns its manifest when the part is already

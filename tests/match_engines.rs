@@ -193,6 +193,29 @@ fn engines_die_with_a_match_killed_by_sigkill() {
     wait_for("the engine killed with the match", Duration::from_secs(30), || gone(silent));
 }
 
+/// Ctrl-C, `kill` or a closed terminal stop a match as the signal would,
+/// and every engine dies with it: the engine behind a shell wrapper, busy
+/// thinking (deaf to its input), once outlived the match, the kernel
+/// killing only the wrapper.
+#[test]
+fn engines_behind_a_wrapper_die_with_a_match_stopped_by_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, log) = engine(dir.path(), 0, "silent");
+        let wrapper = dir.path().join("wrapper.sh");
+        std::fs::write(&wrapper, format!("{engine}\n")).unwrap();
+        let engine = format!("sh {}", wrapper.display());
+        let mut child = start_match(&engine, &dir.path().join("match"), &["--games", "1", "--gtp-timeout", "600"]);
+        wait_for("the engine asked for a move", Duration::from_secs(120), || !logged(&log, "silent").is_empty());
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(signal), "stopped as the signal stops a process: {status:?}");
+        let silent = logged(&log, "silent")[0];
+        wait_for("the engine killed with the match", Duration::from_secs(30), || gone(silent));
+    }
+}
+
 #[test]
 fn an_engine_silent_from_the_start_stops_the_match_before_its_games() {
     use go_train::eval::arena::{run_match, GameConfig, MatchConfig, PlayerSpec};

@@ -5,10 +5,15 @@
 //! killed whole when the client is dropped (a `sh` wrapper's engine goes
 //! too), and on Linux the kernel kills it when the thread that started it
 //! ends, so that a controller killed with SIGKILL takes its engines along.
+//! A controller stopped by SIGINT, SIGTERM or SIGHUP (Ctrl-C, `kill`, a
+//! closed terminal) kills every engine's group first: the kernel's signal
+//! at its death reaches only each group's first process, and a wrapper's
+//! engine busy thinking outlived it.
 
 use std::io::{BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -122,8 +127,12 @@ impl GtpClient {
         let mut command = Command::new(program);
         command.args(words).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         die_with_this_thread(&mut command);
+        stop_signals_kill_the_engines();
+        let mut groups = ENGINE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner);
         let mut child =
             command.spawn().map_err(|cause| GtpError::Spawn { command: command_line.to_string(), cause })?;
+        groups.push(child.id() as libc::pid_t);
+        drop(groups);
         let stdin = child.stdin.take().expect("piped stdin");
         let answers = read_lines::<NoId>(BufReader::new(child.stdout.take().expect("piped stdout")), MAX_LINE_BYTES);
         Ok(GtpClient { engine: command_line.to_string(), child, stdin, answers, timeouts, failed: None })
@@ -293,8 +302,44 @@ impl Drop for GtpClient {
         // SAFETY: kill has no memory effects; the group is the engine's,
         // its leader not yet reaped.
         unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+        // Out of the list before its leader is reaped and its id free for
+        // another process.
+        let group = self.child.id() as libc::pid_t;
+        ENGINE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner).retain(|&g| g != group);
         let _ = self.child.wait();
     }
+}
+
+/// The process group of every engine running now (each group's id is its
+/// first process's).
+static ENGINE_GROUPS: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+
+/// From the first engine started on: SIGINT, SIGTERM and SIGHUP kill every
+/// engine's group, then stop this process as the signal would have. A
+/// thread of signal-hook's takes the signal, so the list can be locked.
+fn stop_signals_kill_the_engines() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    static WATCHING: Once = Once::new();
+    WATCHING.call_once(|| {
+        let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+            Ok(signals) => signals,
+            Err(e) => return eprintln!("warning: engines may outlive this process if it is stopped: {e}"),
+        };
+        let watcher = std::thread::Builder::new().name("engine-groups".into()).spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                for &group in ENGINE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+                    // SAFETY: kill has no memory effects; each group's
+                    // leader is not yet reaped (Drop removes it first).
+                    unsafe { libc::kill(-group, libc::SIGKILL) };
+                }
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+                std::process::exit(128 + signal);
+            }
+        });
+        if let Err(e) = watcher {
+            eprintln!("warning: engines may outlive this process if it is stopped: {e}");
+        }
+    });
 }
 
 /// Starts `command` in a process group of its own and, on Linux, has the

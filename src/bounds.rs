@@ -123,8 +123,7 @@ impl Domain {
     /// rather than silently run as 0 (an open domain's refused end).
     pub fn real_f32(&self, text: &str) -> Result<f32, String> {
         let x = self.real(text)?;
-        let narrow = x as f32;
-        if narrow.is_infinite() || (x != 0.0 && !narrow.is_normal()) {
+        if !fits_f32(x) {
             return Err(format!(
                 "{}: {} is beyond a 32-bit float, which holds sizes from {:e} to {:e}",
                 self.refusal(),
@@ -133,7 +132,7 @@ impl Domain {
                 f32::MAX
             ));
         }
-        Ok(narrow)
+        Ok(x as f32)
     }
 
     /// `text` as a switch: a [`Domain::Switch`], or a two-word
@@ -164,6 +163,14 @@ impl Domain {
             _ => Err(format!("{self} is not a list of words")),
         }
     }
+}
+
+/// Whether a 32-bit float holds `x`: 0, or a size from `f32::MIN_POSITIVE`
+/// to `f32::MAX` (smaller ones become 0 or subnormals that lose their
+/// digits, larger ones infinity). What nets, searches and optimizers
+/// compute in.
+pub fn fits_f32(x: f64) -> bool {
+    x == 0.0 || (x as f32).is_normal()
 }
 
 /// A parser for a clap flag of `domain` (a [`Domain::Count`]): the flag's

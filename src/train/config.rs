@@ -239,7 +239,7 @@ fn out_of_range(ranges: Vec<(&'static str, f64, Range, &'static str)>) -> Vec<St
         .filter_map(|(key, value, range, why)| {
             if !range.contains(value) {
                 Some(format!("{key} = {value} is out of range: it must be {range} ({why})"))
-            } else if !fits_f32(value) {
+            } else if !crate::bounds::fits_f32(value) {
                 Some(format!(
                     "{key} = {value:e} is out of range: it must be 0 or of a size from {:e} to {:e} (training computes in 32-bit floats)",
                     f32::MIN_POSITIVE,
@@ -250,13 +250,6 @@ fn out_of_range(ranges: Vec<(&'static str, f64, Range, &'static str)>) -> Vec<St
             }
         })
         .collect()
-}
-
-/// Whether a 32-bit float holds `x` without becoming infinite, 0 or
-/// subnormal.
-fn fits_f32(x: f64) -> bool {
-    let narrow = x as f32;
-    x == 0.0 || narrow.is_normal()
 }
 
 /// Each setting of `optimizer` outside its range, as a supervised run's

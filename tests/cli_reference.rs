@@ -184,6 +184,14 @@ fn the_man_page_and_completions_hold_every_command_and_flag() {
     for shell in ["zsh", "fish", "powershell", "elvish"] {
         assert!(generate(&format!("complete-{shell}")).contains("train-policy"), "{shell}");
     }
+    // A failed write is an error, not clap_complete's panic.
+    let full = common::go_train(&["--generate", "complete-bash"])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{said}");
+    assert!(said.contains("No space left") && !said.contains("panicked"), "{said}");
     let refused = common::run(&["--generate", "man", "filter"]);
     assert!(!refused.status.success(), "--generate is a command of its own");
 }

@@ -96,7 +96,13 @@ enum Generate {
 pub fn run(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
         if let Some(kind) = cli.generate {
-            return generate(kind, &mut std::io::stdout().lock());
+            // Made whole in memory, then written: clap_complete panics on
+            // a failed write (a full disk, `| head`), which here is an
+            // error like any other output's.
+            let mut text = Vec::new();
+            generate(kind, &mut text)?;
+            return std::io::Write::write_all(&mut std::io::stdout().lock(), &text)
+                .context("writing the generated text to standard output");
         }
         if !cli.markdown_help {
             bail!("no subcommand given: see go-train --help");

@@ -15,6 +15,10 @@ use crate::features::FeatureSet;
 
 /// File name of the manifest inside a dataset folder.
 pub const MANIFEST: &str = "manifest.json";
+
+/// The folder inside a dataset folder where `prepare` writes a whole
+/// list's dataset until it replaces the one there.
+pub(crate) const STAGING: &str = ".prepare-new";
 /// Version of the dataset layout (manifest and shards).
 pub const DATASET_VERSION: u32 = 1;
 
@@ -158,7 +162,7 @@ impl Manifest {
         let path = dir.join(MANIFEST);
         let text = crate::bounded_read::read_text_at_most(&path, crate::bounded_read::TEXT_BYTES, "a manifest")
             .with_context(|| {
-                let staged = dir.join(super::prepare::STAGING);
+                let staged = dir.join(STAGING);
                 match staged.join(MANIFEST).is_file() {
                     true => format!(
                         "{}: no dataset here: a `go-train prepare` killed while moving in the dataset it had finished \

@@ -34,7 +34,7 @@ use rayon::prelude::*;
 
 use super::filter::{GameList, GameRef};
 use super::manifest::{
-    Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, DROPPED_EXAMPLES, MANIFEST,
+    Input, Manifest, Settings, ShardEntry, SplitCounts, DATASET_VERSION, DROPPED_EXAMPLES, MANIFEST, STAGING,
 };
 use super::ownership;
 use super::parts::{is_part_manifest, part_manifest_files, same_list, Part, PartManifest};
@@ -116,10 +116,6 @@ impl PrepareOptions {
 /// holds the encoded positions of its games), large enough to keep the
 /// threads busy between the serial writes.
 const CHUNK_GAMES: usize = 32;
-
-/// The folder inside `--out` where a whole list's shards are written
-/// until they replace the dataset there.
-pub(crate) const STAGING: &str = ".prepare-new";
 
 /// What happened to one game of the list.
 enum GameOutcome {

@@ -176,7 +176,7 @@ fn stray_files(dir: &Path, manifest: &Manifest) -> Result<Vec<String>> {
         let path = dir.join(&name);
         if name.ends_with(".tmp") {
             Some(format!("{}: temporary file left by an interrupted run", path.display()))
-        } else if name == super::prepare::STAGING {
+        } else if name == super::manifest::STAGING {
             Some(format!(
                 "{}: the dataset a killed `prepare` was writing (the next prepare into this folder removes it)",
                 path.display()

@@ -215,9 +215,17 @@ impl GtpClient {
             }
             answer.push_str(line);
         }
-        // The status character, then an optional numeric id.
+        // The status character, then the text. Commands go out without an
+        // id, so an answer that carries one (`=3 D4`) answers some other
+        // command: taking its text would play another exchange's move.
         let status = answer.chars().next().unwrap_or(' ');
-        let text = answer[status.len_utf8()..].trim_start_matches(|c: char| c.is_ascii_digit()).trim().to_string();
+        let rest = &answer[status.len_utf8()..];
+        let id_len = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if matches!(status, '=' | '?') && id_len > 0 {
+            let detail = format!("an answer with id {} to a command sent without one: {answer:?}", &rest[..id_len]);
+            return Err(self.io_error(command, Some(detail)));
+        }
+        let text = rest.trim().to_string();
         match status {
             '=' => Ok(text),
             '?' => Err(GtpError::Refused { engine: self.engine.clone(), command: command.to_string(), message: text }),
@@ -414,6 +422,30 @@ mod tests {
         let e = GtpClient::spawn("'/opt/my go/gnugo --mode gtp").err().expect("an unclosed quote");
         assert!(matches!(e, GtpError::Quoting(_)), "{e}");
         assert!(e.to_string().contains("unclosed quote"), "{e}");
+    }
+
+    #[test]
+    fn an_answer_with_an_id_to_a_command_sent_without_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = dir.path().join("numbered.sh");
+        // Numbers its answers as if each command had carried an id.
+        std::fs::write(&engine, "#!/bin/sh\nn=0\nwhile read line; do n=$((n+1)); printf '=%s D4\\n\\n' $n; done\n")
+            .unwrap();
+        std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut client = GtpClient::spawn(&engine.display().to_string()).unwrap();
+        match client.send("genmove b") {
+            Err(GtpError::Io { detail: Some(detail), .. }) => {
+                assert!(detail.starts_with("an answer with id 1 to a command sent without one"), "{detail}")
+            }
+            other => panic!("an I/O error naming the id, not {other:?}"),
+        }
+        // An answer whose text starts with a digit after the space is text.
+        let plain = dir.path().join("plain.sh");
+        std::fs::write(&plain, "#!/bin/sh\nwhile read line; do printf '= 2\\n\\n'; done\n").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut client = GtpClient::spawn(&plain.display().to_string()).unwrap();
+        assert_eq!(client.send("protocol_version").unwrap(), "2");
     }
 
     #[test]

@@ -152,7 +152,6 @@ impl TrainConfig {
         self.net.parse()
     }
 
-    /// The learning-rate schedule.
     /// The settings a run on `ranks` ranks trains with: with
     /// `linear_scaling`, the batch and the learning rate times `ranks`.
     pub fn for_ranks(&self, ranks: usize) -> TrainConfig {
@@ -166,6 +165,7 @@ impl TrainConfig {
         scaled
     }
 
+    /// The learning-rate schedule.
     pub fn step_lr(&self) -> StepLr {
         let base_lr = match self.optimizer {
             OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => lr,

@@ -407,15 +407,12 @@ mod tests {
 
     #[test]
     fn an_engine_path_with_spaces_is_quoted_as_in_a_shell() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("my engines");
         std::fs::create_dir(&folder).unwrap();
-        let engine = folder.join("echo engine.sh");
         // Answers every command with its own first argument, so the test
         // sees that `--name 'two words'` arrived as one argument.
-        std::fs::write(&engine, "#!/bin/sh\nwhile read line; do printf '= %s\\n\\n' \"$1\"; done\n").unwrap();
-        std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let engine = shell_engine(&folder, "echo engine.sh", "printf '= %s\\n\\n' \"$1\"");
         let line = format!("'{}' 'two words' --mode gtp", engine.display());
         let mut client = GtpClient::spawn(&line).unwrap();
         assert_eq!(client.send("name").unwrap(), "two words");
@@ -424,15 +421,20 @@ mod tests {
         assert!(e.to_string().contains("unclosed quote"), "{e}");
     }
 
+    /// An executable `folder/name` that runs `answer` (sh) for each line read.
+    fn shell_engine(folder: &std::path::Path, name: &str, answer: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = folder.join(name);
+        std::fs::write(&engine, format!("#!/bin/sh\nwhile read line; do {answer}; done\n")).unwrap();
+        std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+        engine
+    }
+
     #[test]
     fn an_answer_with_an_id_to_a_command_sent_without_one_is_refused() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let engine = dir.path().join("numbered.sh");
         // Numbers its answers as if each command had carried an id.
-        std::fs::write(&engine, "#!/bin/sh\nn=0\nwhile read line; do n=$((n+1)); printf '=%s D4\\n\\n' $n; done\n")
-            .unwrap();
-        std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let engine = shell_engine(dir.path(), "numbered.sh", "n=$((n+1)); printf '=%s D4\\n\\n' $n");
         let mut client = GtpClient::spawn(&engine.display().to_string()).unwrap();
         match client.send("genmove b") {
             Err(GtpError::Io { detail: Some(detail), .. }) => {
@@ -441,9 +443,7 @@ mod tests {
             other => panic!("an I/O error naming the id, not {other:?}"),
         }
         // An answer whose text starts with a digit after the space is text.
-        let plain = dir.path().join("plain.sh");
-        std::fs::write(&plain, "#!/bin/sh\nwhile read line; do printf '= 2\\n\\n'; done\n").unwrap();
-        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = shell_engine(dir.path(), "plain.sh", "printf '= 2\\n\\n'");
         let mut client = GtpClient::spawn(&plain.display().to_string()).unwrap();
         assert_eq!(client.send("protocol_version").unwrap(), "2");
     }

@@ -31,6 +31,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// a shared file system can have the same pids.)
 pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
+    refuse_special_file(path)?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut prefix = name.to_os_string();
     prefix.push(".");
@@ -54,6 +55,7 @@ pub fn write_atomic_shared(path: &Path, bytes: &[u8]) -> Result<()> {
 
 fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
+    refuse_special_file(path)?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| match file_in_the_way(path) {
         Some(file) => format!("cannot write {}: {} is not a folder", path.display(), file.display()),
@@ -74,6 +76,21 @@ fn write_through(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<()> {
     }
     written?;
     sync_dir(dir)
+}
+
+/// Refuses to write at `path` when a device, a named pipe or a socket is
+/// there (or a link to one): the rename that ends every write would put a
+/// file in its place, and `--out /dev/null --force`, run as root, would
+/// replace `/dev/null` for the whole machine.
+pub fn refuse_special_file(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() && !meta.is_dir() => anyhow::bail!(
+            "{}: a device, pipe or socket, not a file: go-train writes a file whole under a temporary name and \
+             renames it into place, which would replace it; name a file",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// What stands where a folder of `path` would have to be made (`a.sgf` of
@@ -197,6 +214,29 @@ mod tests {
         let dangling = dir.path().join("dangling");
         std::os::unix::fs::symlink(dir.path().join("nothing"), &dangling).unwrap();
         assert_eq!(file_in_the_way(&dangling.join("x.list")), Some(dangling.as_path()));
+    }
+
+    /// `review --out dev --force` once renamed a file over a character
+    /// device, and `filter --out fifo --force` over a named pipe.
+    #[test]
+    fn a_device_or_a_pipe_is_never_replaced_by_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o644) }, 0);
+        let link = dir.path().join("null-link");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        for path in [fifo.as_path(), Path::new("/dev/null"), link.as_path()] {
+            for write in [write_atomic, write_atomic_shared] {
+                let err = format!("{:#}", write(path, b"x").unwrap_err());
+                assert!(err.contains("a device, pipe or socket, not a file"), "{}: {err}", path.display());
+            }
+        }
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fifo.metadata().unwrap().file_type().is_fifo());
+        assert!(Path::new("/dev/null").metadata().unwrap().file_type().is_char_device());
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     }
 
     #[test]

@@ -30,15 +30,24 @@ fn main() {
 /// quietly, as an error of `show`'s does in `main`: `println!` panics on a
 /// closed stdout, with a backtrace that reads like a crash. Not by taking
 /// SIGPIPE's default, which would also kill a match whose engine died,
-/// instead of letting its game be forfeited. std words the panic
-/// "failed printing to stdout: Broken pipe (os error 32)".
+/// instead of letting its game be forfeited. Any other failure to print
+/// (`> /dev/full`) is an error that says so, not a panic. std words these
+/// panics "failed printing to stdout: Broken pipe (os error 32)".
 fn quiet_on_closed_stdout() {
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let payload = info.payload();
         let message = payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
-        if message.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
-            std::process::exit(0);
+        if let Some(cause) = message.and_then(|m| m.strip_prefix("failed printing to std")) {
+            if cause.contains("Broken pipe") {
+                std::process::exit(0);
+            }
+            if let Some(cause) = cause.strip_prefix("out: ") {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "go-train: error: cannot write to standard output: {cause}");
+            }
+            // A stderr that takes nothing more cannot be told why.
+            std::process::exit(1);
         }
         default_hook(info);
     }));

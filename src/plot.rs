@@ -52,6 +52,7 @@ pub fn write_png(
     draw: impl FnOnce(DrawingArea<BitMapBackend, plotters::coord::Shift>) -> Result<()>,
 ) -> Result<()> {
     register_font();
+    crate::atomic::refuse_special_file(path)?;
     // As `atomic::write_atomic` does for every other output: the folder
     // named is made.
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

@@ -127,9 +127,16 @@ fn bad_input_is_an_error_naming_the_file() {
     }
     assert_eq!(std::fs::read(copy).unwrap(), before, "the game is untouched");
     assert!(!other.exists(), "nothing written");
-    // A plot that cannot be written is not said to be.
+    // A plot that cannot be written is a failure naming it (it was once
+    // a warning and exit status 0); the review written is kept.
     let (ok, stdout, stderr) = outcome(&["review", copy, "--out", other.to_str().unwrap(), "--plot", "/proc/no.png"]);
-    assert!(ok && stderr.contains("no plot") && !stdout.contains("no.png"), "{stdout}{stderr}");
+    assert!(!ok && stderr.contains("cannot draw /proc/no.png") && !stdout.contains("no.png"), "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("the review is in {}", other.display())) && other.is_file(), "{stderr}");
+    // A device is not replaced by a file, --force or not (`--out
+    // /dev/null --force`, as root, once replaced /dev/null).
+    let (ok, _, stderr) = outcome(&["review", copy, "--out", "/dev/null", "--force", "--value", "none"]);
+    assert!(!ok && stderr.contains("--out: /dev/null: a device, pipe or socket, not a file"), "{stderr}");
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(&std::fs::metadata("/dev/null").unwrap().file_type()));
     let (ok, _, stderr) = outcome(&["review", game.to_str().unwrap(), "--index", "5"]);
     assert!(!ok && stderr.contains("no game 5 (it holds 1)"), "{stderr}");
     let (ok, _, stderr) = outcome(&["raw-nn", game.to_str().unwrap(), "--move", "9999"]);

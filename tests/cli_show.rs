@@ -138,6 +138,19 @@ fn a_reader_that_stops_early_is_no_error() {
     assert!(out.status.success() && !err.contains("Broken pipe"), "{err}");
 }
 
+/// `show GAME > /dev/full` (and `raw-nn`, `review`, `dataset info`) once
+/// panicked with a backtrace and exit status 101.
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let Some(files) = common::sgf_files("kgs-6d") else { return };
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = go_train(&["raw-nn"]).arg(&files[0]).stdout(full).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("go-train: error: cannot write to standard output: No space left"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let out = run(&["show", "no/such/game.sgf"]);

@@ -36,6 +36,8 @@ use go_train::go::{Event, Game, Move};
     about,
     long_about,
     arg_required_else_help = true,
+    // `--generate man show g.sgf` once ran `show` and generated nothing.
+    args_conflicts_with_subcommands = true,
     after_help = "Examples:
   go-train filter games/ --out datasets/games.list
   go-train prepare datasets/games.list --out datasets/games

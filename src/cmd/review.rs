@@ -91,6 +91,7 @@ pub fn run(args: Args) -> Result<()> {
         if path.is_dir() {
             bail!("{flag} {}: a folder; name a file", path.display());
         }
+        go_train::atomic::refuse_special_file(path).with_context(|| flag.to_string())?;
         if path.exists() && !args.force {
             bail!(
                 "{flag} {}: exists (a review written before?); --force replaces it, or name another file",
@@ -143,7 +144,8 @@ pub fn run(args: Args) -> Result<()> {
         let title = format!("{players}, {}: Black's win probability", result_text(&record));
         match plot_win_rate(&reviews, &swings, &title, png_path) {
             Ok(()) => written.push(png_path.display().to_string()),
-            Err(e) => eprintln!("warning: no plot: {e:#}"),
+            // The review is written; the plot asked for is not, which is a failure.
+            Err(e) => bail!("cannot draw {}: {e:#} (the review is in {})", png_path.display(), sgf_path.display()),
         }
     }
     if args.json {

@@ -108,9 +108,12 @@ impl Criteria {
             return reject(Rejection::WrongSize, format!("{0}x{0}", record.size));
         }
         // An `HA` that could not be read (`HA[-5]`, a number past u32) is
-        // kept among the extras.
-        let unreadable_ha =
-            record.extra_properties.iter().find(|p| matches!(p, Property::Invalid(id, _) if id == "HA"));
+        // kept among the extras: unparsed, or (`HA[4294967296]`, which
+        // once passed as no handicap) a number sgf-parse read.
+        let unreadable_ha = record
+            .extra_properties
+            .iter()
+            .find(|p| matches!(p, Property::HA(_)) || matches!(p, Property::Invalid(id, _) if id == "HA"));
         if unreadable_ha.is_some() || record.handicap.is_some_and(|h| h as usize >= record.size * record.size) {
             let written = unreadable_ha.map(written_value);
             return reject(
@@ -603,6 +606,11 @@ mod tests {
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[-5]"), Rejection::BadHandicap);
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[99999999999999999999]"), Rejection::BadHandicap);
         assert_eq!(reason("SZ[19]KM[6.5]DT[2005]HA[400]"), Rejection::BadHandicap);
+        for past_u32 in ["4294967296", "4294967298"] {
+            let text = format!("SZ[19]KM[6.5]DT[2005]HA[{past_u32}]");
+            assert_eq!(reason(&text), Rejection::BadHandicap, "{text}");
+            assert_eq!(c.judge(&game(&text)).unwrap_err().1, format!("HA[{past_u32}]"));
+        }
         let played_on = parse_game("(;SZ[19]KM[6.5]DT[2005];B[aa];W[];B[];W[bb])").unwrap();
         assert_eq!(c.judge(&played_on).unwrap_err().0, Rejection::PlayAfterEnd);
         // Said so, not "too short" for its 3 moves up to the end.

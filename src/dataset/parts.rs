@@ -260,7 +260,8 @@ fn merged(dir: &Path) -> Result<Merged> {
         found.iter().filter(|(_, p)| !first.same_job(p)).map(|(path, _)| path.display().to_string()).collect();
     if !strangers.is_empty() {
         bail!(
-            "{} and {} were made from other lists, settings or part counts: remove the stale ones, or rerun with --force",
+            "{} and {} were made from other lists, settings or part counts: remove the stale ones, or make them again \
+             (`go-train prepare LIST --part I/N --force` with one list and one set of settings)",
             first_path.display(),
             strangers.join(", ")
         );

@@ -21,7 +21,10 @@ fn main() {
         if err.chain().any(|e| io_kind(e) == Some(std::io::ErrorKind::BrokenPipe)) {
             std::process::exit(0);
         }
-        eprintln!("go-train: error: {err:#}");
+        // Not eprintln!, whose panic on a closed stderr would end in the
+        // hook below with status 0: the failure stands, said or not.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "go-train: error: {err:#}");
         std::process::exit(1);
     }
 }

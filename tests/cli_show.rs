@@ -151,6 +151,16 @@ fn a_full_stdout_is_an_error_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// A failure stays one when stderr takes nothing more: the error's own
+/// line once panicked on the closed pipe and the run ended with status 0.
+#[test]
+fn a_failure_with_a_closed_stderr_still_fails() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = go_train(&["show", "no/such/game.sgf"]).stderr(writer).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let out = run(&["show", "no/such/game.sgf"]);

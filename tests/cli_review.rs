@@ -268,3 +268,23 @@ fn a_review_says_it_leaves_out_side_variations() {
     let (ok, text) = review("1");
     assert!(ok && !text.contains("side variations"), "{text}");
 }
+
+/// A game whose file name is not UTF-8 gets reviews named after it, byte
+/// for byte: its odd bytes once became U+FFFD in the review's name.
+#[test]
+fn a_name_that_is_not_utf8_names_its_review() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(game) = real_game() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"game-\xff.sgf");
+    std::fs::copy(&game, dir.path().join(name)).unwrap();
+    let out = common::go_train(&["review", "--policy", "none", "--device", "cpu"])
+        .arg(name)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out));
+    for review in [&b"game-\xff.review.sgf"[..], b"game-\xff.review.png"] {
+        assert!(dir.path().join(std::ffi::OsStr::from_bytes(review)).is_file(), "{}", common::text(&out));
+    }
+}

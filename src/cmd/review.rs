@@ -68,9 +68,18 @@ pub fn run(args: Args) -> Result<()> {
     let nets = args.nets.defaults()?;
     // Each game of a collection its own default names: the review of game
     // 1 once replaced that of game 0.
-    let stem = args.game.file_stem().map_or("game".into(), |s| s.to_string_lossy().into_owned());
-    let stem = if games > 1 { format!("{stem}-{}", args.index) } else { stem };
-    let sgf_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.review.sgf")));
+    // Built as an OsString: a name that is not UTF-8 once lost its odd
+    // bytes to U+FFFD and no longer matched the game's.
+    let mut stem = args.game.file_stem().map_or("game".into(), std::ffi::OsStr::to_os_string);
+    if games > 1 {
+        stem.push(format!("-{}", args.index));
+    }
+    let beside = |suffix: &str| {
+        let mut name = stem.clone();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let sgf_path = args.out.clone().unwrap_or_else(|| beside(".review.sgf"));
     let png_path = match (&args.plot, &nets.value) {
         (Some(path), Some(_)) => Some(path.clone()),
         (Some(path), None) => bail!("--plot {}: a plot needs a value net (--value is none)", path.display()),
@@ -78,7 +87,7 @@ pub fn run(args: Args) -> Result<()> {
         // review's plot (another --out) once replaced the first's.
         (None, Some(_)) => Some(match &args.out {
             Some(out) => out.with_extension("png"),
-            None => PathBuf::from(format!("{stem}.review.png")),
+            None => beside(".review.png"),
         }),
         (None, None) => None,
     };

@@ -130,6 +130,10 @@ pub fn create_folder(path: &Path, what: &str) -> Result<()> {
     if path.is_file() {
         anyhow::bail!("{}: a file, not a folder: {what}", path.display());
     }
+    // A pipe or a device there once said only "File exists".
+    if path.exists() && !path.is_dir() {
+        anyhow::bail!("{}: a device, pipe or socket, not a folder: {what}", path.display());
+    }
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))
 }
 
@@ -211,6 +215,8 @@ mod tests {
             "{err}"
         );
         assert_eq!(file_in_the_way(&folder.join("x")), None);
+        let err = format!("{:#}", create_folder(Path::new("/dev/null"), "a run is a folder").unwrap_err());
+        assert_eq!(err, "/dev/null: a device, pipe or socket, not a folder: a run is a folder");
         let dangling = dir.path().join("dangling");
         std::os::unix::fs::symlink(dir.path().join("nothing"), &dangling).unwrap();
         assert_eq!(file_in_the_way(&dangling.join("x.list")), Some(dangling.as_path()));

@@ -105,7 +105,7 @@ fn take(path: &Path, dir: &Path, mode: Mode) -> Result<Lock> {
             path.display()
         ),
         Err(TryLockError::Error(e)) if cannot_lock(&e) => {
-            eprintln!(
+            crate::say!(
                 "warning: {}: this filesystem cannot lock files ({e}): nothing keeps another go-train from writing \
                  here at the same time",
                 dir.display()

@@ -89,7 +89,7 @@ impl Progress {
             let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
             if last.elapsed() >= PLAIN_EVERY {
                 *last = Instant::now();
-                eprintln!("{}", self.plain_line(done, self.start.elapsed().as_secs_f64()));
+                crate::say!("{}", self.plain_line(done, self.start.elapsed().as_secs_f64()));
             }
         }
     }
@@ -106,7 +106,7 @@ impl Progress {
     pub fn note(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            None => crate::say!("{line}"),
         }
     }
 

@@ -175,4 +175,12 @@ fn help_has_examples_and_version_is_printed() {
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
     let out = run(&["--version"]);
     assert!(String::from_utf8(out.stdout).unwrap().starts_with("go-train "));
+    // Help that could not be printed once exited 0 having said nothing.
+    for args in [&["--help"][..], &["show", "--help"], &["--version"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = go_train(args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("cannot write to standard output"), "{args:?}: {err}");
+    }
 }

@@ -681,3 +681,15 @@ fn a_match_keeps_to_its_own_folder_and_games() {
     assert!(summary["a"].as_str().unwrap().contains("built-in policy.safetensors"), "{summary}");
     assert!(std::fs::read_to_string(out.join("game-0000.sgf")).unwrap().contains("rl-policy.safetensors"));
 }
+
+/// `printsgf PIPE` once waited for a reader of the named pipe and the
+/// engine answered nothing more; it is refused, and the session goes on.
+#[test]
+fn printsgf_to_a_named_pipe_is_refused_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = dir.path().join("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&pipe).status().unwrap().success());
+    let (answers, _) = session(&[], &format!("play b d4\nprintsgf {}\nname\n", pipe.display()));
+    assert!(answers[1].starts_with("? cannot write") && answers[1].contains("pipe"), "{answers:?}");
+    assert_eq!(answers[2], "= go-train", "{answers:?}");
+}

@@ -393,6 +393,18 @@ fn runs_need_no_config_file_and_resume_with_their_own() {
     assert_eq!(m.len(), 2);
     assert_eq!(m[1]["step"].as_u64(), Some(6), "the resumed epoch kept 3 steps: {m:?}");
 
+    // A closed stderr (`2>&1 | head -1`, its reader gone) leaves the
+    // work alone: an epoch's line to it once ended the run, with status 0,
+    // after its first epoch.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let quiet = dir.path().join("quiet");
+    let args =
+        ["train-playout", "--data", path(&data), "--out", path(&quiet), "--epochs", "3", "--steps-per-epoch", "2"];
+    let unheard = common::go_train(&args).stderr(writer).output().unwrap();
+    assert!(unheard.status.success());
+    assert_eq!(metrics(&quiet).len(), 3, "every epoch trained");
+
     // A run with nothing left to do keeps the config.toml it trained by.
     let config = std::fs::read(out_dir.join("config.toml")).unwrap();
     train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "1"]);

@@ -57,7 +57,7 @@ pub fn run(args: Args) -> Result<()> {
     nn::init_threads(args.threads)?;
     let device = nn::device(&args.device)?;
     let search = spec.build_mcts(&device)?;
-    eprintln!("go-train analysis: {}", spec.describe());
+    go_train::say!("go-train analysis: {}", spec.describe());
     let stdin = std::io::BufReader::new(std::io::stdin());
     AnalysisEngine::new(search).run(stdin, std::io::stdout().lock()).context("answering queries on stdin/stdout")
 }

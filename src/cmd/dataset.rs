@@ -73,7 +73,7 @@ pub fn run(args: Args) -> Result<()> {
         What::Merge { dir } => {
             let manifest = go_train::dataset::parts::merge(&dir)?;
             let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
-            eprintln!("{}: merged {} shards, {positions} positions", dir.display(), manifest.shards.len());
+            go_train::say!("{}: merged {} shards, {positions} positions", dir.display(), manifest.shards.len());
             Ok(())
         }
     }
@@ -318,10 +318,10 @@ fn verify_dataset(dir: &Path) -> Result<()> {
         );
     }
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        go_train::say!("warning: {w}");
     }
     for e in report.all_errors() {
-        eprintln!("error: {e}");
+        go_train::say!("error: {e}");
     }
     let bad: Vec<&str> = report.shards.iter().filter(|s| !s.errors.is_empty()).map(|s| s.file.as_str()).collect();
     let errors = report.all_errors().count();

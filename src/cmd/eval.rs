@@ -215,7 +215,7 @@ pub fn run(args: Args) -> Result<()> {
     let mix_as_given = args.mix.map(|m| m.to_string().parse::<f64>().unwrap_or(m as f64));
     for (role, file, model) in loaded {
         if let Some(note) = go_train::eval::positions::trained_on_note(&file, &dataset, args.split)? {
-            eprintln!("{note}");
+            go_train::say!("{note}");
         }
         let report = evaluate_by_phase(&model, &dataset, args.split, args.batch, args.limit, args.symmetries)?;
         // A value net is measured against a predictor that learns nothing
@@ -328,9 +328,15 @@ fn run_match_command(args: &Args, players: &[String]) -> Result<()> {
         force: args.force,
         gtp_timeouts: GtpTimeouts::for_commands(args.gtp_timeout).context("--gtp-timeout")?,
     };
-    eprintln!(
+    go_train::say!(
         "match: A = {}, B = {}, {} games on {}x{}, komi {}, {} at once",
-        players[0], players[1], args.games, args.size, args.size, args.komi, parallel
+        players[0],
+        players[1],
+        args.games,
+        args.size,
+        args.size,
+        args.komi,
+        parallel
     );
     let progress = Progress::new("match", args.games as u64, "games");
     let summary = run_match(&config, &device, &progress)?;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use go_train::atomic::{file_in_the_way, write_atomic};
@@ -110,6 +110,8 @@ pub fn run(args: Args) -> Result<()> {
         if let Some(file) = file_in_the_way(path) {
             bail!("{flag} {}: {} is not a folder", path.display(), file.display());
         }
+        // A pipe at --out once failed only after the report was written.
+        go_train::atomic::refuse_special_file(path).with_context(|| flag.to_string())?;
     }
     let criteria = Criteria {
         size: args.size,
@@ -159,7 +161,7 @@ pub fn run(args: Args) -> Result<()> {
     write_atomic(&report_path, format!("{}\n", serde_json::to_string_pretty(&json)?).as_bytes())?;
     write_atomic(&args.out, list.to_text(&args.out).as_bytes())?;
 
-    eprintln!(
+    go_train::say!(
         "filter: {} files, {} games in {:.1} s: kept {}, rejected {}",
         report.files,
         report.games,
@@ -170,30 +172,30 @@ pub fn run(args: Args) -> Result<()> {
     for (reason, n) in &report.rejected {
         let example =
             report.examples.get(reason).and_then(|e| e.first()).map(|e| format!("  e.g. {e}")).unwrap_or_default();
-        eprintln!("  {n:>8}  {reason}{example}");
+        go_train::say!("  {n:>8}  {reason}{example}");
     }
     if found.repeats > 0 {
-        eprintln!("  {:>8}  files reached twice (overlapping inputs or links) read once", found.repeats);
+        go_train::say!("  {:>8}  files reached twice (overlapping inputs or links) read once", found.repeats);
     }
     if found.links_skipped > 0 {
-        eprintln!(
+        go_train::say!(
             "  {:>8}  links to SGF files or folders passed over (--follow-links follows them)",
             found.links_skipped
         );
     }
     if let Some(first) = found.link_loops.first() {
-        eprintln!(
+        go_train::say!(
             "  {:>8}  links back to a folder above them passed over, e.g. {}",
             found.link_loops.len(),
             first.display()
         );
     }
     if report.komi_in_hundredths > 0 {
-        eprintln!(
+        go_train::say!(
             "  {:>8}  games wrote komi in Fox's hundredths (KM[650]: 6.5; KM[375], of a stone: 7.5): read in points",
             report.komi_in_hundredths
         );
     }
-    eprintln!("list: {}\nreport: {}", args.out.display(), report_path.display());
+    go_train::say!("list: {}\nreport: {}", args.out.display(), report_path.display());
     Ok(())
 }

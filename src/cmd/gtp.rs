@@ -103,10 +103,10 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--size {}: {} plays {b}x{b} only", args.size, agent.name(), b = nn::BOARD);
     }
     let description = spec.describe();
-    eprintln!("go-train gtp: {description}");
+    go_train::say!("go-train gtp: {description}");
     if args.size != nn::BOARD && kind != AgentKind::Random {
         // A GUI that moves on to 19x19 later gets no nets back.
-        eprintln!(
+        go_train::say!(
             "go-train gtp: --size {}: the nets play {b}x{b} only, so this engine plays without them, on every board, \
              {b}x{b} too",
             args.size,

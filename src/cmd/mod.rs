@@ -141,8 +141,26 @@ pub fn parse_args() -> Cli {
             .mut_args(|arg| if arg.get_action().takes_values() { arg.allow_negative_numbers(true) } else { arg })
             .mut_subcommands(negative_values)
     }
-    let matches = negative_values(<Cli as clap::CommandFactory>::command()).get_matches();
-    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let matches = negative_values(<Cli as clap::CommandFactory>::command()).try_get_matches().unwrap_or_else(exit_with);
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(exit_with)
+}
+
+/// Prints clap's help, version or usage error and exits with its status,
+/// or with 1 when it cannot be printed: `clap::Error::exit` drops a failed
+/// write, so `--help > /dev/full` once succeeded having printed nothing.
+fn exit_with<T>(e: clap::Error) -> T {
+    use clap::error::ErrorKind;
+    let printed = e.print();
+    let wanted = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    match printed {
+        Err(cause) if cause.kind() == std::io::ErrorKind::BrokenPipe && wanted => std::process::exit(0),
+        Err(cause) => {
+            let stream = if e.use_stderr() { "standard error" } else { "standard output" };
+            go_train::say!("go-train: error: cannot write to {stream}: {cause}");
+            std::process::exit(1)
+        }
+        Ok(()) => std::process::exit(e.exit_code()),
+    }
 }
 
 /// Writes what `--generate kind` asks for to `out`.

@@ -106,7 +106,7 @@ pub fn run(args: Args) -> Result<()> {
     let part = match args.part {
         Some(part) => Some(part),
         None => Part::from_slurm(|name| std::env::var(name).ok())?.map(|(part, said)| {
-            eprintln!("prepare: part {part}, from the Slurm array ({said})");
+            go_train::say!("prepare: part {part}, from the Slurm array ({said})");
             part
         }),
     };
@@ -131,19 +131,23 @@ pub fn run(args: Args) -> Result<()> {
     let (manifest, up_to_date) = prepare(&args.list, &args.out, &options, &progress)?;
     let what = part.map_or(String::new(), |p| format!("part {p} of "));
     if up_to_date {
-        eprintln!("{what}{} is up to date with {} (use --force to redo it)", args.out.display(), args.list.display());
+        go_train::say!(
+            "{what}{} is up to date with {} (use --force to redo it)",
+            args.out.display(),
+            args.list.display()
+        );
     } else {
         report(&manifest, games, started.elapsed().as_secs_f64());
     }
     if let Some(part) = part {
         match merge_if_complete(&args.out)? {
-            Ok(_) => eprintln!("part {part}: all {} parts are done; dataset manifest written", part.count),
+            Ok(_) => go_train::say!("part {part}: all {} parts are done; dataset manifest written", part.count),
             Err(missing) => {
                 let mut named: Vec<String> = missing.iter().take(10).map(|i| i.to_string()).collect();
                 if missing.len() > named.len() {
                     named.push(format!("… ({} in all)", missing.len()));
                 }
-                eprintln!(
+                go_train::say!(
                     "part {part} done; waiting for parts {} (the last to finish, or `go-train dataset merge {}`, \
                      writes the dataset manifest)",
                     named.join(", "),
@@ -153,7 +157,7 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
     }
-    eprintln!("dataset: {}", args.out.display());
+    go_train::say!("dataset: {}", args.out.display());
     Ok(())
 }
 
@@ -161,20 +165,22 @@ pub fn run(args: Args) -> Result<()> {
 fn report(manifest: &go_train::dataset::Manifest, games: u64, secs: f64) {
     let positions: u64 = manifest.splits.values().map(|c| c.positions).sum();
     let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
-    eprintln!(
+    go_train::say!(
         "prepare: {games} games, {positions} positions in {secs:.1} s ({:.0} positions/s), {:.1} bytes/position",
         positions as f64 / secs,
         bytes as f64 / positions.max(1) as f64
     );
     for split in Split::ALL {
         let c = &manifest.splits[&split];
-        eprintln!(
+        go_train::say!(
             "  {split:<10} {:>7} games {:>9} positions {:>9} with value",
-            c.games, c.positions, c.value_positions
+            c.games,
+            c.positions,
+            c.value_positions
         );
     }
     for (reason, n) in &manifest.dropped {
         let example = manifest.dropped_examples.get(reason).and_then(|e| e.first());
-        eprintln!("  dropped: {n} ({reason}){}", example.map(|e| format!("  e.g. {e}")).unwrap_or_default());
+        go_train::say!("  dropped: {n} ({reason}){}", example.map(|e| format!("  e.g. {e}")).unwrap_or_default());
     }
 }

@@ -126,7 +126,7 @@ pub fn run(args: Args) -> Result<()> {
         if reviews.is_empty() {
             bail!("{game_name}: {stopped}: no move to review");
         }
-        eprintln!("warning: {game_name}: {stopped}; reviewed the {} moves before it", reviews.len());
+        go_train::say!("warning: {game_name}: {stopped}; reviewed the {} moves before it", reviews.len());
     }
     // A setup-only problem file once wrote an empty review and succeeded.
     if reviews.is_empty() {
@@ -137,7 +137,7 @@ pub fn run(args: Args) -> Result<()> {
     // reader's own variations, once dropped without a word.
     if side_nodes > 0 {
         let plural = if side_nodes == 1 { "" } else { "s" };
-        eprintln!(
+        go_train::say!(
             "warning: {game_name}: reviewed the main line; its side variations ({side_nodes} node{plural}) are not in {}",
             sgf_path.display()
         );
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> Result<()> {
         for review in &reviews {
             println!("{}", serde_json::to_string(review)?);
         }
-        eprintln!("written: {}", written.join(", "));
+        go_train::say!("written: {}", written.join(", "));
         return Ok(());
     }
     let which = if games > 1 { format!(" (game {} of {games})", args.index) } else { String::new() };
@@ -194,7 +194,7 @@ pub fn read_game(path: &Path, index: usize) -> Result<GameInFile> {
     let PartialGame { record, damage, side_nodes } =
         game.with_context(|| format!("{}: game {index}", path.display()))?;
     if let Some(damage) = &damage {
-        eprintln!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
+        go_train::say!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
     }
     Ok(GameInFile { record, games: count, damaged: damage.is_some(), side_nodes })
 }

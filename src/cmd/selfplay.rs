@@ -208,7 +208,7 @@ pub fn run(args: Args) -> Result<()> {
         force: args.force,
     };
     let (threads, batch) = options.play.workers(args.games);
-    eprintln!(
+    go_train::say!(
         "selfplay: {} on {}x{}, komi {}, {} games, {threads} threads of up to {batch} games, load average {}",
         options.players.join(" against "),
         args.size,
@@ -223,7 +223,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         print_summary(&summary, &args.out);
     }
-    eprintln!("load average {}", load_average());
+    go_train::say!("load average {}", load_average());
     Ok(())
 }
 

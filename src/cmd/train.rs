@@ -212,11 +212,15 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     if summary.already_done {
         let trained = (summary.epochs.len() as u64).max(config.epochs);
         if trained > config.epochs {
-            eprintln!("{}: {trained} epochs are done, more than the {} asked", config.out.display(), config.epochs);
+            go_train::say!(
+                "{}: {trained} epochs are done, more than the {} asked",
+                config.out.display(),
+                config.epochs
+            );
         } else {
-            eprintln!("{}: all {} epochs are done", config.out.display(), config.epochs);
+            go_train::say!("{}: all {} epochs are done", config.out.display(), config.epochs);
         }
     }
-    eprintln!("checkpoints: {}", config.out.display());
+    go_train::say!("checkpoints: {}", config.out.display());
     Ok(())
 }

@@ -173,7 +173,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(saved) = &saved {
         let changed = changed_settings(saved, &config);
         if !changed.is_empty() {
-            eprintln!(
+            go_train::say!(
                 "note: {}: resuming with settings changed: {}",
                 config.out.join(CONFIG_FILE).display(),
                 changed.join("; ")
@@ -189,7 +189,7 @@ pub fn run(args: Args) -> Result<()> {
     let start_policy = start_policy.unwrap_or_else(|| NetSource::File(config.init.clone()));
     let summary = train_rl(&config, &start_policy, start, args.stop_after)?;
     if summary.already_done {
-        eprintln!(
+        go_train::say!(
             "{}: {} iterations are done, --iterations {} asks for no more",
             config.out.display(),
             summary.done,
@@ -198,7 +198,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(last) = summary.metrics.iter().rev().find_map(|m| m.against_start.map(|a| (m.iteration, a))) {
         let (iteration, a) = last;
-        eprintln!(
+        go_train::say!(
             "after iteration {iteration}: won {:.0} of {} against the start policy ({:.1}%, 95% interval {:.1}%–{:.1}%)",
             a.wins,
             a.games,
@@ -207,7 +207,7 @@ pub fn run(args: Args) -> Result<()> {
             100.0 * a.interval.1
         );
     }
-    eprintln!("checkpoints: {}", config.out.display());
+    go_train::say!("checkpoints: {}", config.out.display());
     Ok(())
 }
 

@@ -220,7 +220,7 @@ pub fn merge_if_complete(dir: &Path) -> Result<Result<Manifest, Vec<usize>>> {
         Merged::Complete(manifest) => Ok(*manifest),
         Merged::Missing { missing, damaged, .. } => {
             for why in damaged {
-                eprintln!("prepare: {why}: that part is to be prepared again before the merge");
+                crate::say!("prepare: {why}: that part is to be prepared again before the merge");
             }
             Err(missing)
         }

@@ -166,7 +166,7 @@ pub fn prepare(
     // A run killed while moving its finished dataset in: the move is
     // finished first, so the folder holds that dataset again.
     if options.part.is_none() && Manifest::read(&out.join(STAGING)).is_ok() {
-        eprintln!("prepare: {}: finishing the move of the dataset a killed run had finished", out.display());
+        crate::say!("prepare: {}: finishing the move of the dataset a killed run had finished", out.display());
         move_staged_in(out)?;
     }
     // A manifest there that cannot be read is another program's file, or
@@ -175,7 +175,7 @@ pub fn prepare(
         Ok(existing) => Some(existing),
         Err(_) if !out.join(MANIFEST).exists() => None,
         Err(e) if options.force => {
-            eprintln!("prepare: replacing what --force names: {e:#}");
+            crate::say!("prepare: replacing what --force names: {e:#}");
             None
         }
         Err(e) => bail!("{e:#}; --force replaces it, or name another --out"),
@@ -370,7 +370,7 @@ fn clear_part(
         let found = match found {
             Ok(found) => found,
             Err(e) if options.force => {
-                eprintln!("prepare: removing what --force names: {e:#}");
+                crate::say!("prepare: removing what --force names: {e:#}");
                 remove_if_there(&path)?;
                 continue;
             }
@@ -384,9 +384,10 @@ fn clear_part(
             // as a failed array task submitted again would be.
             match found.dataset.damaged_shard(dir) {
                 None => return Ok(Some(found.dataset)),
-                Some(entry) => eprintln!(
+                Some(entry) => crate::say!(
                     "prepare: part {part}'s {} is missing or not its {} bytes: preparing the part again",
-                    entry.file, entry.bytes
+                    entry.file,
+                    entry.bytes
                 ),
             }
         }

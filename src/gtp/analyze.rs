@@ -297,16 +297,16 @@ impl Engine {
         match chosen {
             Some(Ok(mv)) if request.genmove => {
                 if self.verbose {
-                    eprintln!("analysis {color}: {} in {:.2}s", mv.to_gtp(size), started.elapsed().as_secs_f64());
+                    crate::say!("analysis {color}: {} in {:.2}s", mv.to_gtp(size), started.elapsed().as_secs_f64());
                 }
                 match self.commit(color, mv) {
                     Ok(()) => writeln!(out, "play {}", mv.to_gtp(size))?,
-                    Err(message) => eprintln!("genmove_analyze: {message}"),
+                    Err(message) => crate::say!("genmove_analyze: {message}"),
                 }
             }
             Some(Ok(_)) | None => {}
             // The answer has begun with `=`: the failure can only be told on stderr.
-            Some(Err(e)) => eprintln!("analysis stopped: {e:#}"),
+            Some(Err(e)) => crate::say!("analysis stopped: {e:#}"),
         }
         // A search that ended on its own (a full tree, a finished game)
         // still answers until the next command, as GUIs expect.

@@ -331,7 +331,7 @@ fn stop_signals_kill_the_engines() {
     WATCHING.call_once(|| {
         let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
             Ok(signals) => signals,
-            Err(e) => return eprintln!("warning: engines may outlive this process if it is stopped: {e}"),
+            Err(e) => return crate::say!("warning: engines may outlive this process if it is stopped: {e}"),
         };
         let watcher = std::thread::Builder::new().name("engine-groups".into()).spawn(move || {
             if let Some(signal) = signals.forever().next() {
@@ -345,7 +345,7 @@ fn stop_signals_kill_the_engines() {
             }
         });
         if let Err(e) = watcher {
-            eprintln!("warning: engines may outlive this process if it is stopped: {e}");
+            crate::say!("warning: engines may outlive this process if it is stopped: {e}");
         }
     });
 }

@@ -430,7 +430,7 @@ impl Engine {
             self.clock.charge(color, started.elapsed());
         }
         if self.verbose {
-            eprintln!(
+            crate::say!(
                 "{} {}: {} in {:.2}s",
                 self.agent.name(),
                 color,
@@ -629,7 +629,7 @@ impl Engine {
             if args.get(1).is_some() && stop > read {
                 return Err(format!("{path}: readable up to move {read}, then: {damage}"));
             }
-            eprintln!("loadsgf {path}: read up to move {read}, then: {damage}");
+            crate::say!("loadsgf {path}: read up to move {read}, then: {damage}");
         }
         let rules = record.rules_or(self.rules);
         let game = record.replay_until(rules, stop).map_err(|e| format!("{path}: {e}"))?;
@@ -649,9 +649,11 @@ impl Engine {
         let sgf = write_game(&record);
         match args.first() {
             None => Ok(sgf),
-            Some(file) => {
-                std::fs::write(file, sgf).map(|_| String::new()).map_err(|e| format!("cannot write {file}: {e}"))
-            }
+            // Whole or not at all, and never opened where a named pipe is:
+            // that open waited for a reader and hung the engine.
+            Some(file) => crate::atomic::write_atomic(std::path::Path::new(file), sgf.as_bytes())
+                .map(|_| String::new())
+                .map_err(|e| format!("cannot write {file}: {e:#}")),
         }
     }
 

@@ -92,7 +92,7 @@ pub(crate) fn env_switch(variable: &str, default: bool) -> bool {
     let Some(value) = std::env::var_os(variable) else { return default };
     let text = value.to_string_lossy();
     parse_switch(&text).unwrap_or_else(|| {
-        eprintln!("warning: {variable}={text}: not 0 or 1; left {}", if default { "on" } else { "off" });
+        crate::say!("warning: {variable}={text}: not 0 or 1; left {}", if default { "on" } else { "off" });
         default
     })
 }

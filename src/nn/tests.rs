@@ -349,7 +349,7 @@ fn value_nets_learn_a_one_plane_signal() {
             let y = Tensor::from_vec(labels, batch, &Device::Cpu).unwrap();
             last = crate::train::train_step(&model, opt.as_mut(), &x, &y, None).unwrap().to_scalar::<f32>().unwrap();
             if step % 50 == 0 {
-                eprintln!("{arch}: step {step} loss {last}");
+                crate::say!("{arch}: step {step} loss {last}");
             }
         }
         assert!(last < 0.1, "{arch}: loss {last} after 300 steps");

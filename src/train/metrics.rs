@@ -107,7 +107,7 @@ pub(super) fn write_lines_and_plot<T: Serialize>(
         .and_then(|svg| write_atomic(&dir.join("metrics.svg"), svg.as_bytes()))
         .and_then(|()| png(all, &dir.join("metrics.png")));
     if let Err(e) = drawn {
-        eprintln!("warning: {}: the metrics plot was not drawn: {e:#}", dir.display());
+        crate::say!("warning: {}: the metrics plot was not drawn: {e:#}", dir.display());
     }
     Ok(())
 }

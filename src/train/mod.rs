@@ -106,7 +106,7 @@ pub fn host_read_interval() -> usize {
     static EVERY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *EVERY.get_or_init(|| match std::env::var("GO_TRAIN_READ_EVERY") {
         Ok(v) => v.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| {
-            eprintln!("GO_TRAIN_READ_EVERY={v}: not a positive number of steps, reading every {DEFAULT}");
+            crate::say!("GO_TRAIN_READ_EVERY={v}: not a positive number of steps, reading every {DEFAULT}");
             DEFAULT
         }),
         Err(_) => DEFAULT,

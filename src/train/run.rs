@@ -109,7 +109,7 @@ pub fn train(
             if let Some(init) = &config.init {
                 let set = crate::nn::weights::load_matching(init, &model).context("init")?;
                 if leader {
-                    eprintln!(
+                    crate::say!(
                         "{}: {set} of the net's {} tensors start from {}",
                         out.display(),
                         model.tensors().len(),
@@ -128,7 +128,7 @@ pub fn train(
     let cpu_threads = device.is_cpu().then(rayon::current_num_threads);
     if let (Some(before), Some(now)) = (state.cpu_threads, cpu_threads) {
         if before != now && leader {
-            eprintln!(
+            crate::say!(
                 "note: {}: the run trained on {before} CPU threads and goes on with {now}: its weights will differ, in \
                  the last bits, from those of a run that never stopped (threads={before} keeps them equal)",
                 out.display()
@@ -144,7 +144,7 @@ pub fn train(
     if leader {
         if world.size > 1 {
             let lr = config.step_lr().base_lr;
-            eprintln!(
+            crate::say!(
                 "{}: rank 0 of {} ({}), global batch {}, lr {lr}",
                 out.display(),
                 world.size,
@@ -257,7 +257,7 @@ pub fn train(
         let stop = follow_leader(collective, ended, out)?;
         if state.epoch < config.epochs && leader_decides(collective, stop)? {
             if let Some(limit) = stop_after.filter(|_| leader) {
-                eprintln!(
+                crate::say!(
                     "stopping after epoch {} of {}: another would pass --stop-after {} s; continue with --resume",
                     state.epoch,
                     config.epochs,
@@ -440,7 +440,7 @@ fn log_epoch(m: &EpochMetrics) {
         (_, _, Some(acc)) => format!("accuracy {:.1}% (MSE baseline 0.25)", 100.0 * acc),
         _ => String::new(),
     };
-    eprintln!(
+    crate::say!(
         "epoch {}: lr {}, train loss {:.4}, validation loss {:.4}, {detail}, {:.0} positions/s, {:.0} s",
         m.epoch,
         lr_text(m.lr),

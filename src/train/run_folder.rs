@@ -112,7 +112,7 @@ pub fn plan(out: &Path, start: Start, config: &TrainConfig) -> Result<Plan> {
         Start::Overwrite => Ok(Plan::Fresh),
         Start::Fresh if found.is_empty() => Ok(Plan::Fresh),
         Start::ResumeOrStart if found.is_empty() => {
-            eprintln!("{}: no run to resume: starting one", out.display());
+            crate::say!("{}: no run to resume: starting one", out.display());
             Ok(Plan::Fresh)
         }
         Start::Fresh => bail!(
@@ -189,7 +189,7 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
                 metrics_path.display()
             );
         }
-        eprintln!(
+        crate::say!(
             "{}: its run finished no epoch (it has no checkpoint yet): starting it again from the first, with its \
              settings ({CONFIG_FILE})",
             out.display()
@@ -197,7 +197,7 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
         return Ok(Plan::Restart);
     };
     if recorded < epoch {
-        eprintln!(
+        crate::say!(
             "warning: {} records {recorded} epochs, {checkpoint}: its plot lacks the epochs lost",
             metrics_path.display()
         );
@@ -218,7 +218,7 @@ fn plan_resume(out: &Path, config: &TrainConfig) -> Result<Plan> {
 /// iteration), are lost (`how`), and that the resumed run's best replaces
 /// them.
 pub fn say_best_lost(best: &Path, how: &str, unit: &str, done: u64) {
-    eprintln!(
+    crate::say!(
         "warning: {}: {how} (the best weights up to {unit} {done} are lost): from here on it holds the best {unit} \
          after {done}",
         best.display()
@@ -295,7 +295,7 @@ fn check_same_job(saved_path: &Path, config: &TrainConfig) -> Result<()> {
     }
     let changed = changed_settings(&saved, config);
     if !changed.is_empty() {
-        eprintln!("note: {}: resuming with settings changed: {}", saved_path.display(), changed.join("; "));
+        crate::say!("note: {}: resuming with settings changed: {}", saved_path.display(), changed.join("; "));
     }
     Ok(())
 }
@@ -319,7 +319,7 @@ pub fn check_trained_on(out: &Path, at: &TrainState, dataset: &Dataset) -> Resul
     let here = dataset.manifest().identity();
     let state = out.join(LAST_DIR).join(checkpoint::STATE_FILE);
     match &at.dataset {
-        None => eprintln!(
+        None => crate::say!(
             "note: {} names no dataset (an older go-train wrote it): resuming on {} (dataset {here}) unchecked; its \
              next checkpoint records it",
             state.display(),
@@ -357,7 +357,7 @@ pub fn remove_old_run(out: &Path) -> Result<()> {
         }
     }
     if !removed.is_empty() {
-        eprintln!("{}: --force: removed the run it held ({})", out.display(), removed.join(", "));
+        crate::say!("{}: --force: removed the run it held ({})", out.display(), removed.join(", "));
     }
     Ok(())
 }

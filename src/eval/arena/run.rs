@@ -395,7 +395,7 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
             match read {
                 Ok((theirs, winner)) => (Some(theirs), Some(winner == outcome.winner)),
                 Err(e) => {
-                    eprintln!("game {index}: cross-check with `{command}` failed, left out: {e:#}");
+                    crate::say!("game {index}: cross-check with `{command}` failed, left out: {e:#}");
                     (None, None)
                 }
             }

@@ -426,7 +426,7 @@ fn choose_engine<T: Element>(
         Ok(c) => c,
         Err(e) => {
             static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| eprintln!("warning: {e}; convolutions take the legacy API"));
+            SAID.call_once(|| crate::say!("warning: {e}; convolutions take the legacy API"));
             return None;
         }
     };
@@ -673,7 +673,7 @@ mod tests {
     fn engines_give_the_legacy_apis_results() {
         let dev = crate::nn::test_device();
         if !dev.is_cuda() {
-            eprintln!("skipped: cuDNN's engines need a GPU (GO_TRAIN_TEST_DEVICE=cuda)");
+            crate::say!("skipped: cuDNN's engines need a GPU (GO_TRAIN_TEST_DEVICE=cuda)");
             return;
         }
         crate::nn::allow_tf32(false);

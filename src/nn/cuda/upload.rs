@@ -101,7 +101,7 @@ pub fn copy_into<T: DeviceRepr>(dev: &CudaDevice, data: &[T], out: &mut CudaSlic
             // the copy from pageable memory is slower, not wrong.
             static TOLD: std::sync::Once = std::sync::Once::new();
             TOLD.call_once(|| {
-                eprintln!("go-train: no pinned memory for GPU copies ({e}); copying from pageable memory")
+                crate::say!("go-train: no pinned memory for GPU copies ({e}); copying from pageable memory")
             });
             drop(all);
             stream.memcpy_htod(data, out).w()?;

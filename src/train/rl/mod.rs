@@ -330,7 +330,7 @@ pub fn train_rl(
     let mut slowest = Duration::ZERO;
     for iteration in state.step + 1..=config.iterations {
         if stop_after.is_some_and(|limit| run_started.elapsed() + slowest > limit) {
-            eprintln!("train-rl: stopping before iteration {iteration} (--stop-after); --resume continues");
+            crate::say!("train-rl: stopping before iteration {iteration} (--stop-after); --resume continues");
             break;
         }
         let started = Instant::now();

@@ -23,8 +23,7 @@ fn main() {
         }
         // Not eprintln!, whose panic on a closed stderr would end in the
         // hook below with status 0: the failure stands, said or not.
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "go-train: error: {err:#}");
+        go_train::say!("go-train: error: {err:#}");
         std::process::exit(1);
     }
 }
@@ -46,8 +45,7 @@ fn quiet_on_closed_stdout() {
                 std::process::exit(0);
             }
             if let Some(cause) = cause.strip_prefix("out: ") {
-                use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "go-train: error: cannot write to standard output: {cause}");
+                go_train::say!("go-train: error: cannot write to standard output: {cause}");
             }
             // A stderr that takes nothing more cannot be told why.
             std::process::exit(1);

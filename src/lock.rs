@@ -37,12 +37,17 @@ pub struct Lock {
     file: Option<File>,
     /// Whether it is held alone (and names its holder).
     exclusive: bool,
+    /// The folder, where this process made it ([`Lock::create_folder`]).
+    made: Option<PathBuf>,
 }
 
 impl Drop for Lock {
     /// Empties the file before the lock goes, so that a folder its holder
     /// left holds the same bytes whichever process wrote it.
     fn drop(&mut self) {
+        if let Some(dir) = &self.made {
+            remove_if_only_locked(dir);
+        }
         if let (Some(file), true) = (&self.file, self.exclusive) {
             let _ = file.set_len(0);
         }
@@ -60,6 +65,20 @@ impl Lock {
     /// process that holds it.
     pub fn folder(dir: &Path) -> Result<Lock> {
         take(&dir.join(FOLDER_LOCK), dir, Mode::Exclusive)
+    }
+
+    /// Makes `dir` where it is missing, then takes its lock as
+    /// [`Lock::folder`] does. A folder made here that holds nothing but its
+    /// lock when the lock goes is removed: a run refused or failed before
+    /// it wrote anything once left an empty folder in the way of the next.
+    pub fn create_folder(dir: &Path, what: &str) -> Result<Lock> {
+        let made = !dir.exists() && dir.symlink_metadata().is_err();
+        crate::atomic::create_folder(dir, what)?;
+        let mut lock = Lock::folder(dir)?;
+        if made && lock.file.is_some() {
+            lock.made = Some(dir.to_path_buf());
+        }
+        Ok(lock)
     }
 
     /// Takes `dir`'s lock together with other sharers (each holding a lock
@@ -95,7 +114,7 @@ fn take(path: &Path, dir: &Path, mode: Mode) -> Result<Lock> {
                     .and_then(|()| file.write_all(holder().as_bytes()))
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            Ok(Lock { file: Some(file), exclusive: mode == Mode::Exclusive })
+            Ok(Lock { file: Some(file), exclusive: mode == Mode::Exclusive, made: None })
         }
         Err(TryLockError::WouldBlock) => bail!(
             "{} is in use by {}: two processes writing one folder would mix their files; wait for it to end, or \
@@ -110,7 +129,7 @@ fn take(path: &Path, dir: &Path, mode: Mode) -> Result<Lock> {
                  here at the same time",
                 dir.display()
             );
-            Ok(Lock { file: None, exclusive: false })
+            Ok(Lock { file: None, exclusive: false, made: None })
         }
         Err(TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
     }
@@ -133,6 +152,16 @@ fn open(path: &Path) -> Result<File> {
 fn cannot_lock(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::Unsupported
         || matches!(e.raw_os_error(), Some(libc::ENOLCK | libc::ENOSYS | libc::EOPNOTSUPP))
+}
+
+/// Removes `dir` if it holds only its lock file. Called while the lock is
+/// still held, so no other go-train is writing there.
+fn remove_if_only_locked(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let names: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    if names.iter().all(|n| n == FOLDER_LOCK) && std::fs::remove_file(dir.join(FOLDER_LOCK)).is_ok() {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Who this process is, as its lock file keeps it.
@@ -223,6 +252,26 @@ mod tests {
         assert!(err.contains(&me), "{err}");
         drop((sharers, part));
         let _again = Lock::folder(dir.path()).unwrap();
+    }
+
+    /// A folder made for a run that wrote nothing into it goes with the
+    /// run's lock; one that was there before, or that holds anything, stays.
+    #[test]
+    fn a_folder_made_for_nothing_goes_with_its_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = dir.path().join("run");
+        drop(Lock::create_folder(&made, "a run is a folder").unwrap());
+        assert!(!made.exists(), "an empty folder was left behind");
+
+        let lock = Lock::create_folder(&made, "a run is a folder").unwrap();
+        std::fs::write(made.join("config.json"), "{}").unwrap();
+        drop(lock);
+        assert!(made.join("config.json").is_file() && made.join(FOLDER_LOCK).is_file());
+
+        let there = dir.path().join("there");
+        std::fs::create_dir(&there).unwrap();
+        drop(Lock::create_folder(&there, "a run is a folder").unwrap());
+        assert!(there.is_dir(), "a folder this process did not make was removed");
     }
 
     /// A file where a folder should be was once "no such folder".

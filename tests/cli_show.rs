@@ -139,16 +139,19 @@ fn a_reader_that_stops_early_is_no_error() {
 }
 
 /// `show GAME > /dev/full` (and `raw-nn`, `review`, `dataset info`) once
-/// panicked with a backtrace and exit status 101.
+/// panicked with a backtrace and exit status 101; then `show` said only
+/// "No space left on device", naming no output.
 #[test]
 fn a_full_stdout_is_an_error_not_a_panic() {
     let Some(files) = common::sgf_files("kgs-6d") else { return };
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-    let out = go_train(&["raw-nn"]).arg(&files[0]).stdout(full).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.starts_with("go-train: error: cannot write to standard output: No space left"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    for command in ["raw-nn", "show"] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = go_train(&[command]).arg(&files[0]).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {err}");
+        assert!(err.starts_with("go-train: error: cannot write to standard output: No space left"), "{command}: {err}");
+        assert!(!err.contains("panicked"), "{command}: {err}");
+    }
 }
 
 /// A failure stays one when stderr takes nothing more: the error's own

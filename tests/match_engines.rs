@@ -18,8 +18,8 @@ use serde_json::Value;
 /// dies of SIGSEGV as GnuGo 3.8 does on some positions (`segfault`), or
 /// sleeps for an hour reading and answering nothing, deaf to the end of
 /// its input (`silent`), or resigns (`resign`). With `garbage` it answers
-/// `final_score` with no result. It logs `start PID` and, when it fails,
-/// `HOW PID` to LOG.
+/// `final_score` with no result; with `nocount` it does not know it. It
+/// logs `start PID` and, when it fails, `HOW PID` to LOG.
 const ENGINE: &str = r#"import os, signal, sys, time
 stop_after, how, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def note(what):
@@ -34,6 +34,8 @@ for line in sys.stdin:
     answer = ""
     if words[0] == "final_score" and how == "garbage":
         answer = "X+banana"
+    if words[0] == "known_command":
+        answer = "false" if how == "nocount" else "true"
     if words[0] == "genmove":
         if played == stop_after and how == "resign":
             note(how)
@@ -293,4 +295,28 @@ fn a_resignation_is_no_move_and_an_unreadable_count_is_no_disagreement() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// A cross-check engine that cannot start, or cannot count, stops the
+/// match before its first game: it was found game by game, and the whole
+/// match played on with no comparison and a status of 0.
+#[test]
+fn a_cross_check_engine_that_cannot_start_or_count_stops_the_match_before_its_games() {
+    let dir = tempfile::tempdir().unwrap();
+    let (player, checker) = (dir.path().join("player"), dir.path().join("checker"));
+    std::fs::create_dir(&player).unwrap();
+    std::fs::create_dir(&checker).unwrap();
+    let (passes, _) = engine(&player, usize::MAX, "never");
+    let (cannot_count, _) = engine(&checker, usize::MAX, "nocount");
+    let missing = dir.path().join("no-such-gnugo").display().to_string();
+    for (k, (check, says)) in
+        [(missing.as_str(), "no-such-gnugo"), (&cannot_count, "does not know `final_score`")].into_iter().enumerate()
+    {
+        let out = dir.path().join(format!("match-{k}"));
+        let output = finish(start_match(&passes, &out, &["--games", "2", "--cross-check", check]));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{check}: {stderr}");
+        assert!(stderr.contains("--cross-check") && stderr.contains(says), "{check}: {stderr}");
+        assert!(!out.exists(), "{check}: the match's folder was left, empty");
+    }
 }

@@ -95,6 +95,32 @@ enum Generate {
     CompleteElvish,
 }
 
+/// Standard output whose write errors say where they happened: `show >
+/// /dev/full` once said only "No space left on device". An error keeps
+/// its kind, so that a reader that stopped still ends the program quietly
+/// (`main`).
+pub struct NamedStdout(std::io::StdoutLock<'static>);
+
+impl NamedStdout {
+    pub fn lock() -> NamedStdout {
+        NamedStdout(std::io::stdout().lock())
+    }
+}
+
+impl std::io::Write for NamedStdout {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes).map_err(stdout_error)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(stdout_error)
+    }
+}
+
+fn stdout_error(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot write to standard output: {e}"))
+}
+
 pub fn run(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
         if let Some(kind) = cli.generate {
@@ -103,8 +129,7 @@ pub fn run(cli: Cli) -> Result<()> {
             // error like any other output's.
             let mut text = Vec::new();
             generate(kind, &mut text)?;
-            return std::io::Write::write_all(&mut std::io::stdout().lock(), &text)
-                .context("writing the generated text to standard output");
+            return Ok(std::io::Write::write_all(&mut NamedStdout::lock(), &text)?);
         }
         if !cli.markdown_help {
             bail!("no subcommand given: see go-train --help");

@@ -31,8 +31,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let files = super::sgf_files(&args.paths)?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = super::NamedStdout::lock();
     // Every game is shown, or its error reported, before the command fails:
     // a script must see from the exit code that something went wrong.
     let (mut games_seen, mut bad_games, mut unreadable) = (0usize, 0usize, 0usize);

@@ -156,12 +156,15 @@ pub fn prepare(
     };
     let settings = options.settings();
 
-    crate::atomic::create_folder(out, "a dataset (--out) is a folder of shards")?;
     // One writer of the whole folder, or parts that each write their own
     // files (and share the folder with the other parts).
+    let what = "a dataset (--out) is a folder of shards";
     let _locks = match options.part {
-        None => [Some(Lock::folder(out)?), None],
-        Some(part) => [Some(Lock::folder_shared(out)?), Some(Lock::own(out, &part.lock_name())?)],
+        None => [Some(Lock::create_folder(out, what)?), None],
+        Some(part) => {
+            crate::atomic::create_folder(out, what)?;
+            [Some(Lock::folder_shared(out)?), Some(Lock::own(out, &part.lock_name())?)]
+        }
     };
     // A run killed while moving its finished dataset in: the move is
     // finished first, so the folder holds that dataset again.
@@ -355,12 +358,17 @@ fn clear_part(
     settings: &Settings,
     options: &PrepareOptions,
 ) -> Result<Option<Manifest>> {
-    let ours = |p: &PartManifest| {
-        p.parts == part.count
-            && same_list(&p.dataset.input, input)
-            && p.dataset.settings == *settings
-            && p.dataset.features == options.features
-            && p.dataset.board_size == options.board_size
+    // How a part found differs from this one, each named with its value
+    // here and there (empty: made as this one is).
+    let differences = |p: &PartManifest| {
+        let mut differ = p.dataset.settings_differences(settings, options.features, options.board_size);
+        if p.parts != part.count {
+            differ.insert(0, format!("part count: {} here, {} there", part.count, p.parts));
+        }
+        if !same_list(&p.dataset.input, input) {
+            differ.push(format!("the games listed in {} or their files", input.list));
+        }
+        differ
     };
     let mut stale = Vec::new();
     for (path, found) in part_manifest_files(dir)? {
@@ -376,8 +384,9 @@ fn clear_part(
             }
             Err(e) => bail!("{e:#}; --force replaces it"),
         };
-        if !ours(&found) {
-            stale.push((path, found));
+        let differ = differences(&found);
+        if !differ.is_empty() {
+            stale.push((path, found, differ));
         } else if found.part == part.index && !options.force {
             // A part's shard gone or cut short once passed as done, and
             // the merged manifest listed it: the part is prepared again,
@@ -393,15 +402,16 @@ fn clear_part(
         }
     }
     if !stale.is_empty() && !options.force {
-        let names: Vec<String> = stale.iter().map(|(p, _)| p.display().to_string()).collect();
+        let named: Vec<String> =
+            stale.iter().map(|(p, _, differ)| format!("{}: {}", p.display(), differ.join("; "))).collect();
         bail!(
             "{} holds parts made from other inputs, settings or part counts ({}); use --force to replace them",
             dir.display(),
-            names.join(", ")
+            named.join(" | ")
         );
     }
     remove_if_there(&dir.join(MANIFEST))?;
-    for (path, found) in stale {
+    for (path, found, _) in stale {
         remove_if_there(&path)?;
         for shard in &found.dataset.shards {
             remove_if_there(&dir.join(&shard.file))?;

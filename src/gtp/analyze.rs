@@ -154,7 +154,7 @@ fn move_filter(allow: bool, player: &str, vertices: &str, depth: &str, size: usi
         .parse::<u32>()
         .ok()
         .filter(|&d| d >= 1)
-        .ok_or_else(|| format!("{key} depth {depth}: give a whole number from 1"))?;
+        .ok_or_else(|| format!("{key} depth {depth}: give a whole number from 1 to {}", u32::MAX))?;
     Ok(MoveFilter { player, moves, allow, until_depth })
 }
 
@@ -429,6 +429,9 @@ mod tests {
         for bad in ["avoid b D4", "avoid x D4 1", "avoid b Z99 1", "avoid b D4 0", "allow b D4 1 allow b C3 1"] {
             assert!(parse("kata-analyze", bad).is_err(), "{bad}");
         }
+        // A depth past the largest once gave no upper bound.
+        let huge = parse("lz-analyze", "avoid b D4 4294967296").unwrap_err();
+        assert!(huge.ends_with("from 1 to 4294967295"), "{huge}");
     }
 
     #[test]

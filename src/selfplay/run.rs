@@ -132,8 +132,7 @@ pub fn selfplay(sides: &[Side], options: &SelfPlayOptions, device: &Device) -> R
     for side in sides {
         side.check_board(&options.play.game, device)?;
     }
-    crate::atomic::create_folder(&options.out, "a self-play run (--out) is a folder of games")?;
-    let _lock = Lock::folder(&options.out)?;
+    let _lock = Lock::create_folder(&options.out, "a self-play run (--out) is a folder of games")?;
     ready_folder(options)?;
     // The run's description first: a folder it is not in holds no run.
     let identity = serde_json::to_string_pretty(&RunIdentity::of(options))?;

@@ -86,8 +86,7 @@ pub fn begin(out: &Path, start: Start, config: &TrainConfig) -> Result<(Lock, Pl
     if start == Start::Resume && !out.is_dir() {
         bail!("{}: nothing to resume: no such folder", out.display());
     }
-    crate::atomic::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
-    let lock = Lock::folder(out)?;
+    let lock = Lock::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
     checkpoint::recover(&out.join(LAST_DIR))?;
     Ok((lock, plan(out, start, config)?))
 }

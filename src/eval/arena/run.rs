@@ -162,9 +162,8 @@ pub struct MatchSummary {
 /// Plays the match, writing into `config.out` (created if needed), and
 /// reports each finished game to `progress`.
 pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> Result<MatchSummary> {
-    crate::atomic::create_folder(&config.out, "a match is a folder")?;
     // Two matches in one folder once mixed their games and their logs.
-    let _lock = crate::lock::Lock::folder(&config.out)?;
+    let _lock = crate::lock::Lock::create_folder(&config.out, "a match is a folder")?;
     let (games, others) = sgf_files(&config.out)?;
     let a_match = [IDENTITY_FILE, LOG_FILE].iter().any(|f| config.out.join(f).is_file());
     if let Some(other) = others.first().or(games.first().filter(|_| !a_match)) {
@@ -193,6 +192,9 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
         if let Some(full) = player.agent_name() {
             names[k] = full;
         }
+    }
+    if let Some(command) = &config.cross_check {
+        check_cross_check(command, config).with_context(|| format!("--cross-check `{command}`"))?;
     }
     if config.force {
         let ours = [IDENTITY_FILE, LOG_FILE, SUMMARY_FILE].map(|f| config.out.join(f));
@@ -419,14 +421,30 @@ fn play_one(config: &MatchConfig, device: &Device, index: usize, names: &[String
     })
 }
 
-/// GnuGo's `final_score` of the game's final position, its moves replayed
-/// into a fresh engine.
-fn gnugo_final_score(command: &str, outcome: &GameOutcome, config: &MatchConfig) -> Result<String> {
-    let size = outcome.game.size();
+/// The cross-check engine, started on an empty board of `size`.
+fn start_cross_check(command: &str, size: usize, config: &MatchConfig) -> Result<GtpClient> {
     let mut gnugo = GtpClient::spawn_with(command, config.gtp_timeouts)?;
     gnugo.send_setup(&format!("boardsize {size}"))?;
     gnugo.send_setup("clear_board")?;
     gnugo.send_setup(&format!("komi {}", config.game.komi))?;
+    Ok(gnugo)
+}
+
+/// Starts the cross-check engine once before the games: one that cannot
+/// start, or cannot count, was found only game by game, and the whole
+/// match was played with no comparison and a status of 0.
+fn check_cross_check(command: &str, config: &MatchConfig) -> Result<()> {
+    let mut gnugo = start_cross_check(command, config.game.size, config)?;
+    let known = gnugo.send_setup("known_command final_score")?;
+    anyhow::ensure!(known.trim() == "true", "it does not know `final_score` (known_command answered {known:?})");
+    Ok(())
+}
+
+/// GnuGo's `final_score` of the game's final position, its moves replayed
+/// into a fresh engine.
+fn gnugo_final_score(command: &str, outcome: &GameOutcome, config: &MatchConfig) -> Result<String> {
+    let mut gnugo = start_cross_check(command, outcome.game.size(), config)?;
+    let size = outcome.game.size();
     for m in outcome.game.moves().filter(|m| m.mv != Move::Resign) {
         gnugo.send(&format!("play {} {}", m.color.letter(), m.mv.to_gtp(size)))?;
     }

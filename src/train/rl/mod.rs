@@ -267,8 +267,7 @@ pub fn train_rl(
         false => Some(NetEval::load_source(start_policy, &device, Output::MoveLogProbs).context("the start policy")?),
         true => None,
     };
-    crate::atomic::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
-    let _lock = Lock::folder(out)?;
+    let _lock = Lock::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
     let learner = match fresh {
         Some(learner) => {
             // Read before --force clears the folder, which may hold it.

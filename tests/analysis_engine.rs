@@ -129,6 +129,7 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         r#"{"id":"forever","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"overrideSettings":{"maxTime":1e30}}"#,
         r#"{"id":"never","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"reportDuringSearchEvery":1e300}"#,
         r#"{"id":"half","moves":[],"rules":"chinese","boardXSize":9.5,"boardYSize":9.5}"#,
+        r#"{"id":"komi","moves":[],"rules":"chinese","komi":1500,"boardXSize":19,"boardYSize":19}"#,
         // Stones no position holds, once searched as given.
         r#"{"id":"twice","initialStones":[["B","D4"],["W","D4"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
         r#"{"id":"dead","initialStones":[["B","A1"],["W","A2"],["W","B1"]],"moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19}"#,
@@ -142,7 +143,7 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         // KataGo does, and the query searched.
         r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4,"maxvisits":9}"#,
     ];
-    let responses = exchange(&queries, 1500, 18);
+    let responses = exchange(&queries, 1500, 19);
     let by_id = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
     assert_eq!(by_id("t")[0]["terminateId"], "long");
     let long = by_id("long");
@@ -159,6 +160,8 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("forever")[0]["error"], "maxTime is seconds: give a number above 0, up to 1000000");
     assert_eq!(by_id("never")[0]["field"], "reportDuringSearchEvery");
     assert_eq!(by_id("half")[0]["error"], "boardXSize 9.5: boards are 2 to 25 points a side, a whole number");
+    // In the range GTP's komi takes, and worded as it is.
+    assert_eq!(by_id("komi")[0]["error"], "komi 1500: give a number from -1000 to 1000");
     assert_eq!(by_id("twice")[0]["error"], "D4 holds two stones");
     assert_eq!(by_id("dead")[0]["error"], "the string of A1 has no liberty: no game reaches it");
     assert_eq!(by_id("dead")[0]["field"], "initialStones");

@@ -650,9 +650,14 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
                 6.5
             }
         }
-        Some(k) => match k.as_f64() {
-            Some(k) if (-400.0..=400.0).contains(&k) => k as f32,
-            _ => return Err(refuse("komi", "komi is a number from -400 to 400")),
+        // The range GTP's `komi` and the flags take (it was ±400 here).
+        Some(k) => match k
+            .as_f64()
+            .ok_or_else(|| crate::bounds::KOMI.refusal())
+            .and_then(|x| crate::bounds::KOMI.real_value(x))
+        {
+            Ok(x) => x as f32,
+            Err(e) => return Err(refuse("komi", format!("komi {k}: {e}"))),
         },
     };
     // More stones than points must name some twice.

@@ -87,6 +87,8 @@ fn bad_settings_are_named() {
         ("--momentum", "1.5", "--momentum"),
         ("--baseline", "median", "median"),
         ("--komi", "inf", "komi"),
+        // In the range every other komi takes, and worded as they word it.
+        ("--komi", "1500", "komi 1500: give a number from -1000 to 1000"),
         ("--move-fraction", "0", "move_fraction"),
         // Once a capacity-overflow panic, or an abort allocating for them.
         ("--games", "18446744073709551615", "--games"),

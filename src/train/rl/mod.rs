@@ -187,8 +187,9 @@ impl RlConfig {
         if !(self.temperature.is_finite() && self.temperature > 0.0 && self.temperature <= 10.0) {
             bail!("temperature {}: sample at a temperature above 0 and at most 10", self.temperature);
         }
-        if !(self.komi.is_finite() && self.komi.abs() <= 361.0) {
-            bail!("komi {}: give a finite number no larger than 361", self.komi);
+        // The range every other komi takes (it was ±361 here).
+        if let Err(e) = crate::bounds::KOMI.real_value(self.komi as f64) {
+            bail!("komi {}: {e}", self.komi);
         }
         Ok(())
     }

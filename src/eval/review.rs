@@ -293,6 +293,10 @@ where
     let scale = (moves / area_width.max(1) as f64, 1.0 / area_height.max(1) as f64);
     for (mark, place) in marks.iter().zip(place_labels(&marks, scale, moves)) {
         chart.draw_series(std::iter::once(Circle::new((mark.x, mark.y), 4, red.filled()))).map_err(&err)?;
+        // A white ground under the label, the curve faint through it: the curve
+        // runs through labels often, and then hid them.
+        let ground = Rectangle::new([(place.x0, place.y0), (place.x1, place.y1)], WHITE.mix(0.85).filled());
+        chart.draw_series(std::iter::once(ground)).map_err(&err)?;
         let style = ("sans-serif", 13).into_font().color(&red).pos(plotters::style::text_anchor::Pos::new(
             plotters::style::text_anchor::HPos::Center,
             if place.up { plotters::style::text_anchor::VPos::Bottom } else { plotters::style::text_anchor::VPos::Top },
@@ -322,6 +326,11 @@ struct LabelPlace {
     /// edge below.
     y: f64,
     up: bool,
+    /// The box the label takes: x from `x0` to `x1`, y from `y0` to `y1`.
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
 }
 
 /// Where each mark's label goes. Swings cluster (a fight is a run of big
@@ -363,7 +372,7 @@ fn place_labels(marks: &[Mark], scale: (f64, f64), x_max: f64) -> Vec<LabelPlace
                 .find(|&(y0, _)| free(y0))
                 .unwrap_or((spot(m.up, 0), m.up));
             placed.push((x0, x1, y0, y0 + height));
-            LabelPlace { x, y: if up { y0 } else { y0 + height }, up }
+            LabelPlace { x, y: if up { y0 } else { y0 + height }, up, x0, x1, y0, y1: y0 + height }
         })
         .collect()
 }
@@ -400,7 +409,18 @@ mod tests {
                 .map(|(m, place)| {
                     let half = m.label.len() as f64 * 7.5 * scale.0 / 2.0;
                     let y0 = if place.up { place.y } else { place.y - height };
-                    (place.x - half, place.x + half, y0, y0 + height)
+                    let taken = (place.x - half, place.x + half, y0, y0 + height);
+                    // The white ground drawn under the label is where the label is.
+                    let ground = (place.x0, place.x1, place.y0, place.y1);
+                    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+                    assert!(
+                        close(taken.0, ground.0)
+                            && close(taken.1, ground.1)
+                            && close(taken.2, ground.2)
+                            && close(taken.3, ground.3),
+                        "{ground:?} is not the label's box {taken:?}"
+                    );
+                    taken
                 })
                 .collect()
         };

@@ -109,21 +109,50 @@ fn shell_words(command: &str) -> Vec<String> {
     words
 }
 
+/// Every go-train command line in the reference's examples (its `sh`
+/// blocks), with the example line it stands in: a line's first command,
+/// one after `&&`, `|` or `;`, or one quoted for `sbatch --wrap '…'`.
+/// Asserts that each example line's comment starts with `#`.
+fn examples(reference: &str) -> Vec<(&str, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in reference.lines() {
+        if line.starts_with("```") {
+            in_block = line == "```sh";
+            continue;
+        }
+        // Lines of prose under an example are indented.
+        if !in_block || line.starts_with(' ') {
+            continue;
+        }
+        let code = line.split(" #").next().unwrap().trim_end();
+        assert!(!code.contains("   "), "example `{line}`: its comment needs a #");
+        for command in code.split("&&").flat_map(|c| c.split(['|', ';'])) {
+            let words = shell_words(command);
+            let start = words.iter().position(|w| w == "go-train" || w.starts_with("go-train "));
+            match start.map(|i| &words[i..]) {
+                Some([quoted, ..]) if quoted.starts_with("go-train ") => out.push((line, shell_words(quoted))),
+                Some(words) => out.push((line, words.to_vec())),
+                None => {}
+            }
+        }
+    }
+    out
+}
+
 /// `review collection.sgf --game 3` stood in review's examples when the
-/// flag was `--index`, and some examples' comments had no `#`: an example
-/// is what users copy first.
+/// flag was `--index`, and some examples' comments had no `#` (one as
+/// late as `rsync … && go-train dataset verify …   after a copy`, where
+/// only lines starting `go-train` were checked): an example is what users
+/// copy first.
 #[test]
 fn every_flag_an_example_gives_is_one_its_command_takes() {
     let reference = generated();
     let sections = sections(&reference);
     assert!(sections.len() >= 20, "sections: {}", sections.len());
     let mut checked = 0;
-    for line in reference.lines().filter(|l| l.starts_with("go-train ")) {
-        let code = line.split(" #").next().unwrap().trim_end();
-        assert!(!code.contains("   "), "example `{line}`: its comment needs a #");
-        // The example's own words: up to the next command of a pipe.
-        let words = shell_words(code.split(['|', ';']).next().unwrap());
-        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    for (line, invocation) in examples(&reference) {
+        let words: Vec<&str> = invocation.iter().map(String::as_str).collect();
         // The command is the longest section heading the words start with.
         let Some((command, flags)) = sections
             .iter()

@@ -98,7 +98,7 @@ enum What {
     },
     /// Training speed of the nets: forward, backward and optimizer step on
     /// random planes (30% ones) and random targets (legal moves, or
-    /// results), as shared/bench/torch_seed_nets.py measures PyTorch.
+    /// results), as scripts/torch_nets.py measures PyTorch.
     #[command(after_help = "Examples:
   go-train bench train
   go-train bench train --net policy,resnet-policy:6x64 --batch 100,256 --seconds 10
@@ -154,7 +154,7 @@ struct TrainArgs {
     /// Seed of the weights and the data.
     #[arg(long, default_value_t = 1, value_parser = count_flag::<u64>(bounds::SEED))]
     seed: u64,
-    /// The optimizers' learning rate [default: torch_seed_nets.py's, SGD
+    /// The optimizers' learning rate [default: the seed's, as in scripts/torch_nets.py: SGD
     /// 0.01 for the move nets, Adam 0.001 for the value net]. Every step
     /// trains on the same batch: a long run at a high rate can diverge.
     #[arg(long, value_parser = real_flag::<f32>(bounds::LEARNING_RATE))]

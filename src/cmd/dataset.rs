@@ -49,7 +49,7 @@ enum What {
     /// split; warn of stray files. Exits non-zero when anything is wrong.
     #[command(after_help = "Examples:
   go-train dataset verify datasets/kgs
-  rsync -a host:datasets/kgs datasets/ && go-train dataset verify datasets/kgs   after a copy")]
+  rsync -a host:datasets/kgs datasets/ && go-train dataset verify datasets/kgs   # after a copy")]
     Verify {
         /// The dataset folder (holding manifest.json).
         dir: PathBuf,

@@ -21,7 +21,7 @@ use super::TrainArgs;
 
 /// Untimed steps first: they allocate buffers and warm caches.
 const WARMUP_STEPS: usize = 3;
-/// Fraction of ones in the random planes (as in torch_seed_nets.py).
+/// Fraction of ones in the random planes (as in scripts/torch_nets.py).
 const ONES: f64 = 0.3;
 
 pub fn run(args: TrainArgs) -> Result<()> {
@@ -104,7 +104,7 @@ struct Run<'a> {
     device: &'a Device,
     seed: u64,
     precision: nn::Precision,
-    /// The optimizers' learning rate, when not torch_seed_nets.py's.
+    /// The optimizers' learning rate, when not the seed's (scripts/torch_nets.py).
     lr: Option<f64>,
 }
 

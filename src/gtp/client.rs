@@ -206,6 +206,13 @@ impl GtpClient {
                 }
                 break;
             }
+            // An answer starts with `=` or `?`: an engine that writes
+            // anything else first is not answering in GTP, and waiting
+            // for the empty line that ends an answer (which `cat`, echoing
+            // the commands, never writes) held a match's setup for 300 s.
+            if answer.is_empty() && !line.starts_with(['=', '?']) {
+                return Err(self.io_error(command, Some(format!("not a GTP answer: {line:?}"))));
+            }
             if answer.len() + 1 + line.len() > MAX_ANSWER_BYTES {
                 let detail = format!("an answer over the {MAX_ANSWER_BYTES} bytes a GTP answer may have, with no end");
                 return Err(self.io_error(command, Some(detail)));
@@ -218,18 +225,16 @@ impl GtpClient {
         // The status character, then the text. Commands go out without an
         // id, so an answer that carries one (`=3 D4`) answers some other
         // command: taking its text would play another exchange's move.
-        let status = answer.chars().next().unwrap_or(' ');
-        let rest = &answer[status.len_utf8()..];
+        let (status, rest) = answer.split_at(1);
         let id_len = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if matches!(status, '=' | '?') && id_len > 0 {
+        if id_len > 0 {
             let detail = format!("an answer with id {} to a command sent without one: {answer:?}", &rest[..id_len]);
             return Err(self.io_error(command, Some(detail)));
         }
         let text = rest.trim().to_string();
         match status {
-            '=' => Ok(text),
-            '?' => Err(GtpError::Refused { engine: self.engine.clone(), command: command.to_string(), message: text }),
-            _ => Err(self.io_error(command, Some(format!("not a GTP answer: {answer:?}")))),
+            "=" => Ok(text),
+            _ => Err(GtpError::Refused { engine: self.engine.clone(), command: command.to_string(), message: text }),
         }
     }
 
@@ -449,12 +454,31 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_writing_other_than_gtp_is_refused_at_its_first_line() {
+        // `cat` echoes each command and never writes the empty line that
+        // ends an answer: a match's setup once waited its full 300 s.
+        let timeouts = GtpTimeouts { command: Duration::from_secs(60), startup: Duration::from_secs(60) };
+        let mut engine = GtpClient::spawn_with("cat", timeouts).unwrap();
+        match engine.send_setup("boardsize 19") {
+            Err(GtpError::Io { detail: Some(detail), .. }) => {
+                assert_eq!(detail, r#"not a GTP answer: "boardsize 19""#)
+            }
+            other => panic!("an I/O error naming the line, not {other:?}"),
+        }
+        // Stray empty lines before an answer are still skipped.
+        let dir = tempfile::tempdir().unwrap();
+        let blank_first = shell_engine(dir.path(), "blank.sh", "printf '\\n= 2\\n\\n'");
+        let mut client = GtpClient::spawn(&blank_first.display().to_string()).unwrap();
+        assert_eq!(client.send("protocol_version").unwrap(), "2");
+    }
+
+    #[test]
     fn an_answer_that_never_ends_is_cut_off_at_the_cap() {
-        // `yes` answers every command with `y` lines and no empty line: the
-        // answer once grew at 130 MB a second, the deadline never reached
-        // while lines kept coming.
+        // `yes '= y'` answers every command with `= y` lines and no empty
+        // line: the answer once grew at 130 MB a second, the deadline never
+        // reached while lines kept coming.
         let timeouts = GtpTimeouts { command: Duration::from_secs(2), startup: Duration::from_secs(2) };
-        let mut engine = GtpClient::spawn_with("yes", timeouts).unwrap();
+        let mut engine = GtpClient::spawn_with("yes '= y'", timeouts).unwrap();
         match engine.send("genmove b") {
             Err(GtpError::Io { detail: Some(detail), .. }) => {
                 assert!(detail.contains(&format!("over the {MAX_ANSWER_BYTES} bytes")), "{detail}")

@@ -115,9 +115,19 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     let shown = text(&out);
     assert!(!out.status.success());
     assert!(shown.contains(&format!("{missing}: missing")), "{shown}");
-    // `info` cannot read labels from a missing shard: it says which.
+    // `info` cannot read labels from a missing shard: it says which; nor
+    // does `--quick` (which reads no shard) count it, nor one cut short
+    // (both once printed the manifest's table and exited 0).
     let out = run_on(&["dataset", "info"], dir.path());
     assert!(!out.status.success() && text(&out).contains(&missing), "{}", text(&out));
+    let out = run_on(&["dataset", "info", "--quick"], dir.path());
+    assert!(!out.status.success() && text(&out).contains(&format!("{missing}: missing")), "{}", text(&out));
+    let (cut, _) = fixture().unwrap();
+    let shard = &Manifest::read(cut.path()).unwrap().shards[0];
+    std::fs::File::options().write(true).open(cut.path().join(&shard.file)).unwrap().set_len(shard.bytes - 1).unwrap();
+    let out = run_on(&["dataset", "info", "--quick", "--json"], cut.path());
+    let said = format!("{}: {} bytes, the manifest says {}", shard.file, shard.bytes - 1, shard.bytes);
+    assert!(!out.status.success() && text(&out).contains(&said), "{}", text(&out));
 
     // A manifest whose counts disagree with intact shards.
     let dir = fixture().unwrap().0;

@@ -95,8 +95,10 @@ struct SplitInfo {
 
 fn info(dir: &Path, json: bool, quick: bool) -> Result<()> {
     let manifest = Manifest::read(dir)?;
-    // Even the manifest alone: a table of counts it contradicts would mislead.
+    // Even the manifest alone: a table of counts it contradicts, or of
+    // shards missing or cut short, would mislead.
     manifest.check(dir)?;
+    manifest.check_shard_files(dir)?;
     let labels: Vec<Option<LabelStats>> = match quick {
         true => vec![None; Split::ALL.len()],
         false => label_stats(dir)?.into_iter().map(Some).collect(),

@@ -151,9 +151,17 @@ impl Manifest {
     /// another length: a quick look, not `dataset verify`, before a
     /// dataset or a part is taken as done.
     pub fn damaged_shard(&self, dir: &Path) -> Option<&ShardEntry> {
-        self.shards
-            .iter()
-            .find(|e| std::fs::metadata(dir.join(&e.file)).map_or(true, |m| !m.is_file() || m.len() != e.bytes))
+        self.shards.iter().find(|e| shard_file_fault(dir, e).is_some())
+    }
+
+    /// Refuses a manifest whose shards `dir` lacks or holds at other
+    /// lengths, seen from the files' metadata alone: what `dataset info
+    /// --quick`, which reads no shard, can still check.
+    pub fn check_shard_files(&self, dir: &Path) -> Result<()> {
+        match self.shards.iter().find_map(|e| shard_file_fault(dir, e)) {
+            Some(fault) => bail!("{fault} (go-train dataset verify {} checks it all)", dir.display()),
+            None => Ok(()),
+        }
     }
 
     /// Reads `dir/manifest.json`, refusing layouts and features this
@@ -347,6 +355,23 @@ impl TryFrom<String> for DatasetId {
     type Error = String;
     fn try_from(text: String) -> Result<DatasetId, String> {
         u32::from_str_radix(&text, 16).map(DatasetId).map_err(|_| format!("`{text}` is no dataset identity"))
+    }
+}
+
+/// What is wrong with the file of the shard `entry` in `dir`, seen from its
+/// metadata: missing, not a file, or another length than the manifest's.
+fn shard_file_fault(dir: &Path, entry: &ShardEntry) -> Option<String> {
+    let path = dir.join(&entry.file);
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(format!("{}: missing (the manifest names it)", path.display()))
+        }
+        Err(e) => Some(format!("{}: {e}", path.display())),
+        Ok(m) if !m.is_file() => Some(format!("{}: not a file (the manifest names a shard)", path.display())),
+        Ok(m) if m.len() != entry.bytes => {
+            Some(format!("{}: {} bytes, the manifest says {}", path.display(), m.len(), entry.bytes))
+        }
+        Ok(_) => None,
     }
 }
 

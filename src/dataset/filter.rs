@@ -427,9 +427,23 @@ impl UnreadableEntry {
     fn from_walk(e: &walkdir::Error) -> Self {
         // walkdir's own message repeats the path; the cause alone reads
         // better after it.
-        let reason = e.io_error().map_or_else(|| e.to_string(), ToString::to_string);
+        let reason = match e.path().and_then(link_to_nothing) {
+            Some(target) => format!("a link to {}, which does not exist", target.display()),
+            None => e.io_error().map_or_else(|| e.to_string(), ToString::to_string),
+        };
         UnreadableEntry { path: e.path().map(Path::to_path_buf), reason }
     }
+}
+
+/// Where `path` links to, when it is a link to nothing.
+fn link_to_nothing(path: &Path) -> Option<PathBuf> {
+    let target = std::fs::read_link(path).ok()?;
+    (!path.exists()).then_some(target)
+}
+
+/// Whether `path` is named as an SGF file (`*.sgf`, any case).
+fn is_sgf_name(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x.eq_ignore_ascii_case("sgf"))
 }
 
 impl std::fmt::Display for UnreadableEntry {
@@ -465,7 +479,7 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> SgfFiles {
         for entry in walkdir::WalkDir::new(root).follow_links(follow_links).sort_by_file_name() {
             match entry {
                 Ok(e) => {
-                    let sgf = e.path().extension().is_some_and(|x| x.eq_ignore_ascii_case("sgf"));
+                    let sgf = is_sgf_name(e.path());
                     if e.file_type().is_symlink() && e.depth() > 0 {
                         found.links_skipped += u64::from(sgf || e.path().is_dir());
                     } else if sgf && e.file_type().is_file() {
@@ -473,6 +487,10 @@ pub fn find_sgf_files(roots: &[PathBuf], follow_links: bool) -> SgfFiles {
                     }
                 }
                 Err(e) if e.loop_ancestor().is_some() => found.link_loops.extend(e.path().map(Path::to_path_buf)),
+                // Followed, a link to nothing is an SGF file to read only
+                // where its name says so: a stray one beside the games once
+                // failed `show` of their folder.
+                Err(e) if e.path().is_some_and(|p| !is_sgf_name(p) && link_to_nothing(p).is_some()) => {}
                 Err(e) => found.files.push(Err(UnreadableEntry::from_walk(&e))),
             }
         }
@@ -711,6 +729,16 @@ mod tests {
         assert_eq!(found.files, [Ok(games.join("a.sgf"))]);
         assert!(found.repeats >= 1);
         assert_eq!(found.link_loops, [games.join("loop")]);
+
+        // Followed, a link to nothing is skipped unless named as SGF, and
+        // then named as what it is (any such link was once an unreadable
+        // file, failing `show` of the folder).
+        std::os::unix::fs::symlink(dir.path().join("gone"), games.join("stray")).unwrap();
+        assert_eq!(find_sgf_files(&[games.clone()], true).files, [Ok(games.join("a.sgf"))]);
+        std::os::unix::fs::symlink(dir.path().join("gone.sgf"), games.join("z.sgf")).unwrap();
+        let found = find_sgf_files(&[games.clone()], true);
+        let reason = format!("a link to {}, which does not exist", dir.path().join("gone.sgf").display());
+        assert_eq!(found.files[1], Err(UnreadableEntry { path: Some(games.join("z.sgf")), reason }));
     }
 
     /// A list names the games under its folder from there and any other by

@@ -256,8 +256,10 @@ impl GameList {
     pub fn read(path: &Path) -> Result<GameList> {
         let text = crate::bounded_read::read_text_at_most(path, crate::bounded_read::LIST_BYTES, "a game list")
             .with_context(|| format!("{}: cannot read the game list", path.display()))?;
-        // `lines` drops a carriage return before each line feed: a list
-        // saved with Windows line ends reads as written.
+        // `lines` drops a carriage return before each line feed, and the
+        // byte-order mark goes: a list saved by a Windows editor reads as
+        // written (its mark once made the header line 1's bad entry).
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let header = text.lines().next().unwrap_or_default();
         let escaped = header != OLD_LIST_HEADER;
         let from_list = header == LIST_HEADER;
@@ -776,10 +778,10 @@ mod tests {
             GameRef { file: folder.join("a b/../a b/c.sgf"), index: 0 },
         ]);
         assert_eq!(respelled.to_text(&path), text);
-        // Windows line ends, and a list reached through a link: read from
-        // the folder the list lies in.
+        // Windows line ends and byte-order mark, and a list reached through
+        // a link: read from the folder the list lies in.
         let crlf = folder.join("crlf.list");
-        std::fs::write(&crlf, text.replace('\n', "\r\n")).unwrap();
+        std::fs::write(&crlf, format!("\u{feff}{}", text.replace('\n', "\r\n"))).unwrap();
         assert_eq!(GameList::read(&crlf).unwrap().0[1].file, folder.join("a b/c.sgf"));
         let link = dir.path().join("link.list");
         std::os::unix::fs::symlink(&path, &link).unwrap();

@@ -736,9 +736,9 @@ mod tests {
         // then named as what it is (any such link was once an unreadable
         // file, failing `show` of the folder).
         std::os::unix::fs::symlink(dir.path().join("gone"), games.join("stray")).unwrap();
-        assert_eq!(find_sgf_files(&[games.clone()], true).files, [Ok(games.join("a.sgf"))]);
+        assert_eq!(find_sgf_files(std::slice::from_ref(&games), true).files, [Ok(games.join("a.sgf"))]);
         std::os::unix::fs::symlink(dir.path().join("gone.sgf"), games.join("z.sgf")).unwrap();
-        let found = find_sgf_files(&[games.clone()], true);
+        let found = find_sgf_files(std::slice::from_ref(&games), true);
         let reason = format!("a link to {}, which does not exist", dir.path().join("gone.sgf").display());
         assert_eq!(found.files[1], Err(UnreadableEntry { path: Some(games.join("z.sgf")), reason }));
     }

@@ -435,18 +435,22 @@ mod tests {
         engine
     }
 
+    /// What an I/O error says of its cause; panics on any other result.
+    fn io_detail(result: Result<String, GtpError>) -> String {
+        match result {
+            Err(GtpError::Io { detail: Some(detail), .. }) => detail,
+            other => panic!("an I/O error saying why, not {other:?}"),
+        }
+    }
+
     #[test]
     fn an_answer_with_an_id_to_a_command_sent_without_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         // Numbers its answers as if each command had carried an id.
         let engine = shell_engine(dir.path(), "numbered.sh", "n=$((n+1)); printf '=%s D4\\n\\n' $n");
         let mut client = GtpClient::spawn(&engine.display().to_string()).unwrap();
-        match client.send("genmove b") {
-            Err(GtpError::Io { detail: Some(detail), .. }) => {
-                assert!(detail.starts_with("an answer with id 1 to a command sent without one"), "{detail}")
-            }
-            other => panic!("an I/O error naming the id, not {other:?}"),
-        }
+        let detail = io_detail(client.send("genmove b"));
+        assert!(detail.starts_with("an answer with id 1 to a command sent without one"), "{detail}");
         // An answer whose text starts with a digit after the space is text.
         let plain = shell_engine(dir.path(), "plain.sh", "printf '= 2\\n\\n'");
         let mut client = GtpClient::spawn(&plain.display().to_string()).unwrap();
@@ -459,12 +463,7 @@ mod tests {
         // ends an answer: a match's setup once waited its full 300 s.
         let timeouts = GtpTimeouts { command: Duration::from_secs(60), startup: Duration::from_secs(60) };
         let mut engine = GtpClient::spawn_with("cat", timeouts).unwrap();
-        match engine.send_setup("boardsize 19") {
-            Err(GtpError::Io { detail: Some(detail), .. }) => {
-                assert_eq!(detail, r#"not a GTP answer: "boardsize 19""#)
-            }
-            other => panic!("an I/O error naming the line, not {other:?}"),
-        }
+        assert_eq!(io_detail(engine.send_setup("boardsize 19")), r#"not a GTP answer: "boardsize 19""#);
         // Stray empty lines before an answer are still skipped.
         let dir = tempfile::tempdir().unwrap();
         let blank_first = shell_engine(dir.path(), "blank.sh", "printf '\\n= 2\\n\\n'");
@@ -479,12 +478,8 @@ mod tests {
         // reached while lines kept coming.
         let timeouts = GtpTimeouts { command: Duration::from_secs(2), startup: Duration::from_secs(2) };
         let mut engine = GtpClient::spawn_with("yes '= y'", timeouts).unwrap();
-        match engine.send("genmove b") {
-            Err(GtpError::Io { detail: Some(detail), .. }) => {
-                assert!(detail.contains(&format!("over the {MAX_ANSWER_BYTES} bytes")), "{detail}")
-            }
-            other => panic!("an I/O error naming the cap, not {other:?}"),
-        }
+        let detail = io_detail(engine.send("genmove b"));
+        assert!(detail.contains(&format!("over the {MAX_ANSWER_BYTES} bytes")), "{detail}");
         // The engine is not trusted to answer in step afterwards.
         assert!(matches!(engine.send("play b pass"), Err(GtpError::Io { .. })));
     }

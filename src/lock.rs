@@ -29,6 +29,18 @@ use anyhow::{bail, Context, Result};
 /// The lock file of a folder.
 pub const FOLDER_LOCK: &str = ".go-train.lock";
 
+/// The first entry of `dir` (by name) other than its lock and the
+/// temporary files a kill while writing leaves (`*.tmp`): what makes a
+/// folder someone's. `None` for an empty folder, or one that cannot be read.
+pub fn first_entry_of_another(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?.flatten();
+    entries
+        .map(|e| e.file_name())
+        .filter(|name| name != FOLDER_LOCK && !name.to_string_lossy().ends_with(".tmp"))
+        .min()
+        .map(|name| dir.join(name))
+}
+
 /// A lock held until dropped (or the process ends).
 #[must_use = "the lock is released when dropped"]
 #[derive(Debug)]

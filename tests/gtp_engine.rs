@@ -649,6 +649,22 @@ fn a_match_keeps_to_its_own_folder_and_games() {
     let refused = run(&mine, &["--games", "1", "--force"]);
     assert!(!refused.status.success() && text(&refused).contains("no match's"), "{}", text(&refused));
     assert!(mine.join("kept.sgf").is_file());
+    // Nor is another command's folder, a dataset's (a match once wrote
+    // its games and logs beside the shards).
+    let dataset = dir.path().join("dataset");
+    std::fs::create_dir_all(&dataset).unwrap();
+    std::fs::write(dataset.join("manifest.json"), "{}").unwrap();
+    let refused = run(&dataset, &["--games", "1"]);
+    let said = text(&refused);
+    assert!(
+        !refused.status.success()
+            && said.contains("is not empty and holds no match (")
+            && said.contains("manifest.json"),
+        "{said}"
+    );
+    for written in ["match.json", "games.jsonl", "summary.json", "game-0000.sgf"] {
+        assert!(!dataset.join(written).exists(), "{written} written beside the manifest");
+    }
 
     {
         let _held = go_train::lock::Lock::folder(&out).unwrap();

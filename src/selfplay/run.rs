@@ -207,16 +207,7 @@ fn game_index(name: &str) -> Option<usize> {
 /// leaves (other files stay); removes temporary files a kill left.
 fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
     let out = &options.out;
-    // Its lock file is this run's own, and a temporary file is what a kill
-    // while writing the run's description left: neither makes a folder
-    // someone else's.
-    let holds_anything = std::fs::read_dir(out)
-        .map(|d| {
-            d.flatten().any(|e| {
-                e.file_name() != crate::lock::FOLDER_LOCK && !e.file_name().to_string_lossy().ends_with(".tmp")
-            })
-        })
-        .unwrap_or(false);
+    let holds_anything = crate::lock::first_entry_of_another(out).is_some();
     // --force once removed games/ and dataset/ of a folder that held no
     // run at all, whatever the user kept there.
     if holds_anything && !out.join(IDENTITY).is_file() {

@@ -166,9 +166,18 @@ pub fn run_match(config: &MatchConfig, device: &Device, progress: &Progress) -> 
     let _lock = crate::lock::Lock::create_folder(&config.out, "a match is a folder")?;
     let (games, others) = sgf_files(&config.out)?;
     let a_match = [IDENTITY_FILE, LOG_FILE].iter().any(|f| config.out.join(f).is_file());
-    if let Some(other) = others.first().or(games.first().filter(|_| !a_match)) {
+    if let Some(other) = others.first() {
         anyhow::bail!(
-            "{}: holds games that are no match's ({}, and no {IDENTITY_FILE}): give another --out",
+            "{}: holds games that are no match's ({}): give another --out",
+            config.out.display(),
+            other.display()
+        );
+    }
+    // A dataset's or a training run's folder once took a match's games
+    // and logs beside its own files.
+    if let Some(other) = crate::lock::first_entry_of_another(&config.out).filter(|_| !a_match) {
+        anyhow::bail!(
+            "{} is not empty and holds no match ({}, and no {IDENTITY_FILE}): give an empty or new --out",
             config.out.display(),
             other.display()
         );

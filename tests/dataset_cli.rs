@@ -150,6 +150,16 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     manifest.write(dir.path()).unwrap();
     let out = run_on(&["dataset", "verify"], dir.path());
     assert!(!out.status.success() && text(&out).contains("no file name of the dataset's folder"), "{}", text(&out));
+
+    // Blocks of no record, which prepare never cuts (a hand-edited
+    // manifest once verified as ok).
+    let (dir, _) = fixture().unwrap();
+    manifest = Manifest::read(dir.path()).unwrap();
+    manifest.settings.block_records = 0;
+    manifest.write(dir.path()).unwrap();
+    let out = run_on(&["dataset", "verify"], dir.path());
+    let said = "500 records a shard and 0 a block";
+    assert!(!out.status.success() && text(&out).contains(said), "{}", text(&out));
 }
 
 /// `eval --data` scores the nets named; its help's shipped defaults are

@@ -296,6 +296,14 @@ impl Manifest {
                 self.board_size
             ));
         }
+        let Settings { block_records, shard_records, .. } = self.settings;
+        if block_records == 0 || shard_records < block_records {
+            errors.push(format!(
+                "{}: {shard_records} records a shard and {block_records} a block: prepare cuts a shard into whole \
+                 blocks of at least one record",
+                path.display()
+            ));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for entry in self.shards.iter().filter(|e| !seen.insert(&e.file)) {
             errors.push(format!("{}: {} is named more than once", path.display(), entry.file));
@@ -363,16 +371,22 @@ impl TryFrom<String> for DatasetId {
 fn shard_file_fault(dir: &Path, entry: &ShardEntry) -> Option<String> {
     let path = dir.join(&entry.file);
     match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Some(format!("{}: missing (the manifest names it)", path.display()))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(missing_shard(&path)),
         Err(e) => Some(format!("{}: {e}", path.display())),
         Ok(m) if !m.is_file() => Some(format!("{}: not a file (the manifest names a shard)", path.display())),
-        Ok(m) if m.len() != entry.bytes => {
-            Some(format!("{}: {} bytes, the manifest says {}", path.display(), m.len(), entry.bytes))
-        }
+        Ok(m) if m.len() != entry.bytes => Some(shard_of_another_length(&path, m.len(), entry)),
         Ok(_) => None,
     }
+}
+
+/// What a reader says of a shard the manifest names and the folder lacks.
+pub(crate) fn missing_shard(path: &Path) -> String {
+    format!("{}: missing (the manifest names it)", path.display())
+}
+
+/// What a reader says of a shard cut short or swapped for another.
+pub(crate) fn shard_of_another_length(path: &Path, bytes: u64, entry: &ShardEntry) -> String {
+    format!("{}: {bytes} bytes, the manifest says {}", path.display(), entry.bytes)
 }
 
 #[cfg(test)]

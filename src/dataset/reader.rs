@@ -26,7 +26,7 @@ use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
 
-use super::manifest::{Manifest, ShardEntry};
+use super::manifest::{missing_shard, shard_of_another_length, Manifest, ShardEntry};
 use super::shard::{Block, Layout, Shard, NO_VALUE};
 use super::split::{mix, Split};
 use crate::features::{FeatureSet, PackedPlanes, Symmetry};
@@ -160,7 +160,7 @@ impl Dataset {
 pub(crate) fn open_entry(dir: &Path, entry: &ShardEntry) -> Result<Shard> {
     let path = dir.join(&entry.file);
     if let Ok(false) = path.try_exists() {
-        bail!("{}: missing (the manifest names it)", path.display());
+        bail!(missing_shard(&path));
     }
     Ok(Shard::open(&path)?)
 }
@@ -170,7 +170,7 @@ pub(crate) fn open_entry(dir: &Path, entry: &ShardEntry) -> Result<Shard> {
 /// a stale manifest).
 pub(crate) fn check_against_manifest(shard: &Shard, entry: &ShardEntry, layout: Layout) -> Result<()> {
     if shard.bytes() != entry.bytes {
-        bail!("{}: {} bytes, the manifest says {}", shard.path().display(), shard.bytes(), entry.bytes);
+        bail!(shard_of_another_length(shard.path(), shard.bytes(), entry));
     }
     let found = (shard.board_size(), shard.layout().stored_planes(), shard.records(), shard.blocks().len());
     let expected = (layout.board_size, layout.stored_planes(), entry.records, entry.blocks as usize);

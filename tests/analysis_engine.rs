@@ -139,11 +139,13 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
         r#"{"id":"who","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"initialPlayer":5}"#,
         r#"{"id":"junk","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"overrideSettings":"junk"}"#,
         r#"{"id":"act","action":5}"#,
+        r#"{"id":"purple","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"overrideSettings":{"reportAnalysisWinratesAs":"PURPLE"}}"#,
+        r#"{"id":"huge","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":99999999999999999999}"#,
         // A misspelt field, once ignored without a word: warned of, as
         // KataGo does, and the query searched.
         r#"{"id":"after","moves":[],"rules":"chinese","boardXSize":19,"boardYSize":19,"maxVisits":4,"maxvisits":9}"#,
     ];
-    let responses = exchange(&queries, 1500, 19);
+    let responses = exchange(&queries, 1500, 21);
     let by_id = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
     assert_eq!(by_id("t")[0]["terminateId"], "long");
     let long = by_id("long");
@@ -169,6 +171,10 @@ fn terminate_stops_a_search_and_bad_queries_name_their_field() {
     assert_eq!(by_id("who")[0]["error"], "5: give B or W");
     assert_eq!(by_id("junk")[0]["field"], "overrideSettings");
     assert_eq!(by_id("act")[0]["error"], "action is a string");
+    // What is allowed, not only what was given (once `reportAnalysisWinratesAs
+    // PURPLE`, and `a positive integer` of a positive one too large).
+    assert_eq!(by_id("purple")[0]["error"], "reportAnalysisWinratesAs PURPLE: give BLACK, WHITE or SIDETOMOVE");
+    assert_eq!(by_id("huge")[0]["error"], "maxVisits is a whole number, 1 or more");
     let after = by_id("after");
     assert_eq!((&after[0]["field"], &after[0]["warning"].is_string()), (&Value::from("maxvisits"), &true), "{after:?}");
     assert_eq!(after[1]["turnNumber"], 0, "the engine goes on after errors");
@@ -269,6 +275,21 @@ fn terminate_acts_on_what_is_queued_or_searched_when_it_comes_and_nothing_after(
     let bad = r#"{"id":"t6","action":"terminate","terminateId":"x","turnNumbers":"1"}"#;
     engine.send(bad);
     assert_eq!(engine.next(1)[0]["field"], "turnNumbers");
+
+    // `terminate_all` (KataGo's; once an unknown action) stops the search
+    // and every query queued, whatever its id.
+    engine.send(long);
+    engine.send(&query("x", r#","analyzeTurns":[0,1]"#));
+    engine.send(&query("y", ""));
+    engine.send(r#"{"id":"t7","action":"terminate_all"}"#);
+    let responses = engine.next(1 + 1 + 2 + 1);
+    let of = |id: &str| responses.iter().filter(|r| r["id"] == id).collect::<Vec<_>>();
+    assert_eq!(of("t7")[0]["action"], "terminate_all", "{responses:?}");
+    assert_eq!(of("long").len(), 1, "{responses:?}");
+    let stopped = [of("x"), of("y")].concat();
+    assert!(stopped.len() == 3 && stopped.iter().all(|r| r["noResults"] == true), "{responses:?}");
+    engine.send(&query("after", ""));
+    assert!(searched(&engine.next(1)[0]), "a query after it is searched");
 }
 
 /// Actions that come during a long search are answered during it, a
@@ -409,7 +430,7 @@ fn rules_as_an_object_and_priorities() {
 
 #[test]
 fn the_root_policy_is_the_shipped_residual_net_unless_named() {
-    let policy = |root: &[&str]| {
+    let answers = |root: &[&str]| {
         let out = common::piped(&["analysis"])
             .args(root)
             .spawn()
@@ -420,9 +441,17 @@ fn the_root_policy_is_the_shipped_residual_net_unless_named() {
             .expect("run go-train analysis");
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let responses = out.stdout.split(|b| *b == b'\n').filter_map(|l| serde_json::from_slice::<Value>(l).ok());
-        let first = responses.into_iter().find(|r| r["turnNumber"] == 0);
-        (out.status.success(), first.map(|r| r["policy"].clone()), stderr)
+        (out.status.success(), responses.collect::<Vec<Value>>(), stderr)
     };
+    let policy = |root: &[&str]| {
+        let (ok, responses, stderr) = answers(root);
+        let first = responses.into_iter().find(|r| r["turnNumber"] == 0);
+        (ok, first.map(|r| r["policy"].clone()), stderr)
+    };
+    // Without a policy net the query is refused once, by its field (each
+    // of its turns once answered the same error).
+    let (ok, responses, _) = answers(&["--policy", "none", "--root-policy", "none", "--iterations", "8"]);
+    assert!(ok && responses.len() == 1 && responses[0]["field"] == "includePolicy", "{responses:?}");
     let (ok, shipped, _) = policy(&[]);
     let (own_ok, own, _) = policy(&["--root-policy", "none"]);
     assert!(ok && own_ok && shipped.is_some() && own.is_some());

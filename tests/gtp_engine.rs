@@ -375,6 +375,13 @@ fn match_errors_name_the_player_and_what_is_missing() {
     assert!(err.contains("player A") && err.contains("cannot play on 9x9") && !err.contains("give --policy"), "{err}");
     let err = run("mcts:depth=3", "random");
     assert!(err.contains("unknown agent setting \"depth\""), "{err}");
+    // The engine says the same (it once asked for a net, and then refused
+    // the board of the net it was given).
+    for engine in ["policy", "playout"] {
+        let out = common::go_train(&["gtp", "--engine", engine, "--size", "9"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("cannot play on 9x9") && !err.contains("give --"), "{err}");
+    }
     // Nothing was written for a match that could not start.
     assert!(!dir.path().join("game-0000.sgf").exists());
 }

@@ -19,7 +19,7 @@ use super::search_flags::SearchFlags;
 /// go to stderr only.
 ///
 /// Live analysis for GUIs: `lz-analyze`, `kata-analyze` (`ownership true`,
-/// `rootInfo true`), Sabaki's `analyze` and their `genmove_analyze` forms
+/// `rootInfo true`, `pvVisits true`), Sabaki's `analyze` and their `genmove_analyze` forms
 /// stream the search until the next command; `kata-raw-nn` prints the
 /// nets' raw output; GoGui's `gogui-analyze_commands`, `kgs-rules`,
 /// `gomill-cpu_time` and more (docs/reference/gtp.md).
@@ -90,6 +90,9 @@ pub fn run(args: Args) -> Result<()> {
     let mut rules = Rules::by_name(&args.rules).with_context(|| format!("unknown rules {:?}", args.rules))?;
     rules.komi = args.komi;
     let kind = args.engine.unwrap_or(AgentKind::Mcts);
+    // Before the nets are looked for: none is shipped for another board,
+    // and the net then missing was named as what was wrong.
+    super::nets::check_board_of_net_agent(kind, args.size)?;
     let (preset, search) = args.search.0.resolve()?;
     // The random agent needs no nets: it loads only those named (for
     // analysis commands), never the shipped ones.

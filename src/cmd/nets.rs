@@ -121,14 +121,23 @@ pub fn shipped_net(file: &str) -> Option<NetSource> {
 /// the net it then lacked was named as what was wrong.
 pub fn player_spec(text: &str, nets: &DefaultNets, size: usize) -> anyhow::Result<PlayerSpec> {
     Ok(match PlayerSpec::parse(text)? {
-        PlayerSpec::Agent(agent) if size != BOARD && matches!(agent.kind, AgentKind::Policy | AgentKind::Playout) => {
-            anyhow::bail!(
-                "cannot play on {size}x{size} (--size {size}): a {} agent plays a net, and the nets play \
-                 {BOARD}x{BOARD} only",
-                agent.kind.name()
-            )
+        PlayerSpec::Agent(agent) => {
+            check_board_of_net_agent(agent.kind, size)?;
+            PlayerSpec::Agent(Box::new(agent.with_default_nets(nets)))
         }
-        PlayerSpec::Agent(agent) => PlayerSpec::Agent(Box::new(agent.with_default_nets(nets))),
         gtp => gtp,
     })
+}
+
+/// Refuses an agent that is a net alone (policy, playout) on a board of
+/// `size` other than the nets'.
+pub fn check_board_of_net_agent(kind: AgentKind, size: usize) -> anyhow::Result<()> {
+    if size != BOARD && matches!(kind, AgentKind::Policy | AgentKind::Playout) {
+        anyhow::bail!(
+            "cannot play on {size}x{size} (--size {size}): a {} agent plays a net, and the nets play {BOARD}x{BOARD} \
+             only",
+            kind.name()
+        )
+    }
+    Ok(())
 }

@@ -11,7 +11,8 @@
 //! comes, and on nothing after: it stops the search under way at once
 //! (its response holds what it had) and answers their turns not yet
 //! searched `noResults`, a query queued with every turn stopped at once;
-//! `turnNumbers` limits it to those turns.
+//! `turnNumbers` limits it to those turns. `terminate_all` does the same to
+//! every query.
 //! Supported: `id`, `moves`, `initialStones`, `initialPlayer`, `rules` (a
 //! name, or an object of `ko`, `scoring`, `tax`, `suicide`, `hasButton`,
 //! `whiteHandicapBonus`, `friendlyPassOk` where go-train has the rule),
@@ -20,10 +21,11 @@
 //! `allowMoves` (`[{"player", "moves", "untilDepth"}]`),
 //! `reportDuringSearchEvery` (seconds: partial responses with
 //! `isDuringSearch` true), `priority`, `includeMovesOwnership`,
+//! `includePVVisits`,
 //! `overrideSettings.maxTime` and `.reportAnalysisWinratesAs` (`BLACK`,
 //! the default, `WHITE` or `SIDETOMOVE`; other override settings are
 //! ignored; any other field is warned of, as KataGo does); actions
-//! `query_version` and `terminate`. `maxVisits` caps the
+//! `query_version`, `terminate` and `terminate_all`. `maxVisits` caps the
 //! root's visits, a tree kept from the last query counted.
 //! A query is one line of at most [`MAX_QUERY_BYTES`] bytes, with at most
 //! [`MAX_QUERY_MOVES`] moves; a longer line is dropped as it is read and
@@ -93,6 +95,8 @@ struct Analysis {
     ownership: bool,
     /// Ownership after each candidate move (`includeMovesOwnership`).
     moves_ownership: bool,
+    /// The visits of each move of a principal variation (`includePVVisits`).
+    pv_visits: bool,
     policy: bool,
     perspective: Perspective,
     /// Most time per turn (`overrideSettings.maxTime`, seconds).
@@ -154,20 +158,27 @@ struct Searching {
     stopped: BTreeSet<usize>,
 }
 
-/// A `terminate` action: the id it names, and the turns it stops (every
-/// one when `None`).
+/// A `terminate` action: the id it names (every query's for
+/// `terminate_all`), and the turns it stops (every one when `None`).
 struct Terminate {
-    target: String,
+    target: Option<String>,
     turns: Option<BTreeSet<usize>>,
 }
 
 impl Terminate {
-    /// The `terminateId` and `turnNumbers` of a terminate action.
-    fn read(query: &Value) -> Result<Terminate, QueryError> {
-        let target = query
-            .get("terminateId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| refuse("terminateId", "terminate needs a terminateId"))?;
+    /// The `terminateId` (none for `all`) and `turnNumbers` of a terminate
+    /// action.
+    fn read(query: &Value, all: bool) -> Result<Terminate, QueryError> {
+        let target = match all {
+            true => None,
+            false => Some(
+                query
+                    .get("terminateId")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| refuse("terminateId", "terminate needs a terminateId"))?
+                    .to_string(),
+            ),
+        };
         let turns = match query.get("turnNumbers") {
             None | Some(Value::Null) => None,
             Some(Value::Array(turns)) => Some(
@@ -179,12 +190,17 @@ impl Terminate {
             ),
             Some(_) => return Err(refuse("turnNumbers", "a list of turn numbers")),
         };
-        Ok(Terminate { target: target.to_string(), turns })
+        Ok(Terminate { target, turns })
+    }
+
+    /// Whether it names the query `id`.
+    fn names(&self, id: Option<&str>) -> bool {
+        self.target.as_deref().is_none_or(|target| id == Some(target))
     }
 
     /// Whether it stops turn `turn` of the query `id`.
     fn stops(&self, id: &str, turn: usize) -> bool {
-        self.target == id && self.turns.as_ref().is_none_or(|turns| turns.contains(&turn))
+        self.names(Some(id)) && self.turns.as_ref().is_none_or(|turns| turns.contains(&turn))
     }
 }
 
@@ -277,6 +293,11 @@ impl AnalysisEngine {
                 out,
                 json!({"id": analysis.id, "field": "boardXSize", "error": format!("the nets play {b}x{b} only")}),
             );
+        }
+        if analysis.policy && self.search.nets().0.is_none() {
+            // Refused once, as a field of the query, not once per turn.
+            let error = "includePolicy needs a policy net, and this engine has none (--policy NET)";
+            return respond(out, json!({"id": analysis.id, "field": "includePolicy", "error": error}));
         }
         for &turn in &analysis.analyze {
             // Lines that came during the last search: a terminate for this
@@ -428,14 +449,16 @@ impl Inbox {
                 out,
                 json!({"id": id, "action": "query_version", "version": env!("CARGO_PKG_VERSION"), "git_hash": ""}),
             )?,
-            Some("terminate") => match Terminate::read(&query) {
-                Ok(terminate) => {
-                    // Acknowledged as KataGo does, with the query echoed.
-                    respond(out, query)?;
-                    self.terminate(&terminate, out)?;
+            Some(action @ ("terminate" | "terminate_all")) => {
+                match Terminate::read(&query, action == "terminate_all") {
+                    Ok(terminate) => {
+                        // Acknowledged as KataGo does, with the query echoed.
+                        respond(out, query)?;
+                        self.terminate(&terminate, out)?;
+                    }
+                    Err(e) => respond(out, json!({"id": id, "field": e.field, "error": e.message}))?,
                 }
-                Err(e) => respond(out, json!({"id": id, "field": e.field, "error": e.message}))?,
-            },
+            }
             Some(other) => {
                 respond(out, json!({"id": id, "field": "action", "error": format!("unknown action {other}")}))?
             }
@@ -449,13 +472,13 @@ impl Inbox {
     /// queued query that cannot be read keeps its place (it is answered
     /// with its error in its turn).
     fn terminate(&mut self, terminate: &Terminate, out: &mut impl Write) -> io::Result<()> {
-        if let Some(searching) = self.searching.as_mut().filter(|s| s.id == terminate.target) {
+        if let Some(searching) = self.searching.as_mut().filter(|s| terminate.names(Some(&s.id))) {
             let stopped = searching.turns.iter().filter(|&&turn| terminate.stops(&searching.id, turn));
             searching.stopped.extend(stopped);
         }
         let mut i = 0;
         while i < self.queue.len() {
-            if self.queue[i].id.as_deref() != Some(terminate.target.as_str()) {
+            if !terminate.names(self.queue[i].id.as_deref()) {
                 i += 1;
                 continue;
             }
@@ -562,6 +585,9 @@ fn response(
         if analysis.moves_ownership {
             info["ownership"] = json!(estimate.balance(side));
         }
+        if analysis.pv_visits {
+            info["pvVisits"] = json!(m.pv_visits);
+        }
         move_infos.push(info);
     }
     let player = |c: Color| if c == Color::Black { "B" } else { "W" };
@@ -594,7 +620,7 @@ fn respond(out: &mut impl Write, value: Value) -> io::Result<()> {
 
 /// The fields of a query [`read_query`] reads; any other is answered with
 /// a warning, and the query searched without it.
-const QUERY_FIELDS: [&str; 18] = [
+const QUERY_FIELDS: [&str; 19] = [
     "id",
     "moves",
     "initialStones",
@@ -607,6 +633,7 @@ const QUERY_FIELDS: [&str; 18] = [
     "maxVisits",
     "includeOwnership",
     "includeMovesOwnership",
+    "includePVVisits",
     "includePolicy",
     "avoidMoves",
     "allowMoves",
@@ -729,7 +756,7 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         Some(v) => Some(
             v.as_u64()
                 .filter(|&v| v >= 1)
-                .ok_or_else(|| refuse("maxVisits", "a positive integer"))?
+                .ok_or_else(|| refuse("maxVisits", "maxVisits is a whole number, 1 or more"))?
                 .min(u32::MAX as u64) as u32,
         ),
     };
@@ -740,7 +767,12 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         None | Some("BLACK") => Perspective::Black,
         Some("WHITE") => Perspective::White,
         Some("SIDETOMOVE") => Perspective::SideToMove,
-        Some(other) => return Err(refuse("overrideSettings", format!("reportAnalysisWinratesAs {other}"))),
+        Some(other) => {
+            return Err(refuse(
+                "overrideSettings",
+                format!("reportAnalysisWinratesAs {other}: give BLACK, WHITE or SIDETOMOVE"),
+            ))
+        }
     };
     // Seconds at `pointer`, if given, within the bounds of every duration
     // setting (a millisecond at least: reports every nanosecond would
@@ -771,6 +803,7 @@ fn read_query(query: &Value) -> Result<(Analysis, Replay), QueryError> {
         visits,
         ownership: flag("includeOwnership")?,
         moves_ownership: flag("includeMovesOwnership")?,
+        pv_visits: flag("includePVVisits")?,
         policy: flag("includePolicy")?,
         perspective,
         max_time,
@@ -865,7 +898,7 @@ fn move_filters(query: &Value, field: &'static str, size: usize) -> Result<Vec<M
                 .get("untilDepth")
                 .and_then(Value::as_u64)
                 .filter(|&d| d >= 1)
-                .ok_or_else(|| entry_bad("untilDepth is a positive integer"))?
+                .ok_or_else(|| entry_bad("untilDepth is a whole number, 1 or more"))?
                 .min(u32::MAX as u64) as u32;
             Ok(MoveFilter { player, moves, allow: field == "allowMoves", until_depth })
         })

@@ -57,6 +57,9 @@ pub struct AnalysisRequest {
     pub ownership: bool,
     /// Append `rootInfo visits N winrate W` (KataGo's dialects).
     pub root_info: bool,
+    /// Follow each `pv` with `pvVisits` and the visits of its moves
+    /// (KataGo's dialects).
+    pub pv_visits: bool,
     /// Moves the search leaves out (`avoid`) or keeps to (`allow`), as
     /// the JSON analysis engine's `avoidMoves` and `allowMoves`.
     pub filters: Vec<MoveFilter>,
@@ -66,8 +69,9 @@ impl AnalysisRequest {
     /// The request `name args` makes, `None` when `name` is no analysis
     /// command, an error message when its arguments are wrong. Arguments:
     /// `[color] [interval] [key value]...` with keys `interval`,
-    /// `minmoves`, `maxmoves`, for KataGo's dialects `ownership` and
-    /// `rootInfo` (`true`/`false`), and `avoid`/`allow PLAYER
+    /// `minmoves`, `maxmoves`, for KataGo's dialects `ownership`,
+    /// `rootInfo` and `pvVisits` (`true`/`false`; `movesOwnership` and
+    /// `ownershipStdev` `false` only), and `avoid`/`allow PLAYER
     /// V1,V2,... UNTILDEPTH` (vertices of a `size` board).
     pub fn parse(name: &str, args: &[String], size: usize) -> Option<Result<AnalysisRequest, String>> {
         let (dialect, genmove) = match name {
@@ -88,6 +92,7 @@ impl AnalysisRequest {
             max_moves: usize::MAX,
             ownership: false,
             root_info: false,
+            pv_visits: false,
             filters: Vec::new(),
         };
         Some(request.read_args(args, size).map(|_| request))
@@ -108,7 +113,9 @@ impl AnalysisRequest {
             self.interval = centiseconds(cs);
             rest = &rest[1..];
         }
-        let number = |key: &str, value: &str| value.parse::<u64>().map_err(|_| format!("{key} {value}: not a number"));
+        let number = |key: &str, value: &str| {
+            value.parse::<u64>().map_err(|_| format!("{key} {value}: give a whole number, 0 or more"))
+        };
         let flag = |key: &str, value: &str| match value {
             "true" => Ok(true),
             "false" => Ok(false),
@@ -131,6 +138,17 @@ impl AnalysisRequest {
                 "maxmoves" => self.max_moves = number(key, value)? as usize,
                 "ownership" if kata => self.ownership = flag(key, value)?,
                 "rootInfo" if kata => self.root_info = flag(key, value)?,
+                "pvVisits" if kata => self.pv_visits = flag(key, value)?,
+                // KataGo's, from outputs go-train has not: asked for, they
+                // are refused by name, not as unknown keys.
+                "movesOwnership" | "ownershipStdev" if kata => {
+                    if flag(key, value)? {
+                        return Err(format!(
+                            "{key} true: go-train's ownership is one estimate of the position, from random \
+                             playouts (the JSON analysis engine's includeMovesOwnership gives it after each move)"
+                        ));
+                    }
+                }
                 _ => return Err(format!("unknown analysis option {key}")),
             }
             rest = after;
@@ -192,6 +210,10 @@ pub fn info_line(analysis: &Analysis, request: &AnalysisRequest, size: usize, ow
             fraction(m.lcb()),
             pv.join(" "),
         ));
+        if request.pv_visits {
+            let visits: Vec<String> = m.pv_visits.iter().map(u32::to_string).collect();
+            line.push_str(&format!("pvVisits {} ", visits.join(" ")));
+        }
     }
     if request.root_info {
         line.push_str(&format!("rootInfo visits {} winrate {} ", analysis.visits, fraction(root_winrate)));
@@ -410,6 +432,9 @@ mod tests {
         assert!(AnalysisRequest::parse("lz-analyze", &args("ownership true"), 19).unwrap().is_err());
         assert!(AnalysisRequest::parse("kata-analyze", &args("b 10 maxmoves"), 19).unwrap().is_err());
         assert!(AnalysisRequest::parse("kata-analyze", &args("minmoves x"), 19).unwrap().is_err());
+        // A number out of range says what is in it (`-3: not a number`).
+        let refusal = AnalysisRequest::parse("kata-analyze", &args("b 10 minmoves -3"), 19).unwrap().unwrap_err();
+        assert_eq!(refusal, "minmoves -3: give a whole number, 0 or more");
     }
 
     /// Leela Zero's and KataGo's `avoid` and `allow` (Lizzie sends
@@ -447,6 +472,7 @@ mod tests {
                     winrate: Some(0.5625),
                     prior: 0.25,
                     pv: vec![Move::parse_gtp("D4", 19).unwrap(), Move::Pass],
+                    pv_visits: vec![100, 37],
                 },
                 MoveInfo {
                     mv: Move::parse_gtp("Q16", 19).unwrap(),
@@ -454,6 +480,7 @@ mod tests {
                     winrate: None,
                     prior: 0.125,
                     pv: vec![],
+                    pv_visits: vec![],
                 },
             ],
         };
@@ -473,6 +500,14 @@ mod tests {
         assert!(line.starts_with("info move D4 visits 100 winrate 0.5625 prior 0.25 lcb 0.465"), "{line}");
         assert!(line.contains(" rootInfo visits 101 winrate 0.55 ownership 1 1 "), "{line}");
         assert_eq!(line.trim_end().split(' ').skip_while(|w| *w != "ownership").count(), 362);
+        // KataGo's `pvVisits`: the visits of each move of the pv, after it.
+        let v = AnalysisRequest::parse("kata-analyze", &args("10 pvVisits true"), 19).unwrap().unwrap();
+        assert!(info_line(&analysis, &v, 19, None).contains(" order 0 pv D4 pass pvVisits 100 37\n"));
+        assert!(AnalysisRequest::parse("lz-analyze", &args("10 pvVisits true"), 19).unwrap().is_err());
+        // Outputs go-train has not are refused by name when asked for.
+        let refused = AnalysisRequest::parse("kata-analyze", &args("10 movesOwnership true"), 19).unwrap();
+        assert!(refused.unwrap_err().starts_with("movesOwnership true: "));
+        assert!(AnalysisRequest::parse("kata-analyze", &args("10 ownershipStdev false"), 19).unwrap().is_ok());
         k.dialect = Dialect::Sabaki;
         let line = info_line(&analysis, &k, 19, Some(&owned));
         assert!(line.starts_with("info move D4 visits 100 winrate 0.562500 prior 0.250000"), "{line}");
@@ -504,6 +539,7 @@ mod tests {
                 winrate: Some(0.5),
                 prior: 1.0,
                 pv: vec![Move::parse_gtp("D4", 19).unwrap()],
+                pv_visits: vec![7],
             }],
         };
         let mut r = AnalysisRequest::parse("kata-analyze", &args("10 maxmoves 0"), 19).unwrap().unwrap();

@@ -268,12 +268,14 @@ impl Mcts {
             .iter()
             .map(|&c| {
                 let n = &tree.nodes[c as usize];
+                let (pv, pv_visits) = principal_variation(&tree.nodes, c).into_iter().unzip();
                 MoveInfo {
                     mv: n.mv,
                     visits: n.visits,
                     winrate: (n.visits > 0).then(|| n.value_sum / n.visits as f32),
                     prior: n.prior,
-                    pv: principal_variation(&tree.nodes, c),
+                    pv,
+                    pv_visits,
                 }
             })
             .collect();
@@ -829,13 +831,15 @@ fn best_child(nodes: &[Node], node: u32, config: &MctsConfig) -> Option<u32> {
 }
 
 /// Moves from `node` on, each the most visited child of the one before,
-/// while they have visits (at most 40: a GUI shows a few).
-fn principal_variation(nodes: &[Node], mut node: u32) -> Vec<Move> {
-    let mut pv = vec![nodes[node as usize].mv];
+/// while they have visits (at most 40: a GUI shows a few), with their
+/// visits.
+fn principal_variation(nodes: &[Node], mut node: u32) -> Vec<(Move, u32)> {
+    let step = |node: u32| (nodes[node as usize].mv, nodes[node as usize].visits);
+    let mut pv = vec![step(node)];
     while pv.len() < 40 {
         let next = nodes[node as usize].children.iter().copied().filter(|&c| nodes[c as usize].visits > 0);
         let Some(best) = next.max_by_key(|&c| nodes[c as usize].visits) else { break };
-        pv.push(nodes[best as usize].mv);
+        pv.push(step(best));
         node = best;
     }
     pv

@@ -231,7 +231,8 @@ impl AgentSpec {
     pub fn build(&self, device: &Device) -> Result<Box<dyn Agent>> {
         let kind = self.kind;
         let need = |choice: &NetChoice, flag: &str| -> Result<NetEval> {
-            let source = choice.source().with_context(|| format!("the {kind:?} agent needs a net: give {flag}"))?;
+            let source =
+                choice.source().with_context(|| format!("the {} agent needs a net: give {flag}", kind.name()))?;
             NetEval::load_source(source, device, Output::MoveLogProbs)
         };
         let seed = self.search.seed;

@@ -160,6 +160,25 @@ fn verify_reports_a_missing_shard_and_wrong_totals() {
     let out = run_on(&["dataset", "verify"], dir.path());
     let said = "500 records a shard and 0 a block";
     assert!(!out.status.success() && text(&out).contains(said), "{}", text(&out));
+
+    // A train shard listed as validation and back, counts swapped to
+    // match, and fractions prepare never writes: each once verified ok.
+    let (dir, _) = fixture().unwrap();
+    manifest = Manifest::read(dir.path()).unwrap();
+    let validation = manifest.shards.iter().position(|e| e.split == Split::Validation).unwrap();
+    manifest.shards[0].split = Split::Validation;
+    manifest.shards[validation].split = Split::Train;
+    let (train, val) = (manifest.splits[&Split::Train].clone(), manifest.splits[&Split::Validation].clone());
+    let records = (manifest.shards[0].records, manifest.shards[validation].records);
+    manifest.splits.get_mut(&Split::Train).unwrap().positions = train.positions - records.0 + records.1;
+    manifest.splits.get_mut(&Split::Validation).unwrap().positions = val.positions - records.1 + records.0;
+    manifest.settings.split.0 = [0.5, 0.5, 0.5];
+    manifest.write(dir.path()).unwrap();
+    let out = run_on(&["dataset", "verify"], dir.path());
+    let shown = text(&out);
+    let swapped = format!("{} is a train shard by its name, and listed in validation", manifest.shards[0].file);
+    assert!(!out.status.success() && shown.contains(&swapped), "{shown}");
+    assert!(shown.contains("split [0.5, 0.5, 0.5]: not three fractions"), "{shown}");
 }
 
 /// `eval --data` scores the nets named; its help's shipped defaults are
@@ -416,7 +435,7 @@ fn options_out_of_range_are_refused_naming_them() {
     let out_dir = dir.path().join("out");
     let prepare = ["prepare", path(&list), "--out", path(&out_dir)];
     let filter = ["filter", path(dir.path()), "--out", path(&list)];
-    let cases: [(&[&str], &[&str], &str); 12] = [
+    let cases: [(&[&str], &[&str], &str); 13] = [
         (&prepare, &["--size", "1"], "--size"),
         (&prepare, &["--size", "26"], "--size"),
         (&prepare, &["--block-records", "0"], "--block-records"),
@@ -427,6 +446,9 @@ fn options_out_of_range_are_refused_naming_them() {
         (&prepare, &["--split", "inf,1,1"], "split"),
         (&filter, &["--size", "0"], "--size"),
         (&filter, &["--min-komi", "nan"], "--min-komi"),
+        // The range every komi takes (`1e308` was once "not a finite
+        // number", `1e20` taken).
+        (&filter, &["--min-komi", "1e20"], "give a number from -1000 to 1000"),
         (&filter, &["--min-komi", "9", "--max-komi", "6"], "--max-komi"),
         (&filter, &["--min-moves", "50", "--max-moves", "10"], "--max-moves"),
     ];

@@ -311,4 +311,16 @@ fn unmerged_parts_are_kept_and_a_damaged_part_is_not_merged() {
     succeeded(prepare(&list, &out, &["--part", "2/2"]));
     assert_eq!(records(&out), merged);
     succeeded(common::go_train(&["dataset", "verify", path(&out)]));
+
+    // A part's totals that disagree with its shards (edited by hand) are
+    // not merged into a manifest every reader would refuse.
+    std::fs::remove_file(out.join("manifest.json")).unwrap();
+    let part = out.join("part-0001-of-0002.json");
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&part).unwrap()).unwrap();
+    json["dataset"]["splits"]["train"]["positions"] = 999_999.into();
+    std::fs::write(&part, json.to_string()).unwrap();
+    let shown = common::go_train(&["dataset", "merge", path(&out)]).output().unwrap();
+    assert!(!shown.status.success() && text(&shown).contains("the parts do not merge"), "{}", text(&shown));
+    assert!(text(&shown).contains("its shards' entries"), "{}", text(&shown));
+    assert!(!out.join("manifest.json").exists(), "no manifest of wrong totals");
 }

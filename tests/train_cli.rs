@@ -416,10 +416,7 @@ fn runs_need_no_config_file_and_resume_with_their_own() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("net playout is a move net") && err.contains("train-policy"),
-        "{err}"
-    );
+    assert!(!out.status.success() && err.contains("net playout is the fast playout net"), "{err}");
     assert_eq!(metrics(&out_dir).len(), 2);
     // A resumed run names each setting it goes on with changed.
     let out = common::go_train(&["train-playout", "--out", path(&out_dir), "--resume", "--epochs", "3"])
@@ -438,6 +435,20 @@ fn runs_need_no_config_file_and_resume_with_their_own() {
         "net=\"value\"",
     ]);
     assert!(err.contains("net value is a value net") && err.contains("train-value"), "{err}");
+    // A dataset's folder is not a run's, even with --force.
+    let before = std::fs::read_dir(&data).unwrap().count();
+    let err = common::fails(&["train-policy", "--data", path(&data), "--out", path(&data), "--force"]);
+    assert!(err.contains("holds a dataset"), "{err}");
+    assert_eq!(std::fs::read_dir(&data).unwrap().count(), before, "nothing written into it");
+    // The playout run is train-playout's alone, the other move nets
+    // train-policy's: each once resumed the other's without a word.
+    let out = common::go_train(&["train-policy", "--out", path(&out_dir), "--resume", "--epochs", "4"])
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("net playout is the fast playout net: train it with train-playout"));
+    assert_eq!(metrics(&out_dir).len(), 3, "{err}");
 
     // An epoch whose validation loss is not finite stops the run before
     // anything of it is written: it once scored 100% top-1, became the

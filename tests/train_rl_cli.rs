@@ -69,6 +69,14 @@ fn a_resumed_run_ends_as_one_that_never_stopped() {
     assert_ne!(values(&start["head.weight"]), values(&trained["head.weight"]));
     // Nothing left to do.
     ok(&["train-rl", "--out", path(&parts), "--iterations", "3", "--resume"]);
+    // Metrics cut short (by outside damage) are named, as a supervised
+    // run names them: a resume once went on with a gap in its plot.
+    let file = parts.join("metrics.jsonl");
+    let full = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, full.lines().take(2).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let said = common::text(&ok(&["train-rl", "--out", path(&parts), "--iterations", "3", "--resume"]));
+    assert!(said.contains("records 2 iterations, the checkpoint is at iteration 3"), "{said}");
+    std::fs::write(&file, full).unwrap();
     // A run that lost its checkpoint is not started again over its metrics.
     std::fs::remove_dir_all(parts.join("last")).unwrap();
     let err = fails(&["train-rl", "--out", path(&parts), "--iterations", "4", "--resume"]);
@@ -90,6 +98,12 @@ fn bad_settings_are_named() {
         // In the range every other komi takes, and worded as they word it.
         ("--komi", "1500", "komi 1500: give a number from -1000 to 1000"),
         ("--move-fraction", "0", "move_fraction"),
+        // A temperature whose division overflows: once a whole iteration
+        // played, then a NaN loss blamed on --lr. The value as typed, not
+        // as it rounds (`1e-300` was once called 0, 1e-300 written out).
+        ("--temperature", "1e-45", "give a number from 0.001 to 10"),
+        ("--temperature", "1e-300", "1e-300"),
+        ("--move-fraction", "1e-300", "move_fraction 1e-300:"),
         // Once a capacity-overflow panic, or an abort allocating for them.
         ("--games", "18446744073709551615", "--games"),
         ("--eval-games", "100000000", "--eval-games"),
@@ -107,6 +121,15 @@ fn bad_settings_are_named() {
     let err = fails(&["train-rl", "--out", path(&out), "--init", "no/such/policy.safetensors"]);
     assert!(err.contains("no/such/policy.safetensors"), "{err}");
     assert!(!out.exists(), "a refused run leaves nothing behind");
+    // Nor is a dataset's folder a run's (its files were once mixed in).
+    let dataset = dir.path().join("dataset");
+    std::fs::create_dir(&dataset).unwrap();
+    std::fs::write(dataset.join("manifest.json"), "{}").unwrap();
+    for force in [&[][..], &["--force"]] {
+        let err = fails(&[&["train-rl", "--out", path(&dataset), "--init", init()][..], force].concat());
+        assert!(err.contains("holds a dataset"), "{err}");
+    }
+    assert_eq!(std::fs::read_dir(&dataset).unwrap().count(), 1, "nothing written beside it");
 }
 
 /// A run resumes in the folder given (a copy, or the same run from

@@ -7,6 +7,7 @@ use clap::Parser;
 
 use go_train::atomic::{file_in_the_way, write_atomic};
 use go_train::bounded_read;
+use go_train::bounds::{self, real_flag};
 use go_train::dataset::filter::{filter, find_sgf_files, Criteria, GameList};
 use go_train::progress::Progress;
 
@@ -51,10 +52,10 @@ pub struct Args {
     #[arg(long, default_value_t = Criteria::default().max_moves)]
     max_moves: usize,
     /// Lowest komi kept.
-    #[arg(long, default_value_t = 5.0, value_parser = super::finite_f32)]
+    #[arg(long, default_value_t = 5.0, value_parser = real_flag::<f32>(bounds::KOMI))]
     min_komi: f32,
     /// Highest komi kept (at least --min-komi).
-    #[arg(long, default_value_t = 8.0, value_parser = super::finite_f32)]
+    #[arg(long, default_value_t = 8.0, value_parser = real_flag::<f32>(bounds::KOMI))]
     max_komi: f32,
     /// Keep games with any komi, or none.
     #[arg(long, conflicts_with_all = ["min_komi", "max_komi"])]

@@ -302,14 +302,6 @@ fn thread_counts() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..=4096)
 }
 
-/// A number that must be finite (`nan` and `inf` parse as numbers).
-fn finite_f32(text: &str) -> Result<f32, String> {
-    match text.trim().parse::<f32>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("`{text}` is not a finite number")),
-    }
-}
-
 fn set_threads(threads: Option<usize>) -> Result<()> {
     if threads.is_some() {
         go_train::nn::init_threads(threads).context("setting --threads")?;

@@ -15,7 +15,7 @@ use go_train::train::run::{train, Start};
 use go_train::train::run_folder::{config_path, CONFIG_FILE, LAST_DIR};
 
 /// Which of the three nets a command trains by default.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 pub enum Kind {
     Policy,
     Playout,
@@ -186,10 +186,21 @@ pub fn run(kind: Kind, args: Args) -> Result<()> {
     }
     // A value net is train-value's, a move net the others': a resumed
     // run's config.toml once let train-value go on training a playout net.
-    let predicts_results = config.arch()?.output() == go_train::nn::Output::WinProb;
-    if predicts_results != matches!(kind, Kind::Value) {
-        let (what, command) = if predicts_results { ("a value", "train-value") } else { ("a move", "train-policy") };
-        bail!("{}: net {} is {what} net: train it with {command}", config.out.display(), config.net);
+    // So is the playout net train-playout's alone: a policy run resumed
+    // by train-playout once went on as a policy run without a word.
+    let arch = config.arch()?;
+    let trained_by = match arch {
+        _ if arch.output() == go_train::nn::Output::WinProb => Kind::Value,
+        go_train::nn::Arch::Playout => Kind::Playout,
+        _ => Kind::Policy,
+    };
+    if trained_by != kind {
+        let what = match trained_by {
+            Kind::Value => "a value net",
+            Kind::Playout => "the fast playout net",
+            Kind::Policy => "a move net",
+        };
+        bail!("{}: net {} is {what}: train it with train-{}", config.out.display(), config.net, trained_by.net());
     }
     let threads = (config.threads > 0).then_some(config.threads);
     go_train::nn::init_threads(threads)?;

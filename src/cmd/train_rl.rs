@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use go_train::bounds::{self, count_flag};
+use go_train::bounds::{self, count_flag, real_flag};
 use go_train::search::NetSource;
 use go_train::train::optim::OptimizerConfig;
 use go_train::train::rl::reinforce::Baseline;
@@ -68,8 +68,8 @@ pub struct Args {
     /// at random and weighing 1/share [default: 0.25; AlphaGo: 1, all].
     #[arg(long)]
     move_fraction: Option<f64>,
-    /// Temperature both sides sample at [default: 1].
-    #[arg(long)]
+    /// Temperature both sides sample at, 0.001 to 10 [default: 1].
+    #[arg(long, value_parser = real_flag::<f32>(bounds::RL_TEMPERATURE))]
     temperature: Option<f32>,
     /// A match against the start policy every this many iterations, 0 for
     /// none [default: 10].

@@ -304,6 +304,26 @@ impl Manifest {
                 path.display()
             ));
         }
+        if !self.settings.split.is_normalised() {
+            errors.push(format!(
+                "{}: split {:?}: not three fractions from 0 of sum 1, as prepare writes them",
+                path.display(),
+                self.settings.split.0
+            ));
+        }
+        // Prepare names each shard by its split: one listed in another
+        // split (a hand edit) would train on validation games.
+        for entry in &self.shards {
+            let named = entry.file.split(|c: char| !c.is_ascii_lowercase()).next().unwrap_or_default();
+            if let Some(other) = Split::ALL.into_iter().find(|s| s.name() == named && *s != entry.split) {
+                errors.push(format!(
+                    "{}: {} is a {other} shard by its name, and listed in {}",
+                    path.display(),
+                    entry.file,
+                    entry.split
+                ));
+            }
+        }
         let mut seen = std::collections::BTreeSet::new();
         for entry in self.shards.iter().filter(|e| !seen.insert(&e.file)) {
             errors.push(format!("{}: {} is named more than once", path.display(), entry.file));

@@ -246,6 +246,9 @@ fn write_merged(dir: &Path) -> Result<Merged> {
     let merged = merged(dir)?;
     if let Merged::Complete(manifest) = &merged {
         manifest.check_not_empty(dir)?;
+        // What every reader refuses is not written (a part's totals edited
+        // by hand once merged into a manifest no reader would open).
+        manifest.check(dir).with_context(|| format!("{}: the parts do not merge", dir.display()))?;
         manifest.write_shared(dir)?;
     }
     Ok(merged)

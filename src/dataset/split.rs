@@ -110,6 +110,12 @@ impl FromStr for SplitFractions {
 }
 
 impl SplitFractions {
+    /// Whether they are what parsing gives: three fractions from 0, of
+    /// sum 1.
+    pub fn is_normalised(&self) -> bool {
+        self.0.iter().all(|f| (0.0..=1.0).contains(f)) && (self.0.iter().sum::<f64>() - 1.0).abs() < 1e-9
+    }
+
     /// The split of the game with `key` under `seed`.
     pub fn assign(&self, key: u64, seed: u64) -> Split {
         let u = (mix(key ^ mix(seed)) >> 11) as f64 / (1u64 << 53) as f64;

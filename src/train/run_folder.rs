@@ -86,6 +86,8 @@ pub fn begin(out: &Path, start: Start, config: &TrainConfig) -> Result<(Lock, Pl
     if start == Start::Resume && !out.is_dir() {
         bail!("{}: nothing to resume: no such folder", out.display());
     }
+    // Before the lock, which would leave its file there.
+    check_not_a_dataset(out)?;
     let lock = Lock::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
     checkpoint::recover(&out.join(LAST_DIR))?;
     Ok((lock, plan(out, start, config)?))
@@ -126,6 +128,20 @@ pub fn plan(out: &Path, start: Start, config: &TrainConfig) -> Result<Plan> {
         ),
         Start::Resume | Start::ResumeOrStart => plan_resume(out, config),
     }
+}
+
+/// Refuses a dataset's folder as a run's, whatever the start: a run's
+/// files were once mixed into the dataset it trained on.
+pub fn check_not_a_dataset(out: &Path) -> Result<()> {
+    let manifest = out.join(crate::dataset::MANIFEST);
+    if manifest.exists() {
+        bail!(
+            "{} holds a dataset ({}): a run's checkpoints go in a folder of their own",
+            out.display(),
+            manifest.display()
+        );
+    }
+    Ok(())
 }
 
 /// The names of [`RUN_FILES`] in `out`.

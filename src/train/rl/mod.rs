@@ -162,7 +162,7 @@ impl RlConfig {
             bail!("eval_games 0: a match against the start policy needs games (eval_every 0 turns it off)");
         }
         if !(self.move_fraction > 0.0 && self.move_fraction <= 1.0) {
-            bail!("move_fraction {}: give a share above 0 and at most 1", self.move_fraction);
+            bail!("move_fraction {:?}: give a share above 0 and at most 1", self.move_fraction);
         }
         if self.games < 2 && self.baseline == Baseline::Mean {
             bail!(
@@ -176,7 +176,7 @@ impl RlConfig {
         let most = self.games as f64 * self.max_moves.div_ceil(2) as f64 * self.move_fraction;
         if most < 1.0 {
             bail!(
-                "move_fraction {}: of the learner's at most {} moves an iteration (games {}, max_moves {}) it \
+                "move_fraction {:?}: of the learner's at most {} moves an iteration (games {}, max_moves {}) it \
                  would keep {most:.2e} on average, so steps would learn from no position: give a larger share",
                 self.move_fraction,
                 self.games * self.max_moves.div_ceil(2),
@@ -184,8 +184,8 @@ impl RlConfig {
                 self.max_moves
             );
         }
-        if !(self.temperature.is_finite() && self.temperature > 0.0 && self.temperature <= 10.0) {
-            bail!("temperature {}: sample at a temperature above 0 and at most 10", self.temperature);
+        if let Err(refusal) = bounds::RL_TEMPERATURE.real_value(self.temperature as f64) {
+            bail!("temperature {:?}: {refusal}", self.temperature);
         }
         // The range every other komi takes (it was ±361 here).
         if let Err(e) = crate::bounds::KOMI.real_value(self.komi as f64) {
@@ -268,6 +268,7 @@ pub fn train_rl(
         false => Some(NetEval::load_source(start_policy, &device, Output::MoveLogProbs).context("the start policy")?),
         true => None,
     };
+    super::run_folder::check_not_a_dataset(out)?;
     let _lock = Lock::create_folder(out, "the run's folder (--out) holds its checkpoints")?;
     let learner = match fresh {
         Some(learner) => {
@@ -317,6 +318,14 @@ pub fn train_rl(
     }
     let mut pool = Pool::open(&kept_start, &out.join("pool"), config.pool_every, state.step)?;
     let mut all = metrics::read(&out.join("metrics.jsonl"), state.step)?;
+    if (all.len() as u64) < state.step {
+        crate::say!(
+            "warning: {} records {} iterations, the checkpoint is at iteration {}: its plot lacks the iterations lost",
+            out.join("metrics.jsonl").display(),
+            all.len(),
+            state.step
+        );
+    }
     // A finished run keeps the settings it trained with.
     if state.step >= config.iterations {
         return Ok(RlSummary { metrics: all, already_done: true, done: state.step });

@@ -68,16 +68,13 @@ pub(crate) fn lower_confidence_bound(mean: f32, w: f32, visits: u32) -> f32 {
 mod tests {
     use super::*;
 
+    /// A pass of `visits` visits at win rate `w`.
+    fn info(visits: u32, w: f32) -> MoveInfo {
+        MoveInfo { mv: Move::Pass, visits, winrate: Some(w), prior: 0.1, pv: vec![], pv_visits: vec![] }
+    }
+
     #[test]
     fn the_bound_tightens_with_visits_and_never_passes_the_mean() {
-        let info = |visits, w| MoveInfo {
-            mv: Move::Pass,
-            visits,
-            winrate: Some(w),
-            prior: 0.1,
-            pv: vec![],
-            pv_visits: vec![],
-        };
         let (few, many) = (info(4, 0.6).lcb(), info(400, 0.6).lcb());
         assert!(few < many && many < 0.6, "{few} {many}");
         assert!((many - (0.6 - 1.96 * (0.24f32 / 400.0).sqrt())).abs() < 1e-6);
@@ -86,14 +83,6 @@ mod tests {
 
     #[test]
     fn the_bound_stays_within_a_probability() {
-        let info = |visits, w| MoveInfo {
-            mv: Move::Pass,
-            visits,
-            winrate: Some(w),
-            prior: 0.1,
-            pv: vec![],
-            pv_visits: vec![],
-        };
         // One visit at 0.2: 0.2 − 1.96·0.4 would be −0.58.
         assert_eq!(info(1, 0.2).lcb(), 0.0);
         assert_eq!(info(1, 0.8).opponent_lcb(), 0.0);

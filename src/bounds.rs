@@ -33,8 +33,9 @@ pub const PARALLEL: Domain = Domain::Count { min: 1, max: 4096 };
 /// A net agent's sampling temperature (0: the most likely move).
 pub const TEMPERATURE: Domain = Domain::Real { min: 0.0, max: 100.0, open: false };
 /// The temperature reinforcement learning samples at and divides its
-/// log-probabilities by: below a thousandth, a log-probability of −100
-/// leaves a 32-bit float's range and a step's loss becomes NaN.
+/// log-probabilities by. The floor is a practical one: below a thousandth
+/// sampling is as good as greedy, and far below (1/T past a 32-bit
+/// float's range, T under about 3e-39) a step's loss became NaN.
 pub const RL_TEMPERATURE: Domain = Domain::Real { min: 0.001, max: 10.0, open: false };
 /// A duration in seconds.
 pub const SECONDS: Domain = Domain::Real { min: 0.0, max: 1e6, open: true };

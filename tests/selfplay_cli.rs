@@ -410,7 +410,18 @@ fn force_replaces_a_run_only() {
     let killed = dir.path().join("killed");
     std::fs::create_dir_all(&killed).unwrap();
     std::fs::write(killed.join("selfplay.json.tmp"), "{").unwrap();
-    ok(&["selfplay", "--size", "9", "--agent", "random", "--games", "1", "--out", path(&killed)]);
+    let run = ["selfplay", "--size", "9", "--agent", "random", "--out", path(&killed)];
+    ok(&[&run[..], &["--games", "2"]].concat());
+    // Replacing a run removes its game records, not a file the user put
+    // beside them (the whole games/ folder once went).
+    std::fs::write(killed.join("games/notes.txt"), "mine").unwrap();
+    ok(&[&run[..], &["--force", "--games", "1"]].concat());
+    let mut left: Vec<String> = std::fs::read_dir(killed.join("games"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["game-000000.sgf", "notes.txt"]);
 }
 
 #[test]

@@ -131,7 +131,8 @@ pub struct Args {
     /// others.
     #[arg(long, conflicts_with = "force")]
     resume: bool,
-    /// Replace a run in --out.
+    /// Replace a run in --out: its games, dataset and summary go; other
+    /// files stay.
     #[arg(long)]
     force: bool,
     /// The summary as JSON on stdout.

@@ -248,7 +248,16 @@ fn write_merged(dir: &Path) -> Result<Merged> {
         manifest.check_not_empty(dir)?;
         // What every reader refuses is not written (a part's totals edited
         // by hand once merged into a manifest no reader would open).
-        manifest.check(dir).with_context(|| format!("{}: the parts do not merge", dir.display()))?;
+        let wrong = manifest.inconsistencies(dir);
+        if !wrong.is_empty() {
+            bail!(
+                "{}: the parts do not merge (the totals below are summed from the part-I-of-N.json files): {}; \
+                 prepare the part at fault again (`go-train prepare LIST --out {} --part I/N --force`)",
+                dir.display(),
+                wrong.join("; "),
+                dir.display()
+            );
+        }
         manifest.write_shared(dir)?;
     }
     Ok(merged)

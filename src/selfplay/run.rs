@@ -225,9 +225,8 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
         );
     }
     if options.force {
-        return [GAMES, DATASET, IDENTITY, LIST, SUMMARY]
-            .iter()
-            .try_for_each(|name| remove_if_present(&out.join(name)));
+        remove_game_records(&out.join(GAMES))?;
+        return [DATASET, IDENTITY, LIST, SUMMARY].iter().try_for_each(|name| remove_if_present(&out.join(name)));
     }
     if options.resume {
         let path = out.join(IDENTITY);
@@ -323,6 +322,22 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
 }
 
 /// What `--force` would cost, for advice that offers it.
+/// Removes the game records in `games` and the temporary files of their
+/// writes, then the folder if nothing else is left in it: a file of the
+/// user's there stays (`--force` once removed the folder whole).
+fn remove_game_records(games: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(games) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if game_index(name.strip_suffix(".tmp").unwrap_or(&name)).is_some() {
+            remove_if_present(&entry.path())?;
+        }
+    }
+    // Refused while something else is there, which stays.
+    let _ = std::fs::remove_dir(games);
+    Ok(())
+}
+
 fn force_deletes(out: &Path) -> String {
     let games = (std::fs::read_dir(out.join(GAMES)).into_iter().flatten().flatten())
         .filter(|e| game_index(&e.file_name().to_string_lossy()).is_some())

@@ -312,6 +312,19 @@ fn unmerged_parts_are_kept_and_a_damaged_part_is_not_merged() {
     assert_eq!(records(&out), merged);
     succeeded(common::go_train(&["dataset", "verify", path(&out)]));
 
+    // A copy of part 1 under part 2's name is not taken for part 2.
+    std::fs::remove_file(out.join("manifest.json")).unwrap();
+    let part_two = out.join("part-0002-of-0002.json");
+    let saved = std::fs::read(&part_two).unwrap();
+    std::fs::copy(out.join("part-0001-of-0002.json"), &part_two).unwrap();
+    let shown = common::go_train(&["dataset", "merge", path(&out)]).output().unwrap();
+    assert!(!shown.status.success(), "{}", text(&shown));
+    assert!(text(&shown).contains("part-0002-of-0002.json: holds part 1 of 2"), "{}", text(&shown));
+    assert!(!out.join("manifest.json").exists(), "no manifest of a copied part");
+    std::fs::write(&part_two, saved).unwrap();
+    succeeded(common::go_train(&["dataset", "merge", path(&out)]));
+    assert_eq!(records(&out), merged);
+
     // A part's totals that disagree with its shards (edited by hand) are
     // not merged into a manifest every reader would refuse.
     std::fs::remove_file(out.join("manifest.json")).unwrap();

@@ -132,7 +132,22 @@ impl PartManifest {
     pub fn read(path: &Path) -> Result<PartManifest> {
         let text = crate::bounded_read::read_text_at_most(path, crate::bounded_read::TEXT_BYTES, "a part manifest")
             .with_context(|| format!("{}: cannot read", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{}: not a part manifest", path.display()))
+        let found: PartManifest =
+            serde_json::from_str(&text).with_context(|| format!("{}: not a part manifest", path.display()))?;
+        Part::new(found.part, found.parts).with_context(|| format!("{}: not a part manifest", path.display()))?;
+        // A copy under another part's name was merged as that part's,
+        // the part it names reported missing while its file was there.
+        let name = found.part().manifest_name();
+        if path.file_name().and_then(|n| n.to_str()) != Some(name.as_str()) {
+            bail!(
+                "{}: holds part {} of {}, whose manifest is {name}: a part manifest renamed or copied is not \
+                 taken for another part; remove it, or prepare that part (`go-train prepare LIST --part I/N`)",
+                path.display(),
+                found.part,
+                found.parts
+            );
+        }
+        Ok(found)
     }
 
     pub fn write(&self, dir: &Path) -> Result<()> {

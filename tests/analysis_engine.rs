@@ -59,6 +59,9 @@ fn the_documented_example_gets_one_response_per_turn() {
     let version = responses.iter().find(|r| r["id"] == "v").unwrap();
     assert_eq!(version["action"], "query_version");
     assert!(version["version"].is_string());
+    if let Some(commit) = common::checkout_commit() {
+        assert_eq!(version["git_hash"], commit.as_str(), "the commit built from, as KataGo names its own");
+    }
     let turns: Vec<&Value> = responses.iter().filter(|r| r["id"] == "foo").collect();
     assert_eq!(turns.iter().map(|r| r["turnNumber"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2]);
     // Stones on the board in each turn (A19 first, row-major): no policy there.

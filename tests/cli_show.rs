@@ -177,7 +177,11 @@ fn help_has_examples_and_version_is_printed() {
     let out = run(&["show", "--help"]);
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
     let out = run(&["--version"]);
-    assert!(String::from_utf8(out.stdout).unwrap().starts_with("go-train "));
+    let version = String::from_utf8(out.stdout).unwrap();
+    assert!(version.starts_with(&format!("go-train {}", env!("CARGO_PKG_VERSION"))), "{version}");
+    if let Some(commit) = common::checkout_commit() {
+        assert!(version.contains(&format!("(commit {}", &commit[..12])), "names its commit: {version}");
+    }
     // Help that could not be printed once exited 0 having said nothing.
     for args in [&["--help"][..], &["show", "--help"], &["--version"]] {
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();

@@ -104,7 +104,7 @@ fn naming_a_net_or_an_engine_keeps_the_search_and_the_other_nets() {
     );
     // gomill-describe_engine answers the same line.
     let described = String::from_utf8(named.stdout).unwrap();
-    assert_eq!(described, format!("= go-train {}\n{named_line}\n\n= \n\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(described, format!("= go-train {}\n{named_line}\n\n= \n\n", env!("GO_TRAIN_LONG_VERSION")));
 
     let policy = settings_line(&gtp(&["gtp", "--engine", "policy"]));
     assert!(policy.starts_with("policy, preset tuned:") && policy.contains("policy=built-in policy.safetensors"));

@@ -33,6 +33,7 @@ use go_train::go::{Event, Game, Move};
 #[command(
     name = "go-train",
     version,
+    long_version = env!("GO_TRAIN_LONG_VERSION"),
     about,
     long_about,
     arg_required_else_help = true,

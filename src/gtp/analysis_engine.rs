@@ -447,7 +447,12 @@ impl Inbox {
             }
             Some("query_version") => respond(
                 out,
-                json!({"id": id, "action": "query_version", "version": env!("CARGO_PKG_VERSION"), "git_hash": ""}),
+                json!({
+                    "id": id,
+                    "action": "query_version",
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "git_hash": env!("GO_TRAIN_COMMIT")
+                }),
             )?,
             Some(action @ ("terminate" | "terminate_all")) => {
                 match Terminate::read(&query, action == "terminate_all") {

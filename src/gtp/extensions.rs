@@ -27,7 +27,7 @@ impl Engine {
             "kgs-game_over" => Ok(String::new()),
             "gomill-describe_engine" => {
                 let description = self.description.clone().unwrap_or_else(|| self.agent.name());
-                Ok(format!("go-train {}\n{description}", env!("CARGO_PKG_VERSION")))
+                Ok(format!("go-train {}\n{description}", env!("GO_TRAIN_LONG_VERSION")))
             }
             "gomill-cpu_time" => Ok(format!("{:.3}", crate::cpu_time::process_cpu_seconds().unwrap_or(0.0))),
             "gogui-analyze_commands" => Ok(self.gogui_analyze_commands()),

@@ -62,3 +62,17 @@ pub fn fails(args: &[&str]) -> String {
     assert!(!out.status.success(), "go-train {args:?} should have failed:\n{}", text(&out));
     text(&out)
 }
+
+/// The commit the tested source is checked out at (`git rev-parse HEAD`),
+/// which the build names (`build.rs`); `None`, after saying so, outside a
+/// git checkout or without git.
+pub fn checkout_commit() -> Option<String> {
+    let out = Command::new("git").current_dir(env!("CARGO_MANIFEST_DIR")).args(["rev-parse", "HEAD"]).output();
+    match out {
+        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        _ => {
+            eprintln!("skipped: the source is not a git checkout, so its build names no commit");
+            None
+        }
+    }
+}

@@ -24,6 +24,7 @@ pub mod features;
 pub mod go;
 pub mod gtp;
 pub mod lock;
+pub mod memory;
 pub mod nn;
 pub mod plot;
 pub mod progress;

@@ -44,6 +44,18 @@ fn bench_train_refuses_bf16_on_the_cpu() {
     assert!(!out.status.success() && err.contains("f32 or bf16"), "{err}");
 }
 
+/// A batch no machine holds is refused before it is allocated, naming the
+/// flag and the net: `--batch 1048576` once aborted on its first step with
+/// a failed allocation and a backtrace. A residual net of 40×256 needs
+/// about 30 MB a position, so a million positions need 30 TB.
+#[test]
+fn bench_train_refuses_a_batch_the_memory_cannot_hold() {
+    let out = common::run(&["bench", "train", "--net", "resnet-policy:40x256", "--batch", "1048576", "--steps", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--batch 1048576 (net resnet-policy:40x256) needs at least") && err.contains(" TiB"), "{err}");
+}
+
 /// A net whose training diverges costs its own figure: the bench goes on
 /// with the next batch size, then fails naming every run that diverged.
 #[test]

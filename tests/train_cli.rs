@@ -603,9 +603,10 @@ fn several_ranks_need_nccl_and_one_srun_task_trains_alone() {
 }
 
 /// bf16 is a GPU's: on the CPU a run asked for it stops at its start,
-/// naming the setting, and writes neither its config nor a checkpoint.
+/// naming the setting, and writes neither its config nor a checkpoint; so
+/// does a batch the memory cannot hold.
 #[test]
-fn bf16_on_the_cpu_is_refused_before_anything_is_written() {
+fn what_the_cpu_cannot_run_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let data = small_dataset(dir.path(), "kgs-6d", 19, 6, "1,1,0").unwrap();
     let out_dir = dir.path().join("out");
@@ -615,5 +616,17 @@ fn bf16_on_the_cpu_is_refused_before_anything_is_written() {
     let out = run(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("precision") && err.contains("GPU only"), "{err}");
+    assert!(!out_dir.join("config.toml").exists() && !out_dir.join("last").exists(), "nothing is written");
+
+    // A batch no machine's memory holds, of no more positions than the
+    // training split has: a residual net of 20×256 needs about 90 MB a
+    // position, 10,000 of them 900 GB. Refused, not aborted on a step.
+    let data = small_dataset(dir.path(), "kgs-6d", 19, 80, "0.9,0.1,0").unwrap();
+    let mut args = vec!["train-policy", "--config", &cfg, "--data", path(&data), "--out", path(&out_dir)];
+    args.extend(["--device", "cpu", "--set", "net=resnet-policy:20x256", "--set", "batch=10000"]);
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("batch = 10000 needs at least") && (err.contains(" GiB") || err.contains(" TiB")), "{err}");
     assert!(!out_dir.join("config.toml").exists() && !out_dir.join("last").exists(), "nothing is written");
 }

@@ -147,7 +147,7 @@ fn count_row(name: &str, c: &SplitCounts, shards: usize, bytes: u64) -> String {
         c.games,
         c.positions,
         c.value_positions,
-        human_bytes(bytes)
+        go_train::memory::human_bytes(bytes)
     )
 }
 
@@ -285,22 +285,6 @@ fn labels_text(split: Split, l: &LabelStats) -> String {
         percent(l.wins, labelled),
         percent(l.losses, labelled),
     )
-}
-
-/// `n` bytes in B, KiB, MiB or GiB.
-fn human_bytes(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < units.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
-    }
 }
 
 fn verify_dataset(dir: &Path) -> Result<()> {

@@ -441,6 +441,39 @@ impl Model {
         self.tensors().into_iter().filter(|(name, _)| !is_statistic(name)).collect()
     }
 
+    /// Refuses, on the CPU, a training batch of `batch` positions that
+    /// cannot fit in the memory there is, in `what`'s words (`--batch
+    /// 1048576` once aborted on its first allocation). On a GPU, running
+    /// out is an error candle returns, not an abort.
+    pub fn check_training_batch_fits(&self, batch: usize, what: impl FnOnce() -> String) -> anyhow::Result<()> {
+        if !self.device.is_cpu() {
+            return Ok(());
+        }
+        let needed = self.training_bytes_per_position().saturating_mul(batch as u64);
+        crate::memory::check_fits(needed, what)
+    }
+
+    /// A lower bound of the memory one position of a training batch
+    /// takes on the CPU: 1.5 times its input and each layer's output (what
+    /// the backward pass keeps) in f32. A step was measured to take 1.8 to
+    /// 2.8 times those (the seed nets, a residual net and a value tower,
+    /// batches 256 and 2,048: batch norms' outputs, gradients, convolution
+    /// buffers); a lower bound refuses only a batch that cannot fit.
+    fn training_bytes_per_position(&self) -> u64 {
+        let layer_outputs: usize = self
+            .parameters()
+            .iter()
+            .filter(|(name, _)| name.ends_with("weight"))
+            .map(|(_, var)| match var.dims() {
+                [c_out, _, _, _] => c_out * POINTS,
+                [out, _] => *out,
+                _ => 0,
+            })
+            .sum();
+        let kept = (self.features.planes() * POINTS + layer_outputs) * std::mem::size_of::<f32>();
+        (kept + kept / 2) as u64
+    }
+
     /// Whether every trained weight is a finite number, read back as one
     /// scalar: a NaN or an infinity anywhere makes the sum of their
     /// absolute values non-finite.

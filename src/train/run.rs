@@ -96,6 +96,7 @@ pub fn train(
             model.arch()
         );
     }
+    model.check_training_batch_fits(config.batch, || format!("{}: batch = {}", out.display(), config.batch))?;
     let mut optimizer = config.optimizer.build(model.parameters());
     let same_data = match &plan {
         Some(Plan::Resume { at, .. }) => run_folder::check_trained_on(out, at, &dataset)

@@ -149,6 +149,7 @@ fn samples_per_second(arch: Arch, features: FeatureSet, batch: usize, run: &Run,
     let (device, budget) = (run.device, run.budget);
     let mut model = Model::new(arch, features, device, run.seed)?;
     model.set_precision(run.precision);
+    model.check_training_batch_fits(batch, || format!("--batch {batch} (net {arch})"))?;
     // The optimizers of torch_seed_nets.py.
     let config = match model.output() {
         Output::MoveLogProbs => OptimizerConfig::sgd(run.lr.unwrap_or(0.01), 0.9),

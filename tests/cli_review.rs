@@ -211,6 +211,14 @@ fn reviews_keep_to_their_own_files_and_to_the_legal_moves() {
     assert!(ok && text.contains("move 228") && text.contains("reviewed the 227 moves before it"), "{text}");
     let reviewed = std::fs::read_to_string(file("m.sgf")).unwrap();
     assert_eq!(reviewed.matches("C[Black wins").count(), 227);
+    // raw-nn takes the position before it as the end, as review does; one
+    // asked for past it is none. (It once refused the game.)
+    let raw = common::go_train(&["raw-nn", common::path(damaged), "--json", "--device", "cpu"]).output().unwrap();
+    let line: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap_or_default();
+    assert!(raw.status.success() && line["move"] == 227, "{}", common::text(&raw));
+    assert!(common::text(&raw).contains("move 228"), "{}", common::text(&raw));
+    let err = common::fails(&["raw-nn", common::path(damaged), "--move", "228"]);
+    assert!(err.contains("move 228") && err.contains("--move 228 is past it"), "{err}");
 
     // A damaged record: the summary says its result is of a longer game.
     let whole = std::fs::read(damaged).unwrap();

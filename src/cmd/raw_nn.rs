@@ -32,7 +32,8 @@ pub struct Args {
     /// Which game of a collection (0 for the first).
     #[arg(long, default_value_t = 0, value_parser = count_flag::<usize>(super::INDEX))]
     index: usize,
-    /// The position after this many moves [default: the end].
+    /// The position after this many moves [default: the end, or the last
+    /// move before an illegal one].
     #[arg(long = "move", value_name = "N", value_parser = count_flag::<usize>(super::MOVES))]
     moves: Option<usize>,
     /// 0 to 7, or all.
@@ -54,11 +55,21 @@ pub fn run(args: Args) -> Result<()> {
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
-    let moves = args.moves.unwrap_or(record.moves.len());
+    let mut moves = args.moves.unwrap_or(record.moves.len());
     if moves > record.moves.len() {
         bail!("{}: --move {moves}, but the game has {} moves", args.game.display(), record.moves.len());
     }
-    let game = record.replay_until(record.rules(), moves).with_context(|| format!("{}", args.game.display()))?;
+    let replayed = record.replay_until_legal(record.rules(), moves);
+    let (game, stopped) = replayed.with_context(|| format!("{}", args.game.display()))?;
+    if let Some(e) = stopped {
+        // The end, by default, is where the legal moves end, as show and
+        // review take it; a position asked for past it is none.
+        if args.moves.is_some() {
+            bail!("{}: {e}: --move {moves} is past it", args.game.display());
+        }
+        go_train::say!("warning: {}: {e}: the position before it", args.game.display());
+        moves = game.move_count();
+    }
     let nets = args.nets.defaults()?;
     nn::init_threads(None)?;
     let device = nn::device(&args.device)?;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use go_train::bounds::count_flag;
 use go_train::go::{Color, Game};
-use go_train::sgf::{read_file_up_to_damage, GameError, GameRecord, PartialGame, ReplayError};
+use go_train::sgf::{read_file_up_to_damage, GameError, GameRecord, PartialGame};
 
 /// Print the position of SGF game records after N moves.
 #[derive(Parser)]
@@ -77,12 +77,8 @@ pub fn run(args: Args) -> Result<()> {
 /// The game after `moves` moves (or at its end), stopping before an illegal
 /// move: the position reached, and the error if there was one.
 fn replay(record: &GameRecord, moves: Option<usize>) -> (Option<Game>, Option<String>) {
-    let n = moves.unwrap_or(usize::MAX);
-    match record.replay_until(record.rules(), n) {
-        Ok(game) => (Some(game), None),
-        Err(e @ ReplayError::IllegalMove { number, .. }) => {
-            (record.replay_until(record.rules(), number - 1).ok(), Some(e.to_string()))
-        }
+    match record.replay_until_legal(record.rules(), moves.unwrap_or(usize::MAX)) {
+        Ok((game, stopped)) => (Some(game), stopped.map(|e| e.to_string())),
         Err(e) => (None, Some(e.to_string())),
     }
 }

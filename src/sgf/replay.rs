@@ -71,6 +71,18 @@ impl GameRecord {
         self.replay_inner(rules, n_moves, |_, _, _| {})
     }
 
+    /// [`GameRecord::replay_until`], stopping before the first illegal
+    /// move rather than failing: the position reached, and the error that
+    /// stopped it. What no position comes from (a bad size, bad setup)
+    /// fails.
+    pub fn replay_until_legal(&self, rules: Rules, n_moves: usize) -> Result<(Game, Option<ReplayError>), ReplayError> {
+        match self.replay_until(rules, n_moves) {
+            Ok(game) => Ok((game, None)),
+            Err(e @ ReplayError::IllegalMove { number, .. }) => Ok((self.replay_until(rules, number - 1)?, Some(e))),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Replays the whole record, calling `visit(i, game, move)` before each
     /// move `i` (0-based) with the position it is played in; `game.to_move()`
     /// is the mover's colour (SGF says who moves; a colour may move twice).

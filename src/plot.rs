@@ -59,7 +59,13 @@ pub fn write_png(
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     // The encoder picks the format from the extension: keep `.png` last.
     let tmp = crate::atomic::tmp_path(path).with_extension("tmp.png");
-    draw(BitMapBackend::new(&tmp, size).into_drawing_area())?;
+    // The file is made here first: plotters words one it cannot write as
+    // a nest of its own error types ("ImageError(IoError(Os { code: 2, …").
+    std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    if let Err(e) = draw(BitMapBackend::new(&tmp, size).into_drawing_area()) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
     crate::atomic::sync_dir(dir)
 }
@@ -99,5 +105,13 @@ mod tests {
         assert!(err.contains("--plot x.jpg") && err.contains(".svg"), "{err}");
         assert!(check_plot_path("--plot", Path::new("plot")).is_err());
         assert_eq!(drawable("李昌镐 (B) vs Cho é"), "??? (B) vs Cho ?");
+    }
+
+    #[test]
+    fn a_png_that_cannot_be_written_is_said_in_the_systems_words() {
+        let err = write_png(Path::new("/proc/go-train-plot.png"), (10, 10), |_| Ok(())).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.starts_with("cannot write /proc/go-train-plot.png.tmp") && text.contains("os error"), "{text}");
+        assert!(!text.contains("IoError"), "{text}");
     }
 }

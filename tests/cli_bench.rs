@@ -97,6 +97,20 @@ fn bench_search_refuses_other_agents_and_reaches_the_last_move() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains(": 1 positions"), "{stdout}");
+
+    // A collection's game is chosen by --index and named by it: game 0 of
+    // thousands once read as the whole file, with no way to take another.
+    let Some(tygem) = common::collection("tygem-9d-2010-2011") else { return };
+    let collection = tygem.join("tygem-9d-2010-01.sgf");
+    let bench = |index: &str| {
+        let mut command = common::go_train(&["bench", "search", "--agent", "mcts:iterations=2", "--every", "100"]);
+        command.arg("--sgf").arg(&collection).args(["--index", index]).output().unwrap()
+    };
+    let out = bench("1");
+    let said = common::text(&out);
+    assert!(out.status.success() && said.contains("(game 1 of "), "{said}");
+    let out = bench("999999");
+    assert!(!out.status.success() && common::text(&out).contains("--index 0 to "), "{}", common::text(&out));
 }
 
 /// However short the time, `bench playouts` plays some: a run of none

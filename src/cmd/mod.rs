@@ -286,7 +286,7 @@ fn fence_examples(markdown: &str) -> String {
 }
 
 /// A game's place in a collection.
-const INDEX: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
+pub(crate) const INDEX: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
 /// A number of moves into a game.
 const MOVES: Domain = Domain::Count { min: 0, max: u32::MAX as u64 };
 

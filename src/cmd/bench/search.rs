@@ -20,6 +20,9 @@ pub struct SearchArgs {
     /// A game to take the positions from (one the nets never trained on).
     #[arg(long, default_value = "../shared/datasets/kgs-6d/kgs-19-2017-06-new/2017-06-01-13.sgf")]
     sgf: PathBuf,
+    /// Which game of a collection (0 for the first).
+    #[arg(long, default_value_t = 0, value_parser = count_flag::<usize>(crate::cmd::INDEX))]
+    index: usize,
     /// An MCTS agent to time, as `eval --match` names it; repeat the flag
     /// for more [default: the seed design's search with PUCT, the tuned
     /// search without the residual policy at its root, and the search
@@ -39,11 +42,18 @@ pub struct SearchArgs {
 const DEFAULT_AGENTS: [&str; 3] = ["mcts:preset=seed,selection=puct", "mcts:root-policy=none", "mcts"];
 
 pub fn run(args: SearchArgs) -> Result<()> {
-    let record = read_game(&args.sgf, 0)?.record;
+    let read = read_game(&args.sgf, args.index)?;
+    let record = read.record;
     let rules = record.rules();
+    // A collection's games are told apart in every message: game 0 of
+    // 3,200 once read as the whole file.
+    let game_name = match read.games {
+        1 => args.sgf.display().to_string(),
+        games => format!("{} (game {} of {games})", args.sgf.display(), args.index),
+    };
     if record.size != go_train::nn::BOARD {
         let size = record.size;
-        bail!("{}: a {size}x{size} game, and the nets play on 19x19 only", args.sgf.display());
+        bail!("{game_name}: a {size}x{size} game, and the nets play on 19x19 only");
     }
     // The position after every `every`-th move, the last one's included
     // unless the game is over there: no player searches a finished game
@@ -51,11 +61,11 @@ pub fn run(args: SearchArgs) -> Result<()> {
     // every agent's speed).
     let positions: Vec<_> = (args.every..=record.moves.len())
         .step_by(args.every)
-        .map(|n| record.replay_until(rules, n).with_context(|| format!("{}: move {n}", args.sgf.display())))
+        .map(|n| record.replay_until(rules, n).with_context(|| format!("{game_name}: move {n}")))
         .filter(|game| !game.as_ref().is_ok_and(|g| g.is_over()))
         .collect::<Result<_>>()?;
     if positions.is_empty() {
-        bail!("{}: fewer than {} moves before the game's end, no position to search", args.sgf.display(), args.every);
+        bail!("{game_name}: fewer than {} moves before the game's end, no position to search", args.every);
     }
     let defaults = args.nets.defaults(go_train::nn::BOARD, None, true)?;
     let named: Vec<&str> = match args.agents.is_empty() {
@@ -81,8 +91,7 @@ pub fn run(args: SearchArgs) -> Result<()> {
     let names: Vec<&String> = agents.iter().map(|(name, _)| name).collect();
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0).max(5);
     println!(
-        "{}: {} positions (every {} moves), one search each, agents interleaved",
-        args.sgf.display(),
+        "{game_name}: {} positions (every {} moves), one search each, agents interleaved",
         positions.len(),
         args.every
     );

@@ -362,6 +362,9 @@ fn match_errors_name_the_player_and_what_is_missing() {
     };
     let err = run("random", "/no/such/engine --mode gtp");
     assert!(err.contains("player B") && err.contains("/no/such/engine"), "{err}");
+    // A bare `eval` names both things it does (it once asked for --data alone).
+    let err = common::fails(&["eval"]);
+    assert!(err.contains("<--data <DATA>|--match <A> <B>>"), "{err}");
     // On the nets' board without nets, the net is what is missing.
     let out = common::go_train(&["eval", "--match", "policy", "random", "--games", "1", "--out"])
         .arg(dir.path())

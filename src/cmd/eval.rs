@@ -45,6 +45,9 @@ use super::search_flags::setting_flag;
 #[command(mut_arg("policy", |a| a.help("Policy net [--match: default the shipped nets/policy.safetensors]")))]
 #[command(mut_arg("value", |a| a.help("Value net (MCTS leaf evaluation) [--match: default the shipped nets/value.safetensors]")))]
 #[command(mut_arg("playout", |a| a.help("Fast playout net [--match: default the shipped nets/playout.safetensors]")))]
+// One of the two, named together when neither is given (a bare `eval`
+// once asked for --data alone).
+#[command(group = clap::ArgGroup::new("what").required(true))]
 #[command(after_help = "Examples:
   go-train eval --data datasets/kgs --policy checkpoints/policy
   go-train eval --data datasets/kgs-value --value checkpoints/value --split validation
@@ -58,10 +61,10 @@ use super::search_flags::setting_flag;
   go-train eval --match mcts:leaf=stones,iterations=400 '/usr/games/gnugo --mode gtp --level 1' --size 9 --games 10")]
 pub struct Args {
     /// Dataset folder (evaluate on positions).
-    #[arg(long, required_unless_present = "players", conflicts_with = "players")]
+    #[arg(long, group = "what")]
     data: Option<PathBuf>,
     /// Play a match between two players A and B.
-    #[arg(long = "match", num_args = 2, value_names = ["A", "B"], id = "players")]
+    #[arg(long = "match", num_args = 2, value_names = ["A", "B"], id = "players", group = "what")]
     players: Option<Vec<String>>,
     /// Match: games to play.
     #[arg(long, conflicts_with = "data", default_value_t = 10, value_parser = count_flag::<usize>(GAMES))]

@@ -197,6 +197,11 @@ fn reviews_keep_to_their_own_files_and_to_the_legal_moves() {
     let (ok, text) = review(&[game, "--plot", "win.svg", "--out", "svg.sgf"]);
     assert!(ok, "{text}");
     assert!(std::fs::read_to_string(file("win.svg")).unwrap().starts_with("<svg"), "an SVG plot");
+    for flag in ["--out", "--plot"] {
+        let (ok, text) = review(&[game, flag, "-", "--force"]);
+        assert!(!ok && text.contains(&format!("{flag} -: review writes files")), "{text}");
+    }
+    assert!(!file("-").exists() && !file("-.png").exists(), "no file named -");
     let (ok, text) = review(&[game, "--plot", "win.jpg", "--out", "jpg.sgf"]);
     assert!(!ok && text.contains("--plot win.jpg"), "{text}");
     let (ok, text) = review(&[game, "--value", "none", "--plot", "none.png", "--out", "none.sgf"]);

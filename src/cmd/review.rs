@@ -93,6 +93,11 @@ pub fn run(args: Args) -> Result<()> {
     };
     let outputs = std::iter::once(("--out", &sgf_path)).chain(png_path.as_ref().map(|p| ("--plot", p)));
     for (flag, path) in outputs {
+        // Not standard output, as a reader of other tools may expect: a
+        // file named "-" once took the review.
+        if path.as_os_str() == "-" {
+            bail!("{flag} -: review writes files; name one (--json prints the moves on standard output)");
+        }
         if super::same_file(path, &args.game) {
             bail!("{flag} {}: that is the game under review; name another file", path.display());
         }

@@ -61,7 +61,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let GameInFile { record, games, damaged, side_nodes } = read_game(&args.game, args.index)?;
+    let GameInFile { record, name, games, damaged, side_nodes } = read_game(&args.game, args.index)?;
     if record.size != nn::BOARD {
         bail!("{}: a {s}x{s} game; the nets play {b}x{b} only", args.game.display(), s = record.size, b = nn::BOARD);
     }
@@ -169,10 +169,9 @@ pub fn run(args: Args) -> Result<()> {
         go_train::say!("written: {}", written.join(", "));
         return Ok(());
     }
-    let which = if games > 1 { format!(" (game {} of {games})", args.index) } else { String::new() };
     // Damage past an illegal move is not where the review stopped.
     let damaged = damaged && stopped_early.is_none();
-    print_summary(&format!("{}{which}", args.game.display()), &record, &reviews, &swings, damaged);
+    print_summary(&name, &record, &reviews, &swings, damaged);
     println!("written: {}", written.join(", "));
     Ok(())
 }
@@ -180,6 +179,9 @@ pub fn run(args: Args) -> Result<()> {
 /// A game of a file, as [`read_game`] reads it.
 pub struct GameInFile {
     pub record: GameRecord,
+    /// The file's name, and the game's place in it when it holds more
+    /// than one: "a.sgf (game 1 of 3200)".
+    pub name: String,
     /// Games in the file.
     pub games: usize,
     /// Whether the record is damaged after its last move read.
@@ -201,7 +203,11 @@ pub fn read_game(path: &Path, index: usize) -> Result<GameInFile> {
     if let Some(damage) = &damage {
         go_train::say!("warning: {}: read up to move {}, then: {damage}", path.display(), record.moves.len());
     }
-    Ok(GameInFile { record, games: count, damaged: damage.is_some(), side_nodes })
+    let name = match count {
+        1 => path.display().to_string(),
+        _ => format!("{} (game {index} of {count})", path.display()),
+    };
+    Ok(GameInFile { record, name, games: count, damaged: damage.is_some(), side_nodes })
 }
 
 fn result_text(record: &GameRecord) -> String {

@@ -321,7 +321,6 @@ fn ready_folder(options: &SelfPlayOptions) -> Result<()> {
     Ok(())
 }
 
-/// What `--force` would cost, for advice that offers it.
 /// Removes the game records in `games` and the temporary files of their
 /// writes, then the folder if nothing else is left in it: a file of the
 /// user's there stays (`--force` once removed the folder whole).
@@ -338,6 +337,7 @@ fn remove_game_records(games: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What `--force` would cost, for advice that offers it.
 fn force_deletes(out: &Path) -> String {
     let games = (std::fs::read_dir(out.join(GAMES)).into_iter().flatten().flatten())
         .filter(|e| game_index(&e.file_name().to_string_lossy()).is_some())

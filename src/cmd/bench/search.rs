@@ -42,15 +42,11 @@ pub struct SearchArgs {
 const DEFAULT_AGENTS: [&str; 3] = ["mcts:preset=seed,selection=puct", "mcts:root-policy=none", "mcts"];
 
 pub fn run(args: SearchArgs) -> Result<()> {
+    // A collection's game is named by its place in every message: game 0
+    // of 3,200 once read as the whole file.
     let read = read_game(&args.sgf, args.index)?;
-    let record = read.record;
+    let (record, game_name) = (read.record, read.name);
     let rules = record.rules();
-    // A collection's games are told apart in every message: game 0 of
-    // 3,200 once read as the whole file.
-    let game_name = match read.games {
-        1 => args.sgf.display().to_string(),
-        games => format!("{} (game {} of {games})", args.sgf.display(), args.index),
-    };
     if record.size != go_train::nn::BOARD {
         let size = record.size;
         bail!("{game_name}: a {size}x{size} game, and the nets play on 19x19 only");
